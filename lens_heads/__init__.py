@@ -1,0 +1,34 @@
+"""lens_heads: find, train and analyse attention-head masks with TransformerLens.
+
+>>> import lens_heads as lh
+>>> model = lh.tiny_model(n_layers=2, n_heads=4)
+>>> mask = lh.HeadMask.from_heads(["L0H1", "L1H3"], n_layers=2, n_heads=4)
+>>> with lh.apply_mask(model, mask):
+...     logits = model(model.to_tokens("hello"))
+>>> tuple(logits.shape[:2])
+(1, 6)
+"""
+
+from lens_heads.generation import Generation, generate, greedy_generate
+from lens_heads.hooks import apply_mask, mask_hooks
+from lens_heads.masks import HeadMask, expected_random_jaccard, jaccard
+from lens_heads.models import MODEL_ALIASES, head_shape, load_model, tiny_model
+from lens_heads.prompts import PromptFormat
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MODEL_ALIASES",
+    "Generation",
+    "HeadMask",
+    "PromptFormat",
+    "apply_mask",
+    "expected_random_jaccard",
+    "generate",
+    "greedy_generate",
+    "head_shape",
+    "jaccard",
+    "load_model",
+    "mask_hooks",
+    "tiny_model",
+]

@@ -1,0 +1,147 @@
+"""Prompt formats (bare, instructed, k-shot, chat or not) and encoding with answer positions.
+
+>>> import lens_heads as lh
+>>> model = lh.tiny_model()
+>>> fmt = lh.PromptFormat(chat=False, instruction="Capitalize the word.")
+>>> fmt.render("apple")
+'Capitalize the word.\\n\\nInput:\\n\\napple\\n\\nOutput:\\n\\n'
+>>> example = encode_example(model.tokenizer, fmt.render("apple"), "Apple", chat=False)
+>>> model.tokenizer.decode(example.answer_tokens)
+'Apple'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["EncodedExample", "PromptFormat", "encode_example", "encode_text", "has_chat_template"]
+
+INSTRUCTION_TEMPLATE = "{instruction}\n\nInput:\n\n{input}\n\nOutput:\n\n"
+
+
+def has_chat_template(tokenizer: Any) -> bool:
+    return bool(getattr(tokenizer, "chat_template", None))
+
+
+def _chat(tokenizer: Any, messages: list[dict[str, str]]) -> str:
+    if not has_chat_template(tokenizer):
+        raise ValueError(
+            f"tokenizer {getattr(tokenizer, 'name_or_path', '?')!r} has no chat template (a base "
+            "model?); use chat=False"
+        )
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+
+def encode_text(tokenizer: Any, text: str, *, chat: bool = False) -> list[int]:
+    """Token ids of a prompt: the chat template's special tokens when ``chat``, else the
+    tokenizer's own (e.g. Gemma's BOS).
+
+    >>> import lens_heads as lh
+    >>> tokenizer = lh.tiny_model().tokenizer
+    >>> tokenizer.decode(encode_text(tokenizer, "hi", chat=True))
+    '<|im_start|>user\\nhi<|im_end|>\\n<|im_start|>assistant\\n'
+    """
+    if not text:
+        raise ValueError("the prompt is empty")
+    if chat:
+        text = _chat(tokenizer, [{"role": "user", "content": text}])
+        return list(tokenizer(text, add_special_tokens=False).input_ids)
+    return list(tokenizer(text).input_ids)
+
+
+@dataclass(frozen=True)
+class PromptFormat:
+    """How an input becomes a prompt.
+
+    * ``instruction=None``: the bare input (the paper's instruction-free setting).
+    * ``instruction="..."``: ``{instruction}\\n\\nInput:\\n\\n{input}\\n\\nOutput:\\n\\n``
+      (HeadsUp Table 10).
+    * ``shots``: demonstrations ``(input, output)``; with ``chat`` they become earlier turns.
+    * ``chat``: wrap in the model's chat template (instruct models); base models use the plain
+      text followed by ``separator``.
+
+    >>> PromptFormat(chat=False).render("apple")
+    'apple\\n\\n'
+    >>> PromptFormat(chat=False, shots=(("cat", "Cat"),)).render("dog")
+    'cat\\n\\nCat\\n\\ndog\\n\\n'
+    """
+
+    chat: bool = True
+    instruction: str | None = None
+    shots: tuple[tuple[str, str], ...] = ()
+    separator: str = "\n\n"
+
+    def _content(self, text: str) -> str:
+        if self.instruction is None:
+            return text
+        return INSTRUCTION_TEMPLATE.format(instruction=self.instruction, input=text)
+
+    def render(self, text: str, tokenizer: Any = None) -> str:
+        """The prompt text for one input (the tokenizer's chat template applied when ``chat``)."""
+        if self.chat:
+            if tokenizer is None:
+                raise ValueError("a chat PromptFormat needs the tokenizer: fmt.render(text, tok)")
+            messages: list[dict[str, str]] = []
+            for shot_input, shot_output in self.shots:
+                messages.append({"role": "user", "content": self._content(shot_input)})
+                messages.append({"role": "assistant", "content": shot_output})
+            messages.append({"role": "user", "content": self._content(text)})
+            return _chat(tokenizer, messages)
+        if self.instruction is None:
+            shots = "".join(f"{x}{self.separator}{y}{self.separator}" for x, y in self.shots)
+            return f"{shots}{text}{self.separator}"
+        shots = "".join(
+            f"Input:\n\n{x}\n\nOutput:\n\n{y}{self.separator}" for x, y in self.shots
+        )
+        return f"{self.instruction}\n\n{shots}Input:\n\n{text}\n\nOutput:\n\n"
+
+
+@dataclass(frozen=True)
+class EncodedExample:
+    """A prompt followed by its answer, as token ids; ``tokens[answer_start:]`` is the answer.
+
+    ``boundary_merged`` records that the tokenizer merged the prompt's last characters with
+    the answer's first ones; the prompt's own tokenization was kept (see :func:`encode_example`).
+    """
+
+    tokens: list[int]
+    answer_start: int
+    boundary_merged: bool = False
+
+    @property
+    def prompt_tokens(self) -> list[int]:
+        return self.tokens[: self.answer_start]
+
+    @property
+    def answer_tokens(self) -> list[int]:
+        return self.tokens[self.answer_start :]
+
+
+def encode_example(tokenizer: Any, prompt: str, answer: str, *, chat: bool) -> EncodedExample:
+    """Encode ``prompt + answer`` and locate the answer tokens.
+
+    The answer is tokenized in context (so SentencePiece/BPE spacing is natural). If the
+    tokenizer merges across the boundary, the prompt tokens would change; then the prompt is
+    kept exactly as generation sees it and the answer is tokenized on its own after it.
+    """
+    if not answer:
+        raise ValueError(f"empty answer for prompt {prompt[:40]!r}")
+    special = not chat
+    prompt_ids = list(tokenizer(prompt, add_special_tokens=special).input_ids)
+    full_ids = list(tokenizer(prompt + answer, add_special_tokens=special).input_ids)
+    # Some tokenizers append an EOS with special tokens; the answer never includes it.
+    eos = tokenizer.eos_token_id
+    if special and eos is not None and prompt_ids and prompt_ids[-1] == eos:
+        prompt_ids, full_ids = prompt_ids[:-1], full_ids[:-1]
+    if full_ids[: len(prompt_ids)] == prompt_ids and len(full_ids) > len(prompt_ids):
+        return EncodedExample(full_ids, len(prompt_ids))
+    answer_ids = list(tokenizer(answer, add_special_tokens=False).input_ids)
+    return EncodedExample(prompt_ids + answer_ids, len(prompt_ids), boundary_merged=True)
+
+
+def encode_examples(
+    tokenizer: Any, prompts: Sequence[str], answers: Sequence[str], *, chat: bool
+) -> list[EncodedExample]:
+    return [encode_example(tokenizer, p, a, chat=chat) for p, a in zip(prompts, answers, strict=True)]
