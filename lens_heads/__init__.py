@@ -14,6 +14,7 @@ from lens_heads.hooks import apply_mask, mask_hooks
 from lens_heads.masks import HeadMask, expected_random_jaccard, jaccard
 from lens_heads.models import MODEL_ALIASES, head_shape, load_model, tiny_model
 from lens_heads.prompts import PromptFormat
+from lens_heads.tasks import Task, get_task, list_tasks
 
 __version__ = "0.1.0"
 
@@ -23,11 +24,14 @@ __all__ = [
     "HeadMask",
     "PromptFormat",
     "apply_mask",
+    "Task",
     "expected_random_jaccard",
     "generate",
+    "get_task",
     "greedy_generate",
     "head_shape",
     "jaccard",
+    "list_tasks",
     "load_model",
     "mask_hooks",
     "tiny_model",

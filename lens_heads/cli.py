@@ -4,7 +4,7 @@ Each subcommand is a ``_cmd_<name>(args)`` function plus an ``_add_<name>(subpar
 declares its arguments; :data:`COMMANDS` lists them in the order ``--help`` shows.
 
     lens-heads models [--prepare ALIAS]
-    lens-heads generate --model smollm2-135m-instruct --prompt "apple" --chat [--mask mask.safetensors]
+    lens-heads generate --model smollm2-135m-instruct --prompt "apple" --chat [--mask m.safetensors]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _add_model_argument(parser: argparse.ArgumentParser, default: str | None = N
         "--model",
         default=default,
         required=default is None,
-        help="offline alias (smollm2-135m-instruct, gemma-3-270m), .gguf file, checkpoint dir or HF id",
+        help="alias (smollm2-135m-instruct, gemma-3-270m), .gguf file, checkpoint dir or HF id",
     )
     parser.add_argument(
         "--dtype", default="float32", choices=["float32", "bfloat16"], help="weights dtype"

@@ -144,6 +144,7 @@ def generate(
 ) -> list[Generation]:
     """Greedy continuations of text prompts (wrapped in the chat template when ``chat``).
 
+    >>> import lens_heads as lh
     >>> model = lh.tiny_model()
     >>> [g.text for g in generate(model, "hi", max_new_tokens=2)]  # doctest: +SKIP
     ['..']

@@ -95,6 +95,7 @@ def mask_hooks(mask: MaskLike, model: ModelLike | None = None) -> list[Hook]:
 def apply_mask(model: ModelLike, mask: MaskLike) -> Iterator[ModelLike]:
     """Context manager: inside it, every forward pass and ``generate`` call is masked.
 
+    >>> import lens_heads as lh
     >>> model = lh.tiny_model()
     >>> with apply_mask(model, HeadMask.ones(model)) as masked_model:
     ...     logits = masked_model(model.to_tokens("hi"))

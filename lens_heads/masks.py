@@ -51,7 +51,9 @@ def format_head(layer: int, head: int) -> str:
     return f"L{layer}H{head}"
 
 
-def parse_head(label: str, n_layers: int | None = None, n_heads: int | None = None) -> tuple[int, int]:
+def parse_head(
+    label: str, n_layers: int | None = None, n_heads: int | None = None
+) -> tuple[int, int]:
     """Parse ``"L3H7"`` into ``(3, 7)``, checking the range when the shape is given.
 
     >>> parse_head("L3H7")
@@ -91,7 +93,7 @@ class HeadMask:
     (6, (2, 3))
     """
 
-    values: Float[Tensor, "n_layers n_heads"]
+    values: Tensor  # [n_layers, n_heads]; validated (with a clear error) in __post_init__
     alpha: float = 0.0
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -125,7 +127,9 @@ class HeadMask:
         return cls(torch.zeros(_shape_of(n_layers, n_heads)))
 
     @classmethod
-    def from_weights(cls, weights: Float[Tensor, "n_layers n_heads"], threshold: float = 0.5) -> HeadMask:
+    def from_weights(
+        cls, weights: Float[Tensor, "n_layers n_heads"], threshold: float = 0.5
+    ) -> HeadMask:
         """Binary mask of trained logits: a head is kept where ``sigmoid(W) >= threshold``."""
         weights = torch.as_tensor(weights).detach().float()
         return cls((torch.sigmoid(weights) >= threshold).float())
@@ -141,7 +145,9 @@ class HeadMask:
                 parse_head(head, n_layers, n_heads) if isinstance(head, str) else tuple(head)
             )
             if not (0 <= layer < n_layers and 0 <= index < n_heads):
-                raise ValueError(f"head {format_head(layer, index)} is out of range for {n_layers}x{n_heads}")
+                raise ValueError(
+                    f"head {format_head(layer, index)} is out of range for {n_layers}x{n_heads}"
+                )
             values[layer, index] = 1.0
         return cls(values)
 
@@ -261,7 +267,9 @@ class HeadMask:
             "created": info.pop("created", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
             "metadata": json.dumps(info, default=str),
         }
-        descriptor, temporary = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        descriptor, temporary = tempfile.mkstemp(
+            prefix=path.name + ".", suffix=".tmp", dir=path.parent
+        )
         os.close(descriptor)
         try:
             save_file({"values": self.values.contiguous()}, temporary, metadata=header)
@@ -290,9 +298,10 @@ class HeadMask:
             alpha = float(header.get("alpha", "0.0"))
             if tuple(values.shape) != (int(header["n_layers"]), int(header["n_heads"])):
                 raise ValueError("stored shape disagrees with the tensor")
-        except Exception as error:  # noqa: BLE001 - every failure means the same thing to a user
+        except Exception as error:
             raise MaskFileError(
-                f"{path} is not a readable head-mask file ({type(error).__name__}: {error}); it may "
+                f"{path} is not a readable head-mask file ({type(error).__name__}: {error}); "
+                "it may "
                 "be truncated or corrupted: re-create it with HeadMask.save()"
             ) from error
         mask = cls(values, alpha=alpha, metadata=metadata)
@@ -307,7 +316,9 @@ def jaccard(a: HeadMask, b: HeadMask) -> float:
     return 1.0 if union == 0 else (a & b).n_selected / union
 
 
-def expected_random_jaccard(a: HeadMask | int, b: HeadMask | int, n_heads: int | None = None) -> float:
+def expected_random_jaccard(
+    a: HeadMask | int, b: HeadMask | int, n_heads: int | None = None
+) -> float:
     """Expected Jaccard similarity of two random masks with the sizes of ``a`` and ``b``.
 
     With ``N`` heads and masks of ``k1`` and ``k2`` heads placed uniformly at random, the overlap

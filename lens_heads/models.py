@@ -57,7 +57,7 @@ class ModelLike(Protocol):
 
 
 class ModelNotAvailableError(RuntimeError):
-    """The model spec names something that cannot be loaded here (unknown alias, missing package)."""
+    """The model spec names something not loadable here (unknown alias, missing package)."""
 
 
 @dataclass(frozen=True)
@@ -275,7 +275,7 @@ def _try_load_cache(directory: Path) -> tuple[Any, Any] | None:
         if not (directory / "lens_heads.json").is_file():
             raise FileNotFoundError("missing lens_heads.json (incomplete cache entry)")
         return _load_hf_dir(directory)
-    except Exception as error:  # noqa: BLE001 - any unreadable cache is rebuilt, never trusted
+    except Exception as error:
         warnings.warn(
             f"model cache {directory} is unreadable ({type(error).__name__}: {error}); "
             "re-creating it from the GGUF file",
@@ -299,7 +299,9 @@ def _load_gguf_cached(
     try:
         _write_cache(directory, hf_model, tokenizer, source=path, sha256=sha256)
     except OSError as error:
-        warnings.warn(f"could not cache the dequantized model in {directory}: {error}", stacklevel=2)
+        warnings.warn(
+            f"could not cache the dequantized model in {directory}: {error}", stacklevel=2
+        )
     return hf_model, tokenizer
 
 
@@ -323,7 +325,9 @@ def _dequantize_gguf(path: Path, architecture: str | None) -> tuple[Any, Any]:
     return hf_model, tokenizer
 
 
-def _write_cache(directory: Path, hf_model: Any, tokenizer: Any, *, source: Path, sha256: str) -> None:
+def _write_cache(
+    directory: Path, hf_model: Any, tokenizer: Any, *, source: Path, sha256: str
+) -> None:
     """Write the checkpoint into a temporary sibling, then rename it into place atomically."""
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=directory.name + ".tmp-", dir=directory.parent))
@@ -392,23 +396,15 @@ def _byte_tokenizer() -> Any:
     return tokenizer
 
 
-def tiny_model(
-    n_layers: int = 2,
-    n_heads: int = 4,
-    *,
-    n_kv_heads: int | None = None,
-    d_head: int = 16,
-    d_mlp: int | None = None,
-    n_ctx: int = 512,
-    seed: int = 0,
-) -> Any:
-    """A small random-initialised Llama-style bridge with a byte-level tokenizer, built offline.
-
-    >>> model = tiny_model(n_layers=3, n_heads=2, n_kv_heads=1)
-    >>> head_shape(model)
-    (3, 2)
-    """
-    from transformer_lens.model_bridge import TransformerBridge
+def _tiny_hf_model(
+    n_layers: int,
+    n_heads: int,
+    n_kv_heads: int | None,
+    d_head: int,
+    d_mlp: int | None,
+    n_ctx: int,
+    seed: int,
+) -> tuple[Any, Any]:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tokenizer = _byte_tokenizer()
@@ -431,6 +427,29 @@ def tiny_model(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         hf_model = LlamaForCausalLM(config)
-    hf_model.eval()
-    bridge = TransformerBridge.boot_transformers("lens-heads-tiny", hf_model=hf_model, tokenizer=tokenizer)
+    return hf_model.eval(), tokenizer
+
+
+def tiny_model(
+    n_layers: int = 2,
+    n_heads: int = 4,
+    *,
+    n_kv_heads: int | None = None,
+    d_head: int = 16,
+    d_mlp: int | None = None,
+    n_ctx: int = 512,
+    seed: int = 0,
+) -> Any:
+    """A small random-initialised Llama-style bridge with a byte-level tokenizer, built offline.
+
+    >>> model = tiny_model(n_layers=3, n_heads=2, n_kv_heads=1)
+    >>> head_shape(model)
+    (3, 2)
+    """
+    from transformer_lens.model_bridge import TransformerBridge
+
+    hf_model, tokenizer = _tiny_hf_model(n_layers, n_heads, n_kv_heads, d_head, d_mlp, n_ctx, seed)
+    bridge = TransformerBridge.boot_transformers(
+        "lens-heads-tiny", hf_model=hf_model, tokenizer=tokenizer
+    )
     return _finish(bridge, f"tiny-{n_layers}x{n_heads}-seed{seed}", torch.float32, "cpu", True)

@@ -16,7 +16,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EncodedExample", "PromptFormat", "encode_example", "encode_text", "has_chat_template"]
+import torch
+
+__all__ = [
+    "EncodedExample",
+    "PromptFormat",
+    "collate",
+    "encode_example",
+    "encode_examples",
+    "encode_text",
+    "has_chat_template",
+]
 
 INSTRUCTION_TEMPLATE = "{instruction}\n\nInput:\n\n{input}\n\nOutput:\n\n"
 
@@ -92,9 +102,7 @@ class PromptFormat:
         if self.instruction is None:
             shots = "".join(f"{x}{self.separator}{y}{self.separator}" for x, y in self.shots)
             return f"{shots}{text}{self.separator}"
-        shots = "".join(
-            f"Input:\n\n{x}\n\nOutput:\n\n{y}{self.separator}" for x, y in self.shots
-        )
+        shots = "".join(f"Input:\n\n{x}\n\nOutput:\n\n{y}{self.separator}" for x, y in self.shots)
         return f"{self.instruction}\n\n{shots}Input:\n\n{text}\n\nOutput:\n\n"
 
 
@@ -144,4 +152,32 @@ def encode_example(tokenizer: Any, prompt: str, answer: str, *, chat: bool) -> E
 def encode_examples(
     tokenizer: Any, prompts: Sequence[str], answers: Sequence[str], *, chat: bool
 ) -> list[EncodedExample]:
-    return [encode_example(tokenizer, p, a, chat=chat) for p, a in zip(prompts, answers, strict=True)]
+    return [
+        encode_example(tokenizer, p, a, chat=chat) for p, a in zip(prompts, answers, strict=True)
+    ]
+
+
+def collate(
+    examples: Sequence[EncodedExample], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-pad encoded examples into ``(tokens, answer_mask, lengths)``.
+
+    Right padding needs no attention mask for teacher-forced scoring and training: causal
+    attention never lets a real token see the pads after it (and bf16 stays finite, unlike a
+    left-padded batch with fully masked rows; see DESIGN.md §3). ``answer_mask[b, p]`` is True
+    where ``tokens[b, p]`` is an answer token (predicted by the logits at ``p - 1``).
+
+    >>> tokens, answer_mask, lengths = collate([EncodedExample([5, 6, 7], 2)], pad_id=0)
+    >>> answer_mask.tolist(), lengths.tolist()
+    ([[False, False, True]], [3])
+    """
+    if not examples:
+        raise ValueError("cannot collate an empty batch")
+    width = max(len(example.tokens) for example in examples)
+    tokens = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    answer_mask = torch.zeros((len(examples), width), dtype=torch.bool)
+    for row, example in enumerate(examples):
+        tokens[row, : len(example.tokens)] = torch.tensor(example.tokens, dtype=torch.long)
+        answer_mask[row, example.answer_start : len(example.tokens)] = True
+    lengths = torch.tensor([len(example.tokens) for example in examples])
+    return tokens, answer_mask, lengths

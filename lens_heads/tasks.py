@@ -193,7 +193,9 @@ def get_task(name: str | os.PathLike[str], *, instruction: str | None = None) ->
 # -- loaders ----------------------------------------------------------------------------------
 def _example(record: Any, where: str) -> Example:
     if not isinstance(record, dict):
-        raise TaskDataError(f"{where}: expected an object with 'input' and 'output', got {record!r}")
+        raise TaskDataError(
+            f"{where}: expected an object with 'input' and 'output', got {record!r}"
+        )
     missing = [key for key in ("input", "output") if key not in record]
     if missing:
         raise TaskDataError(f"{where}: missing field(s) {', '.join(missing)}")
@@ -233,9 +235,7 @@ def load_examples(path: str | os.PathLike[str]) -> list[Example]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
-            raise TaskDataError(
-                f"{path}:{error.lineno}: not valid JSON ({error.msg})"
-            ) from error
+            raise TaskDataError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from error
         if isinstance(data, dict) and "examples" in data:
             data = data["examples"]
         if not isinstance(data, list):
@@ -277,6 +277,7 @@ class ParallelCorpus:
     def alignment(self, source: str, target: str, index: int) -> Alignment:
         """Word alignment ``(source_word, target_word)`` pairs for sentence ``index``, composed
         through the pivot language when neither side is the pivot."""
+
         def from_pivot(lang: str) -> Alignment:
             if lang == self.pivot:
                 return [(i, i) for i in range(len(self.tokens[lang][index]))]
@@ -285,9 +286,7 @@ class ParallelCorpus:
             return list(self.alignments[lang][index])
 
         to_source, to_target = from_pivot(source), from_pivot(target)
-        return sorted(
-            {(s, t) for p, s in to_source for q, t in to_target if p == q}
-        )
+        return sorted({(s, t) for p, s in to_source for q, t in to_target if p == q})
 
     def translation_task(self, source: str, target: str) -> Task:
         for lang in (source, target):
@@ -405,7 +404,9 @@ def load_hf_task(
     try:
         import datasets
     except ImportError as error:
-        raise ImportError("load_hf_task needs the datasets package: pip install datasets") from error
+        raise ImportError(
+            "load_hf_task needs the datasets package: pip install datasets"
+        ) from error
     rows = datasets.load_dataset(dataset, split=split)
     examples = tuple(
         _example({"input": row[input_field], "output": row[output_field]}, f"{dataset}[{i}]")

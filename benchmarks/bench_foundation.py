@@ -1,0 +1,68 @@
+"""Foundation benchmarks: the cost of the mask hook, and what the weights cache saves."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import torch
+
+from benchmarks.harness import BenchmarkResult, compare, time_call
+
+
+def bench_mask_hook_overhead(quick: bool) -> BenchmarkResult:
+    """Forward pass of SmolLM2 with an all-ones mask hook vs no hook (target <= 1.05x)."""
+    import lens_heads as lh
+    from lens_heads.prompts import encode_text
+
+    model = lh.load_model("smollm2-135m-instruct")
+    text = "The quick brown fox jumps over the lazy dog. " * 4
+    tokens = torch.tensor([encode_text(model.tokenizer, text)] * 8)
+    ones = lh.mask_hooks(lh.HeadMask.ones(model))
+
+    @torch.inference_mode()
+    def plain() -> None:
+        model(tokens)
+
+    @torch.inference_mode()
+    def masked() -> None:
+        model.run_with_hooks(tokens, fwd_hooks=ones)
+
+    return compare(
+        "forward: all-ones mask hook / no hook",
+        plain,
+        masked,
+        target=1.05,
+        repeats=5 if quick else 15,
+        extra={"batch x pos": f"{tokens.shape[0]} x {tokens.shape[1]}"},
+    )
+
+
+def bench_cached_load(quick: bool) -> BenchmarkResult:
+    """Loading SmolLM2 from the safetensors cache vs dequantizing the GGUF (target <= 0.2x)."""
+    import lens_heads as lh
+
+    scratch = tempfile.mkdtemp(prefix="lens-heads-bench-")
+    previous = os.environ.get("LENS_HEADS_CACHE")
+    os.environ["LENS_HEADS_CACHE"] = scratch
+    try:
+        uncached, cached = [], []
+        for _ in range(1 if quick else 2):
+            shutil.rmtree(scratch, ignore_errors=True)
+            uncached.append(time_call(lambda: lh.load_model("smollm2-135m-instruct")))
+            cached.append(time_call(lambda: lh.load_model("smollm2-135m-instruct")))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        if previous is None:
+            os.environ.pop("LENS_HEADS_CACHE", None)
+        else:
+            os.environ["LENS_HEADS_CACHE"] = previous
+    ratios = sorted(c / u for u, c in zip(uncached, cached, strict=True))
+    return BenchmarkResult(
+        "model load: cached / uncached (SmolLM2)",
+        baseline_s=sorted(uncached)[len(uncached) // 2],
+        candidate_s=sorted(cached)[len(cached) // 2],
+        ratio=ratios[len(ratios) // 2],
+        target=0.2,
+    )

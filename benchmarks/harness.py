@@ -1,0 +1,119 @@
+"""A small benchmark harness: every figure is a ratio against a baseline measured in the same run.
+
+Machines here are noisy, so absolute times mean little; a benchmark times its baseline and its
+candidate alternately (A B A B ...) and reports the median of the per-pair ratios.
+
+A benchmark is a function ``bench_<name>(quick: bool) -> BenchmarkResult`` (or a dict with the
+same fields) in a module ``benchmarks/bench_<topic>.py``; ``python -m benchmarks.run`` finds them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BenchmarkResult", "compare", "peak_rss_mb", "time_call"]
+
+
+@dataclass
+class BenchmarkResult:
+    """One benchmark: ``ratio = candidate / baseline`` (lower is better unless stated)."""
+
+    name: str
+    baseline_s: float
+    candidate_s: float
+    ratio: float
+    target: float
+    higher_is_better: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.ratio >= self.target if self.higher_is_better else self.ratio <= self.target
+
+    @classmethod
+    def from_any(cls, value: BenchmarkResult | dict[str, Any]) -> BenchmarkResult:
+        if isinstance(value, BenchmarkResult):
+            return value
+        known = {k: value[k] for k in cls.__dataclass_fields__ if k in value}
+        known.setdefault("extra", {})
+        known["extra"].update({k: v for k, v in value.items() if k not in cls.__dataclass_fields__})
+        return cls(**known)
+
+    def line(self) -> str:
+        sense = ">=" if self.higher_is_better else "<="
+        verdict = "ok" if self.passed else "MISSED"
+        return (
+            f"{self.name:40s} baseline {self.baseline_s:8.3f} s  "
+            f"candidate {self.candidate_s:8.3f} s  "
+            f"ratio {self.ratio:6.3f} (target {sense} {self.target}) {verdict}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "passed": self.passed}
+
+
+def time_call(function: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def compare(
+    name: str,
+    baseline: Callable[[], Any],
+    candidate: Callable[[], Any],
+    *,
+    target: float,
+    repeats: int = 5,
+    warmup: int = 1,
+    higher_is_better: bool = False,
+    speedup: bool = False,
+    extra: dict[str, Any] | None = None,
+) -> BenchmarkResult:
+    """Time ``baseline`` and ``candidate`` alternately; the ratio is the median pair ratio.
+
+    With ``speedup=True`` the ratio is baseline / candidate (a speed-up, higher is better).
+    """
+    for _ in range(warmup):
+        baseline()
+        candidate()
+    pairs = []
+    for _ in range(repeats):
+        pairs.append((time_call(baseline), time_call(candidate)))
+    base = statistics.median(b for b, _ in pairs)
+    cand = statistics.median(c for _, c in pairs)
+    if speedup:
+        ratio = statistics.median(b / c for b, c in pairs)
+        higher_is_better = True
+    else:
+        ratio = statistics.median(c / b for b, c in pairs)
+    return BenchmarkResult(name, base, cand, ratio, target, higher_is_better, dict(extra or {}))
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MiB (Linux)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def write_summary(results: list[BenchmarkResult], path: Path) -> None:
+    """Write the JSON summary atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {"cpus": os.cpu_count()},
+        "results": [result.to_json() for result in results],
+    }
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(descriptor, "w") as file:
+        json.dump(payload, file, indent=2)
+    os.replace(temporary, path)

@@ -1,0 +1,95 @@
+"""Foundation on the two real offline models: loading, masks, batched generation, CLI."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import lens_heads as lh
+from lens_heads.cli import main
+from lens_heads.generation import greedy_generate
+from lens_heads.masks import HeadMask
+from lens_heads.prompts import encode_text
+
+pytestmark = pytest.mark.integration
+
+
+def test_shapes(smollm2, gemma):
+    assert lh.head_shape(smollm2) == (30, 9)
+    assert lh.head_shape(gemma) == (18, 4)
+
+
+def test_smollm2_chat_prompt_generates_sensible_text(smollm2):
+    [output] = lh.generate(smollm2, "What is the capital of France?", chat=True, max_new_tokens=12)
+    assert "Paris" in output.text
+
+
+@pytest.mark.parametrize("fixture", ["smollm2", "gemma"])
+def test_masking_a_whole_layer_changes_logits(request, fixture):
+    model = request.getfixturevalue(fixture)
+    tokens = torch.tensor([encode_text(model.tokenizer, "The capital of France is")])
+    values = torch.ones(lh.head_shape(model))
+    values[2] = 0.0
+    with lh.apply_mask(model, HeadMask(values)):
+        masked = model(tokens)
+    with lh.apply_mask(model, HeadMask.ones(model)):
+        ones = model(tokens)
+    original = model(tokens)
+    assert torch.equal(ones, original)
+    assert (masked[0, -1] - original[0, -1]).abs().max() > 0.1
+
+
+@pytest.mark.parametrize(
+    ("fixture", "chat", "prompts"),
+    [
+        (
+            "smollm2",
+            True,
+            ["Name a fruit.", "What is 2+2?", "Say hi", "Write the word apple in capitals."],
+        ),
+        (
+            "gemma",
+            False,
+            ["The capital of France is", "1, 2, 3,", "English: dog\nFrench:", "Hello"],
+        ),
+    ],
+)
+def test_batched_generation_equals_one_by_one(request, fixture, chat, prompts):
+    model = request.getfixturevalue(fixture)
+    encoded = [encode_text(model.tokenizer, p, chat=chat) for p in prompts]
+    batched = greedy_generate(model, encoded, max_new_tokens=8, batch_size=4)
+    alone = [greedy_generate(model, [e], max_new_tokens=8, batch_size=1)[0] for e in encoded]
+    assert batched == alone
+    assert all(len(tokens) > 0 for tokens in batched)
+
+
+def test_cli_models_and_generate(capsys, tmp_path, smollm2):
+    assert main(["models"]) == 0
+    listing = capsys.readouterr().out
+    assert "smollm2-135m-instruct" in listing and "gemma-3-270m" in listing and "cached" in listing
+    mask_path = HeadMask.ones(smollm2).save(tmp_path / "ones.safetensors")
+    code = main(
+        [
+            "generate",
+            "--model",
+            "smollm2-135m-instruct",
+            "--chat",
+            "--max-new-tokens",
+            "8",
+            "--prompt",
+            "What is the capital of France?",
+            "--mask",
+            str(mask_path),
+        ]
+    )
+    assert code == 0
+    assert "Paris" in capsys.readouterr().out
+
+
+def test_cli_rejects_mask_of_another_model(capsys, tmp_path):
+    mask_path = HeadMask.ones(18, 4).save(tmp_path / "gemma.safetensors")
+    code = main(
+        ["generate", "--model", "smollm2-135m-instruct", "--prompt", "hi", "--mask", str(mask_path)]
+    )
+    assert code == 2
+    assert "has 30 layers x 9 heads" in capsys.readouterr().err

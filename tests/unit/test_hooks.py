@@ -1,0 +1,134 @@
+"""The hook_z mask mechanism on a tiny grouped-query model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import lens_heads as lh
+from lens_heads.masks import HeadMask, MaskShapeError
+
+PROMPTS = ["hello world", "the cat sat", "x"]
+
+
+def _tokens(model, text):
+    return model.to_tokens(text)
+
+
+def test_all_zero_mask_zeroes_every_attention_output(tiny):
+    outputs = {}
+
+    def record(value, hook):
+        outputs[hook.name] = value.detach().clone()
+
+    names = [f"blocks.{layer}.hook_attn_out" for layer in range(tiny.cfg.n_layers)]
+    tiny.run_with_hooks(
+        _tokens(tiny, "hello"),
+        fwd_hooks=lh.mask_hooks(HeadMask.zeros(tiny)) + [(name, record) for name in names],
+    )
+    assert len(outputs) == tiny.cfg.n_layers
+    for value in outputs.values():
+        assert torch.count_nonzero(value) == 0
+
+
+def test_all_ones_mask_is_bit_identical(tiny):
+    tokens = _tokens(tiny, "hello world")
+    with lh.apply_mask(tiny, HeadMask.ones(tiny)):
+        masked = tiny(tokens)
+    assert torch.equal(masked, tiny(tokens))
+
+
+def test_one_head_mask_equals_hand_written_ablation(tiny):
+    tokens = _tokens(tiny, "hello world")
+    layer, head = 1, 2
+
+    def ablate(z, hook):
+        z = z.clone()
+        z[:, :, head, :] = 0.0
+        return z
+
+    expected = tiny.run_with_hooks(tokens, fwd_hooks=[(f"blocks.{layer}.attn.hook_z", ablate)])
+    mask = HeadMask.ones(tiny).values.clone()
+    mask[layer, head] = 0.0
+    with lh.apply_mask(tiny, HeadMask(mask)):
+        masked = tiny(tokens)
+    assert torch.allclose(masked, expected, atol=1e-6)
+    assert not torch.allclose(masked, tiny(tokens), atol=1e-4)
+
+
+def test_per_example_masks_equal_running_each_alone(tiny):
+    tokens = torch.cat([_tokens(tiny, "abcdef")] * 3)
+    masks = [
+        HeadMask.ones(tiny),
+        HeadMask.zeros(tiny),
+        HeadMask.from_heads(["L0H1"], n_layers=2, n_heads=4),
+    ]
+    batched = tiny.run_with_hooks(
+        tokens, fwd_hooks=lh.mask_hooks(torch.stack([m.values for m in masks]))
+    )
+    for row, mask in enumerate(masks):
+        with lh.apply_mask(tiny, mask):
+            alone = tiny(tokens[row : row + 1])
+        assert torch.allclose(batched[row], alone[0], atol=1e-5)
+
+
+def test_mask_gradient_matches_finite_differences(tiny):
+    tokens = _tokens(tiny, "gradient check")
+    generator = torch.Generator().manual_seed(0)
+    base = torch.rand(2, 4, generator=generator, dtype=torch.float64)
+
+    def loss_of(values: torch.Tensor) -> torch.Tensor:
+        logits = tiny.run_with_hooks(tokens, fwd_hooks=lh.mask_hooks(values))
+        return logits[0, -1].double().log_softmax(-1)[7]
+
+    values = base.clone().float().requires_grad_(True)
+    loss_of(values).backward()
+    assert values.grad is not None and torch.count_nonzero(values.grad) > 0
+    epsilon = 1e-2
+    for layer, head in [(0, 0), (1, 3), (0, 2)]:
+        up, down = base.clone().float(), base.clone().float()
+        up[layer, head] += epsilon
+        down[layer, head] -= epsilon
+        estimate = (loss_of(up) - loss_of(down)).item() / (2 * epsilon)
+        assert values.grad[layer, head].item() == pytest.approx(estimate, rel=0.05, abs=1e-3)
+
+
+def test_masks_apply_inside_generate_and_run_with_cache(tiny):
+    tokens = _tokens(tiny, "hello")
+    with lh.apply_mask(tiny, HeadMask.zeros(tiny)):
+        _, cache = tiny.run_with_cache(tokens)
+        generated = tiny.generate(tokens, max_new_tokens=4, do_sample=False, verbose=False)
+    assert torch.count_nonzero(cache["blocks.0.hook_attn_out"]) == 0
+    zero_alone = lh.greedy_generate(
+        tiny, [tokens[0].tolist()], max_new_tokens=4, mask=HeadMask.zeros(tiny), stop_tokens=[]
+    )
+    assert generated[0, tokens.shape[1] :].tolist() == zero_alone[0]
+
+
+def test_alpha_scales_unselected_heads(tiny):
+    tokens = _tokens(tiny, "scale")
+    mask = HeadMask.from_heads(["L0H0"], n_layers=2, n_heads=4).with_alpha(0.5)
+    expected = torch.full((2, 4), 0.5)
+    expected[0, 0] = 1.0
+    with lh.apply_mask(tiny, mask):
+        scaled = tiny(tokens)
+    assert torch.allclose(scaled, tiny.run_with_hooks(tokens, fwd_hooks=lh.mask_hooks(expected)))
+
+
+def test_wrong_mask_shape_is_a_clear_error(tiny):
+    with pytest.raises(MaskShapeError, match=r"shape \(3, 4\).* has 2 layers x 4 heads"):
+        with lh.apply_mask(tiny, HeadMask.ones(3, 4)):
+            pass
+    with pytest.raises(MaskShapeError, match="per-example mask has batch 2"):
+        tiny.run_with_hooks(_tokens(tiny, "a"), fwd_hooks=lh.mask_hooks(torch.ones(2, 2, 4)))
+
+
+def test_gqa_mask_acts_on_query_heads():
+    model = lh.tiny_model(n_layers=1, n_heads=4, n_kv_heads=1, seed=3)
+    seen = {}
+
+    def record(z, hook):
+        seen["z"] = z.shape
+
+    model.run_with_hooks(_tokens(model, "abc"), fwd_hooks=[("blocks.0.attn.hook_z", record)])
+    assert seen["z"][2] == 4  # query heads, not the single KV head
