@@ -9,22 +9,30 @@
 (1, 6)
 """
 
+from lens_heads.evaluate import EvaluationResult, evaluate
 from lens_heads.generation import Generation, generate, greedy_generate
 from lens_heads.hooks import apply_mask, mask_hooks
 from lens_heads.masks import HeadMask, expected_random_jaccard, jaccard
 from lens_heads.models import MODEL_ALIASES, head_shape, load_model, tiny_model
 from lens_heads.prompts import PromptFormat
+from lens_heads.sweep import SweepResult, removal_sweep
 from lens_heads.tasks import Task, get_task, list_tasks
+from lens_heads.training import MaskTrainingResult, TrainingConfig, train_mask
 
 __version__ = "0.1.0"
 
 __all__ = [
     "MODEL_ALIASES",
+    "EvaluationResult",
     "Generation",
     "HeadMask",
+    "MaskTrainingResult",
     "PromptFormat",
-    "apply_mask",
+    "SweepResult",
     "Task",
+    "TrainingConfig",
+    "apply_mask",
+    "evaluate",
     "expected_random_jaccard",
     "generate",
     "get_task",
@@ -34,5 +42,7 @@ __all__ = [
     "list_tasks",
     "load_model",
     "mask_hooks",
+    "removal_sweep",
     "tiny_model",
+    "train_mask",
 ]

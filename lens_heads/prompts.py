@@ -12,11 +12,15 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
+
+if TYPE_CHECKING:
+    from lens_heads.tasks import Task
 
 __all__ = [
     "EncodedExample",
@@ -26,6 +30,8 @@ __all__ = [
     "encode_examples",
     "encode_text",
     "has_chat_template",
+    "hybrid_few_shot",
+    "sample_shots",
 ]
 
 INSTRUCTION_TEMPLATE = "{instruction}\n\nInput:\n\n{input}\n\nOutput:\n\n"
@@ -181,3 +187,93 @@ def collate(
         answer_mask[row, example.answer_start : len(example.tokens)] = True
     lengths = torch.tensor([len(example.tokens) for example in examples])
     return tokens, answer_mask, lengths
+
+
+# -- demonstrations and the hybrid multi-task few-shot set (issue 3) ----------------------------
+Shot = tuple[str, str]
+
+
+def sample_shots(
+    pool: Task | Sequence[Shot], k: int, *, seed: int = 0, exclude: str | None = None
+) -> tuple[Shot, ...]:
+    """``k`` demonstrations ``(input, output)`` drawn without replacement from ``pool`` (a
+    task, usually its training split, or pairs), reproducibly for a given ``seed``.
+
+    ``exclude`` drops demonstrations whose input equals it (the query itself).
+
+    >>> sample_shots([("a", "A"), ("b", "B"), ("c", "C")], 2, seed=1, exclude="c")
+    (('a', 'A'), ('b', 'B'))
+    """
+    if k < 0:
+        raise ValueError(f"the number of shots must be >= 0, got {k}")
+    pairs = [(e.input, e.output) for e in pool] if not isinstance(pool, Sequence) else list(pool)
+    pairs = [(x, y) for x, y in pairs if x != exclude]
+    if k > len(pairs):
+        raise ValueError(
+            f"asked for {k} demonstrations but the pool has only {len(pairs)}; use fewer shots "
+            "or a larger training split"
+        )
+    return tuple(random.Random(seed).sample(pairs, k))
+
+
+def hybrid_few_shot(
+    tasks: Sequence[Task | str],
+    *,
+    shots: int = 3,
+    n_per_task: int = 20,
+    n_eval: int = 100,
+    split: Literal["train", "eval"] = "eval",
+    seed: int = 0,
+    separator: str = "\n\n",
+    name: str | None = None,
+) -> Task:
+    """The hybrid multi-task few-shot set: examples of several tasks, shuffled together, each
+    preceded by ``shots`` demonstrations of its own task (so the model has to infer the task
+    from the demonstrations), as one :class:`~lens_heads.tasks.Task`.
+
+    Queries come from each task's ``split`` part (``task.split(n_eval)``); demonstrations always
+    come from the training part, so evaluation queries never appear as demonstrations. An
+    input reads ``x1{sep}y1{sep}...xk{sep}yk{sep}query`` -- exactly the base-model k-shot
+    format once :class:`PromptFormat` (``chat=False``) appends the separator. Each example
+    keeps its task's match rule and name (``Example.match``, ``Example.source``), which
+    :func:`lens_heads.evaluate.evaluate` uses. Everything is drawn from ``random.Random(seed)``.
+
+    >>> from lens_heads.tasks import Example, Task
+    >>> up = Task("up", tuple(Example(w, w.upper()) for w in "abcdefgh"), match="startswith")
+    >>> rev = Task("rev", tuple(Example(w + "z", "z" + w) for w in "abcdefgh"))
+    >>> mixed = hybrid_few_shot([up, rev], shots=2, n_per_task=2, n_eval=2)
+    >>> len(mixed), sorted({e.source for e in mixed}), mixed.match
+    (4, ['rev', 'up'], 'contains')
+    """
+    from lens_heads.tasks import Example, Task, get_task
+
+    if not tasks:
+        raise ValueError("hybrid_few_shot needs at least one task")
+    if n_per_task < 1:
+        raise ValueError(f"n_per_task must be positive, got {n_per_task}")
+    resolved = [get_task(t) if isinstance(t, str) else t for t in tasks]
+    rng = random.Random(seed)
+    rows: list[Example] = []
+    for task in resolved:
+        train, evaluation = task.split(n_eval=n_eval)
+        queries = list(train if split == "train" else evaluation)
+        if len(queries) > n_per_task:
+            queries = rng.sample(queries, n_per_task)
+        for query in queries:
+            demos = sample_shots(train, shots, seed=rng.randrange(2**31), exclude=query.input)
+            prefix = "".join(f"{x}{separator}{y}{separator}" for x, y in demos)
+            rule = query.match or task.match
+            rows.append(Example(prefix + query.input, query.output, match=rule, source=task.name))
+    rng.shuffle(rows)
+    rules = {example.match for example in rows}
+    kinds = {task.kind for task in resolved}
+    names = [task.name for task in resolved]
+    return Task(
+        name=name or "hybrid:" + "+".join(names),
+        examples=tuple(rows),
+        instruction=None,
+        match=rules.pop() if len(rules) == 1 else "contains",
+        kind="translation" if kinds == {"translation"} else "word",
+        description=f"{shots}-shot mixture of {', '.join(names)} ({split} queries, seed {seed})",
+        metadata={"tasks": names, "shots": shots, "seed": seed, "split": split},
+    )

@@ -54,8 +54,14 @@ class TaskDataError(ValueError):
 
 @dataclass(frozen=True)
 class Example:
+    """One ``input -> output`` pair. ``match`` overrides the task's rule for this example and
+    ``source`` names the task it came from (both set in mixed sets such as the hybrid few-shot
+    set of :func:`lens_heads.prompts.hybrid_few_shot`)."""
+
     input: str
     output: str
+    match: MatchRule | None = None
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,19 @@ def _registry() -> dict[str, dict[str, Any]]:
     return json.loads(_data_path("tasks.json").read_text(encoding="utf-8"))
 
 
+def _builtin_info(name: str) -> dict[str, Any]:
+    """Registry entry of a built-in task, or ``{}`` (also when the data is not installed)."""
+    try:
+        return dict(_registry().get(name, {}))
+    except FileNotFoundError:
+        return {}
+
+
+def _is_language_pair(text: str) -> bool:
+    parts = text.split("-")
+    return len(parts) == 2 and parts[0] != parts[1] and all(p in LANGUAGE_NAMES for p in parts)
+
+
 def list_tasks(kind: TaskKind | None = None) -> list[str]:
     """Names of the built-in tasks: word tasks and every ordered language pair (``"en-fr"``)."""
     words = sorted(_registry())
@@ -161,13 +180,27 @@ def get_task(name: str | os.PathLike[str], *, instruction: str | None = None) ->
     if text.endswith((".json", ".jsonl")) or os.sep in text:
         path = Path(text)
         stem = path.stem
-        builtin = _registry().get(stem, {})
+        examples = tuple(load_examples(path))
+        if _is_language_pair(stem):  # e.g. my-data/en-fr.jsonl: a translation task
+            source, target = stem.split("-", 1)
+            pair = f"Translate the following {LANGUAGE_NAMES[source]} text into "
+            return Task(
+                name=stem,
+                examples=examples,
+                instruction=instruction or pair + f"{LANGUAGE_NAMES[target]}.",
+                match="contains",
+                kind="translation",
+                description=f"loaded from {path}",
+                source_lang=source,
+                target_lang=target,
+            )
+        builtin = _builtin_info(stem)
         return Task(
             name=stem,
-            examples=tuple(load_examples(path)),
+            examples=examples,
             instruction=instruction or builtin.get("instruction"),
             match=builtin.get("match", "contains"),
-            kind="word",
+            kind=builtin.get("kind", "word"),
             description=f"loaded from {path}",
         )
     if text in _registry():
@@ -181,7 +214,7 @@ def get_task(name: str | os.PathLike[str], *, instruction: str | None = None) ->
             kind=info.get("kind", "word"),
             description=info.get("description", ""),
         )
-    if "-" in text and all(part in LANGUAGE_NAMES for part in text.split("-", 1)):
+    if _is_language_pair(text):
         source, target = text.split("-", 1)
         task = parallel_corpus().translation_task(source, target)
         return task if instruction is None else replace(task, instruction=instruction)
@@ -221,6 +254,10 @@ def load_examples(path: str | os.PathLike[str]) -> list[Example]:
     if not path.is_file():
         raise FileNotFoundError(f"task file {path} does not exist")
     text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        raise TaskDataError(
+            f"{path}: the file is empty; it should hold {{'input', 'output'}} items"
+        )
     if path.suffix == ".jsonl":
         examples = []
         for number, line in enumerate(text.splitlines(), start=1):
@@ -346,6 +383,12 @@ def load_parallel_tsv(
     if languages is None:
         languages = [column.strip() for column in lines[0].split("\t")]
         start = 1
+    duplicates = sorted({lang for lang in languages if list(languages).count(lang) > 1})
+    if duplicates or not all(languages):
+        raise TaskDataError(
+            f"{path}:1: the header must name each language once (got {list(languages)}); "
+            "pass languages=[...] for a file without a header"
+        )
     sentences: dict[str, list[str]] = {lang: [] for lang in languages}
     for number, line in enumerate(lines[start:], start=start + 1):
         columns = line.split("\t")
@@ -355,6 +398,8 @@ def load_parallel_tsv(
                 f"({', '.join(languages)})"
             )
         for lang, text in zip(languages, columns, strict=True):
+            if not text.strip():
+                raise TaskDataError(f"{path}:{number}: empty {lang!r} column")
             sentences[lang].append(text.strip())
     return ParallelCorpus(sentences, pivot=languages[0], name=path.name)
 
@@ -364,9 +409,15 @@ def load_flores_dir(path: str | os.PathLike[str], pattern: str = "*") -> Paralle
     sentence per line; the language is the file name up to the first dot."""
     folder = Path(path)
     sentences = {}
+    if not folder.is_dir():
+        raise FileNotFoundError(f"FLORES-style folder {folder} does not exist")
     for file in sorted(folder.glob(pattern)):
         if file.is_file():
-            sentences[file.name.split(".")[0]] = file.read_text(encoding="utf-8").splitlines()
+            lines = file.read_text(encoding="utf-8").rstrip("\n").split("\n")
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    raise TaskDataError(f"{file}:{number}: empty line (one sentence per line)")
+            sentences[file.name.split(".")[0]] = [line.strip() for line in lines]
     if not sentences:
         raise TaskDataError(f"{folder}: no language files found")
     return ParallelCorpus(sentences, pivot=next(iter(sentences)), name=folder.name)

@@ -1,0 +1,46 @@
+"""Evaluation benchmark: the settings table batched vs one example at a time (issue 3)."""
+
+from __future__ import annotations
+
+from benchmarks.harness import BenchmarkResult, compare
+
+
+def bench_eval_batching(quick: bool) -> BenchmarkResult:
+    """``lh.evaluate`` of 100 country-capital examples (instructed; greedy generation + teacher-
+    forced answer CE) on SmolLM2 with batch_size=16 vs batch_size=1 (target >= 4x)."""
+    import lens_heads as lh
+
+    model = lh.load_model("smollm2-135m-instruct")
+    task = lh.get_task("country-capital")
+    outcomes: dict[int, lh.EvaluationResult] = {}
+
+    def run(batch_size: int) -> None:
+        outcomes[batch_size] = lh.evaluate(
+            model, task, ["instruction"], n_eval=100, batch_size=batch_size, progress=False
+        )
+
+    lh.evaluate(model, task, ["instruction"], n_eval=4, progress=False)  # warm up
+    result = compare(
+        "evaluate 100 examples: one at a time / batched 16 (SmolLM2)",
+        lambda: run(1),
+        lambda: run(16),
+        target=4.0,
+        repeats=1 if quick else 3,
+        warmup=0,
+        speedup=True,
+    )
+    one, batched = outcomes[1].records, outcomes[16].records
+    result.extra.update(
+        {
+            "examples": len(batched),
+            "same predictions": int((one["prediction"] == batched["prediction"]).sum()),
+            "accuracy (batched, one at a time)": (
+                float(batched["correct"].mean()),
+                float(one["correct"].mean()),
+            ),
+            "max |answer CE difference|": float(
+                (one["answer_ce"] - batched["answer_ce"]).abs().max()
+            ),
+        }
+    )
+    return result

@@ -1,0 +1,654 @@
+"""The settings comparison of the paper's Tables 1, 2 and 6: a task evaluated bare, instructed,
+under a trained head mask M, a random mask of the same size, and a mask of another model.
+
+>>> import lens_heads as lh
+>>> from lens_heads.tasks import Example, Task
+>>> model = lh.tiny_model(n_layers=2, n_heads=4)
+>>> task = Task("upper", tuple(Example(w, w.upper()) for w in "abcdefgh"), instruction="Upper.")
+>>> mask = lh.HeadMask.from_heads(["L0H1", "L1H2"], n_layers=2, n_heads=4)
+>>> result = lh.evaluate(model, task, mask=mask, n_eval=4, random_seeds=(0, 1), progress=False)
+>>> list(result.to_frame().index)
+['Original', 'w/ instruction', 'w/ random M', 'w/ M', 'w/ M + instruction']
+>>> result.to_frame()["heads"].tolist()
+[8, 8, 2, 2, 2]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from jaxtyping import Float
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from lens_heads.generation import greedy_generate, stop_token_ids
+from lens_heads.hooks import maybe_mask
+from lens_heads.masks import HeadMask
+from lens_heads.models import ModelLike, head_shape, model_name
+from lens_heads.prompts import EncodedExample, PromptFormat, collate, encode_example, sample_shots
+from lens_heads.tasks import Task, get_task
+
+__all__ = ["METRICS", "SETTINGS", "EvaluationResult", "evaluate"]
+
+logger = logging.getLogger(__name__)
+
+#: Setting keys, in table order, with the row labels of the paper's tables.
+SETTINGS: dict[str, str] = {
+    "original": "Original",
+    "instruction": "w/ instruction",
+    "random": "w/ random M",
+    "mask": "w/ M",
+    "mask+instruction": "w/ M + instruction",
+    "other_mask": "w/ M of another model",
+}
+
+#: Metric keys with their column names. "answer_ce" is what the paper's tables call PPL: the
+#: mean cross-entropy of the answer tokens (not exp of it); "perplexity" is the true one,
+#: ``exp(total answer-token NLL / number of answer tokens)``.
+METRICS: dict[str, str] = {
+    "accuracy": "accuracy",
+    "answer_ce": "answer CE (paper: PPL)",
+    "perplexity": "perplexity",
+    "rouge_l": "ROUGE-L",
+    "bleu": "BLEU",
+    "chrf": "chrF++",
+}
+WORD_METRICS = ("accuracy", "answer_ce", "perplexity")
+TRANSLATION_METRICS = (*WORD_METRICS, "rouge_l", "bleu", "chrf")
+
+_MASK_SETTINGS = {"random": "mask", "mask": "mask", "mask+instruction": "mask"}
+_INSTRUCTED = {"instruction", "mask+instruction"}
+_LOGITS_BUDGET_BYTES = 1 << 30  # teacher-forced batches keep their logits under ~1 GiB
+
+
+# -- the result ----------------------------------------------------------------------------------
+@dataclass
+class EvaluationResult:
+    """Per-example records and per-run metrics of :func:`evaluate`.
+
+    ``records`` has one row per (setting, seed, example): ``input``, ``answer``, ``prompt``, the raw
+    ``generated`` text, the scored ``prediction`` (its first line), ``correct``, ``answer_ce``,
+    ``n_answer_tokens``, ``boundary_merged`` and, for translation, ``rouge_l``. ``runs`` has one
+    row per (setting, seed) with ``heads`` and each metric key of :data:`METRICS`; the random
+    setting has one run per seed, every other setting one run (seed -1).
+
+    >>> result = EvaluationResult.example()
+    >>> float(result.to_frame().loc["w/ random M", "accuracy"])
+    0.5
+    """
+
+    model: str
+    task: str
+    kind: str
+    settings: list[str]
+    runs: pd.DataFrame
+    records: pd.DataFrame
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def metrics(self) -> list[str]:
+        """The metric keys of this task kind, in column order."""
+        return list(TRANSLATION_METRICS if self.kind == "translation" else WORD_METRICS)
+
+    @classmethod
+    def example(cls) -> EvaluationResult:
+        """A small hand-made result (for documentation and tests)."""
+        runs = pd.DataFrame(
+            [
+                {"setting": "original", "seed": -1, "heads": 8, "accuracy": 0.25},
+                {"setting": "random", "seed": 0, "heads": 2, "accuracy": 0.25},
+                {"setting": "random", "seed": 1, "heads": 2, "accuracy": 0.75},
+                {"setting": "mask", "seed": -1, "heads": 2, "accuracy": 1.0},
+            ]
+        )
+        runs["answer_ce"] = [2.0, 3.0, 4.0, 1.0]
+        runs["perplexity"] = [math.exp(v) for v in runs["answer_ce"]]
+        records = pd.DataFrame(columns=["setting", "seed", "index", "correct"])
+        return cls("tiny", "upper", "word", ["original", "random", "mask"], runs, records)
+
+    # -- views --------------------------------------------------------------------------------
+    def per_seed_frame(self) -> pd.DataFrame:
+        """One row per (setting, seed) with the column names of :meth:`to_frame`."""
+        frame = self.runs.copy()
+        frame.insert(0, "label", [SETTINGS[key] for key in frame["setting"]])
+        return frame.rename(columns={key: METRICS[key] for key in self.metrics})
+
+    def to_frame(self) -> pd.DataFrame:
+        """The table: one row per setting (index: the paper's row labels), the number of heads
+        kept and each metric; settings with several seeds show the mean and a ``... std``
+        column (sample standard deviation over seeds; NaN for single runs)."""
+        rows = []
+        for key in self.settings:
+            runs = self.runs[self.runs["setting"] == key]
+            row: dict[str, Any] = {"setting": SETTINGS[key], "heads": int(runs["heads"].iloc[0])}
+            row["seeds"] = len(runs)
+            for metric in self.metrics:
+                values = runs[metric].astype(float)
+                row[METRICS[metric]] = float(values.mean())
+                row[f"{METRICS[metric]} std"] = float(values.std()) if len(values) > 1 else math.nan
+            rows.append(row)
+        return pd.DataFrame(rows).set_index("setting")
+
+    def to_markdown(self, digits: int = 3) -> str:
+        """The table as GitHub markdown, ``mean ± std`` for settings with several seeds."""
+        table = self.to_frame()
+        header = ["setting", "heads", *(METRICS[m] for m in self.metrics)]
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for label, row in table.iterrows():
+            cells = [str(label), str(int(row["heads"]))]
+            for metric in self.metrics:
+                mean, std = row[METRICS[metric]], row[f"{METRICS[metric]} std"]
+                cell = f"{mean:.{digits}f}"
+                cells.append(cell if math.isnan(std) else f"{cell} ± {std:.{digits}f}")
+            lines.append("| " + " | ".join(cells) + " |")
+        n = self.config.get("n_eval", "?")
+        title = f"**{self.task}** on **{self.model}** ({n} examples"
+        seeds = self.config.get("random_seeds")
+        if "random" in self.settings and seeds:
+            title += f"; random M over seeds {', '.join(map(str, seeds))}"
+        return title + ")\n\n" + "\n".join(lines) + "\n"
+
+    def predictions(self, setting: str, seed: int | None = None) -> pd.DataFrame:
+        """The per-example records of one setting (one seed of the random setting)."""
+        if setting not in self.settings:
+            raise KeyError(f"setting {setting!r} was not evaluated; have {self.settings}")
+        rows = self.records[self.records["setting"] == setting]
+        if seed is not None:
+            rows = rows[rows["seed"] == seed]
+        return rows.reset_index(drop=True)
+
+    def plot(self) -> Any:
+        """Grouped bars: one panel per metric, one bar per setting (error bars: std over seeds)."""
+        from lens_heads.plotting import evaluation_figure
+
+        return evaluation_figure(
+            self.to_frame(),
+            [METRICS[m] for m in self.metrics],
+            title=f"{self.task} on {self.model}",
+        )
+
+    # -- io -----------------------------------------------------------------------------------
+    def save(self, directory: str | os.PathLike[str], *, png: bool = False) -> list[Path]:
+        """Write ``table.csv``, ``table.md``, ``per_seed.csv``, ``records.csv``, ``result.json``
+        (everything :meth:`load` needs) and ``figure.html`` (and ``figure.png`` when ``png``
+        and kaleido can export: it needs a Chrome binary; a failure is logged, not raised).
+        Each file is written atomically."""
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        written = [
+            _write(folder / "table.csv", self.to_frame().to_csv()),
+            _write(folder / "table.md", self.to_markdown()),
+            _write(folder / "per_seed.csv", self.per_seed_frame().to_csv(index=False)),
+            _write(folder / "records.csv", self.records.to_csv(index=False)),
+        ]
+        payload = {
+            "format": "lens_heads.evaluation/1",
+            "model": self.model,
+            "task": self.task,
+            "kind": self.kind,
+            "settings": self.settings,
+            "config": self.config,
+            "runs": self.runs.to_dict(orient="records"),
+            "records": self.records.to_dict(orient="records"),
+        }
+        written.append(_write(folder / "result.json", json.dumps(payload, indent=1, default=str)))
+        figure = self.plot()
+        written.append(_write(folder / "figure.html", figure.to_html(include_plotlyjs=True)))
+        if png:
+            try:
+                written.append(_write(folder / "figure.png", figure.to_image(format="png")))
+            except Exception as error:  # kaleido needs a Chrome binary
+                logger.warning(
+                    "PNG export skipped (%s: %s); figure.html has the figure. kaleido needs "
+                    "Chrome: run `plotly_get_chrome` to install one.",
+                    type(error).__name__,
+                    str(error).splitlines()[0] if str(error) else "",
+                )
+        return written
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> EvaluationResult:
+        """Read a result written by :meth:`save`."""
+        path = Path(directory) / "result.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist; is {directory} an evaluation folder?")
+        try:
+            payload = json.loads(path.read_text(encoding="utf-8"))
+            if payload.get("format") != "lens_heads.evaluation/1":
+                raise ValueError(f"format tag {payload.get('format')!r}")
+            return cls(
+                model=payload["model"],
+                task=payload["task"],
+                kind=payload["kind"],
+                settings=list(payload["settings"]),
+                runs=pd.DataFrame(payload["runs"]),
+                records=pd.DataFrame(payload["records"]),
+                config=dict(payload["config"]),
+            )
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(
+                f"{path} is not a readable evaluation result ({type(error).__name__}: {error}); "
+                "re-create it with EvaluationResult.save()"
+            ) from error
+
+
+def _write(path: Path, data: str | bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (temporary file, then ``os.replace``)."""
+    descriptor, temporary = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    return path
+
+
+# -- evaluation ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Run:
+    setting: str
+    seed: int
+    mask: HeadMask | None
+    instructed: bool
+
+
+def _resolve_mask(
+    value: HeadMask | str | os.PathLike[str] | None, model: ModelLike
+) -> HeadMask | None:
+    if value is None:
+        return None
+    mask = value if isinstance(value, HeadMask) else HeadMask.load(value)
+    mask.check_model(model)
+    return mask
+
+
+def _plan(
+    settings: Sequence[str],
+    mask: HeadMask | None,
+    other_mask: HeadMask | None,
+    random_seeds: Sequence[int],
+    task: Task,
+) -> list[_Run]:
+    runs = []
+    for setting in settings:
+        if setting not in SETTINGS:
+            raise ValueError(
+                f"unknown setting {setting!r}; choose from {', '.join(SETTINGS)} (comma-separated "
+                "on the command line)"
+            )
+        if setting in _INSTRUCTED and not task.instruction:
+            raise ValueError(
+                f"setting {setting!r} needs an instruction but task {task.name!r} has none; pass "
+                "instruction=... (--instruction on the command line)"
+            )
+        if setting in _MASK_SETTINGS and mask is None:
+            raise ValueError(
+                f"setting {setting!r} needs the trained mask M: pass mask=HeadMask or a mask file "
+                "(--mask FILE on the command line)"
+            )
+        if setting == "other_mask" and other_mask is None:
+            raise ValueError(
+                "setting 'other_mask' needs a mask trained on another model of the same shape: "
+                "pass other_mask= (--other-mask FILE on the command line)"
+            )
+        if setting == "random":
+            if not random_seeds:
+                raise ValueError("setting 'random' needs at least one seed in random_seeds")
+            assert mask is not None
+            runs += [
+                _Run(setting, s, HeadMask.random_like(mask, seed=s), False) for s in random_seeds
+            ]
+        elif setting == "other_mask":
+            runs.append(_Run(setting, -1, other_mask, False))
+        else:
+            runs.append(
+                _Run(
+                    setting, -1, mask if setting in _MASK_SETTINGS else None, setting in _INSTRUCTED
+                )
+            )
+    return runs
+
+
+def _default_settings(mask: HeadMask | None, other: HeadMask | None, task: Task) -> list[str]:
+    settings = ["original"] + (["instruction"] if task.instruction else [])
+    if mask is not None:
+        settings += ["random", "mask"] + (["mask+instruction"] if task.instruction else [])
+    if other is not None:
+        settings.append("other_mask")
+    return settings
+
+
+def _encode(
+    model: ModelLike,
+    task: Task,
+    *,
+    instructed: bool,
+    chat: bool,
+    shots: int,
+    shot_pool: Task | None,
+    shot_seed: int,
+    separator: str,
+) -> list[EncodedExample]:
+    tokenizer = model.tokenizer
+    encoded = []
+    for index, example in enumerate(task.examples):
+        demos = ()
+        if shots:
+            assert shot_pool is not None
+            demos = sample_shots(shot_pool, shots, seed=shot_seed * 100_003 + index)
+        fmt = PromptFormat(
+            chat=chat,
+            instruction=task.instruction if instructed else None,
+            shots=demos,
+            separator=separator,
+        )
+        prompt = fmt.render(example.input, tokenizer)
+        encoded.append(encode_example(tokenizer, prompt, example.output, chat=chat))
+    return encoded
+
+
+def _logits_window(model: Any, tokens: torch.Tensor, keep: int) -> torch.Tensor:
+    """Logits of the last ``keep`` positions. A ``TransformerBridge`` passes
+    ``logits_to_keep`` to the Hugging Face model, which then unembeds only those positions
+    (most of the cost of a forward pass with Gemma's 262k vocabulary); other models compute
+    every position and the window is sliced."""
+    try:
+        logits = model(tokens, logits_to_keep=keep)
+    except TypeError:  # e.g. a legacy HookedTransformer: refused at the call, before computing
+        return model(tokens)[:, -keep:]
+    if logits.shape[1] != keep:  # the keyword was accepted but ignored
+        logits = logits[:, -keep:]
+    return logits
+
+
+@torch.inference_mode()
+def _answer_nll(
+    model: ModelLike,
+    encoded: Sequence[EncodedExample],
+    mask: HeadMask | None,
+    batch_size: int,
+) -> Float[Tensor, " n"]:
+    """Mean answer-token CE of each example, teacher forced on right-padded batches.
+
+    Only the window from the position before the earliest answer token to the end of the
+    batch is unembedded; :func:`lens_heads.metrics.answer_ce` scores that window (the same
+    answer tokens and predicting positions as the whole sequence)."""
+    from lens_heads.metrics import answer_ce
+
+    pad_id = model.tokenizer.pad_token_id
+    pad_id = int(model.tokenizer.eos_token_id if pad_id is None else pad_id)
+    d_vocab = int(model.cfg.d_vocab)
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].tokens))
+
+    def window(rows: Sequence[int]) -> int:
+        width = max(len(encoded[i].tokens) for i in rows)
+        return width - min(encoded[i].answer_start for i in rows) + 1
+
+    result = torch.empty(len(encoded))
+    start = 0
+    with maybe_mask(model, mask):
+        while start < len(order):
+            # grow the batch while its logits window fits the budget
+            stop = start + 1
+            while stop < len(order) and stop - start < batch_size:
+                rows = order[start : stop + 1]
+                if len(rows) * window(rows) * d_vocab * 4 > _LOGITS_BUDGET_BYTES:
+                    break
+                stop += 1
+            indices = order[start:stop]
+            tokens, answer_mask, _ = collate([encoded[i] for i in indices], pad_id)
+            keep = window(indices)
+            logits = _logits_window(model, tokens.to(model.cfg.device), keep)
+            losses = answer_ce(
+                logits,
+                tokens[:, -keep:].to(logits.device),
+                answer_mask[:, -keep:].to(logits.device),
+            )
+            result[indices] = losses.detach().float().cpu()
+            start = stop
+    return result
+
+
+def _first_line(text: str) -> str:
+    stripped = text.strip()
+    return stripped.split("\n", 1)[0].strip() if stripped else ""
+
+
+def _newline_tokens(tokenizer: Any) -> list[int]:
+    """Ids of the tokens that are only whitespace with a line break (``"\\n"``, ``"\\n\\n"``...)."""
+    found = []
+    for piece, index in tokenizer.get_vocab().items():
+        if "\n" in piece or "Ċ" in piece or "<0x0A>" in piece:  # raw, byte-level, SentencePiece
+            text = tokenizer.decode([index])
+            if text and not text.strip() and "\n" in text:
+                found.append(int(index))
+    return sorted(found)
+
+
+def _generate(
+    model: ModelLike,
+    encoded: Sequence[EncodedExample],
+    mask: HeadMask | None,
+    max_new_tokens: int,
+    batch_size: int,
+    *,
+    newline_stops: bool,
+) -> list[list[int]]:
+    """Greedy new tokens of each prompt. With ``newline_stops`` (only the first line is
+    scored) generation also stops at a line-break token; rows whose output before it is blank
+    are generated again without those stops, so the first non-empty line is the same as
+    without them -- only faster (few-shot base models otherwise continue with new examples)."""
+    prompts = [example.prompt_tokens for example in encoded]
+    run = dict(max_new_tokens=max_new_tokens, mask=mask, batch_size=batch_size)
+    if not newline_stops:
+        return greedy_generate(model, prompts, **run)
+    tokenizer = model.tokenizer
+    stops = sorted(set(stop_token_ids(tokenizer)) | set(_newline_tokens(tokenizer)))
+    generated = greedy_generate(model, prompts, stop_tokens=stops, **run)
+    blank = [
+        i
+        for i, tokens in enumerate(generated)
+        if len(tokens) < max_new_tokens
+        and not tokenizer.decode(tokens, skip_special_tokens=True).strip()
+    ]
+    if blank:
+        again = greedy_generate(model, [prompts[i] for i in blank], **run)
+        for i, tokens in zip(blank, again, strict=True):
+            generated[i] = tokens
+    return generated
+
+
+def evaluate(
+    model: ModelLike,
+    task: Task | str | os.PathLike[str],
+    settings: Sequence[str] | str | None = None,
+    *,
+    mask: HeadMask | str | os.PathLike[str] | None = None,
+    other_mask: HeadMask | str | os.PathLike[str] | None = None,
+    n_eval: int = 100,
+    split_seed: int | None = None,
+    random_seeds: Sequence[int] = (0, 1, 2),
+    batch_size: int = 16,
+    chat: bool | None = None,
+    instruction: str | None = None,
+    shots: int = 0,
+    shot_seed: int = 0,
+    separator: str = "\n\n",
+    max_new_tokens: int | None = None,
+    first_line: bool = True,
+    progress: bool = True,
+) -> EvaluationResult:
+    """Evaluate ``task`` on its last ``n_eval`` examples under each setting.
+
+    Settings (rows of the paper's Tables 1, 2 and 6): ``"original"`` (bare input, no mask),
+    ``"instruction"``, ``"random"`` (a random mask with as many heads as ``mask``, one run per
+    seed of ``random_seeds``), ``"mask"``, ``"mask+instruction"`` and ``"other_mask"`` (a mask
+    trained on another model of the same shape). By default: every setting the arguments allow.
+
+    Each run generates greedily in left-padded batches (``task.max_new_tokens``: 10 for word
+    tasks, 50 for sentences) and scores the first line of the output with the task's match
+    rule; the answer CE is computed teacher-forced on right-padded batches under the same mask.
+    Prompts use the model's chat template when its tokenizer has one (``chat=None``), else the
+    base-model format ``{input}\\n\\n``; ``shots=k`` prepends k demonstrations drawn (seeded by
+    ``shot_seed``, per example) from the task's training split.
+
+    >>> import lens_heads as lh
+    >>> model = lh.load_model("smollm2-135m-instruct")  # doctest: +SKIP
+    >>> lh.evaluate(model, "country-capital", n_eval=40).to_frame()  # doctest: +SKIP
+    """
+    from lens_heads.metrics import bleu, chrf_pp, is_correct, rouge_l
+
+    task = task if isinstance(task, Task) else get_task(task, instruction=instruction)
+    if instruction is not None and task.instruction != instruction:
+        from dataclasses import replace
+
+        task = replace(task, instruction=instruction)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    mask_ = _resolve_mask(mask, model)
+    other_ = _resolve_mask(other_mask, model)
+    if isinstance(settings, str):
+        settings = [s.strip() for s in settings.split(",") if s.strip()]
+    chosen = list(settings) if settings is not None else _default_settings(mask_, other_, task)
+    if not chosen:
+        raise ValueError(f"no settings to evaluate; choose from {', '.join(SETTINGS)}")
+    if len(set(chosen)) != len(chosen):
+        raise ValueError(f"settings repeat: {chosen}")
+    plan = _plan(chosen, mask_, other_, random_seeds, task)
+    train, evaluation = task.split(n_eval=n_eval, seed=split_seed)
+    tokenizer = model.tokenizer
+    if chat is None:
+        from lens_heads.prompts import has_chat_template
+
+        chat = has_chat_template(tokenizer)
+    if shots < 0:
+        raise ValueError(f"shots must be >= 0, got {shots}")
+    new_tokens = max_new_tokens or task.max_new_tokens
+    translation = task.kind == "translation"
+    total_heads = head_shape(model)[0] * head_shape(model)[1]
+
+    prompts: dict[bool, list[EncodedExample]] = {}
+    run_rows: list[dict[str, Any]] = []
+    record_rows: list[dict[str, Any]] = []
+    bar = tqdm(plan, desc=f"evaluating {task.name}", disable=not progress)
+    for run in bar:
+        bar.set_postfix_str(f"{run.setting}" + (f" seed {run.seed}" if run.seed >= 0 else ""))
+        if run.instructed not in prompts:
+            prompts[run.instructed] = _encode(
+                model,
+                evaluation,
+                instructed=run.instructed,
+                chat=chat,
+                shots=shots,
+                shot_pool=train,
+                shot_seed=shot_seed,
+                separator=separator,
+            )
+        encoded = prompts[run.instructed]
+        generated = _generate(
+            model, encoded, run.mask, new_tokens, batch_size, newline_stops=first_line
+        )
+        losses = _answer_nll(model, encoded, run.mask, batch_size)  # raises if not finite
+        texts = [tokenizer.decode(tokens, skip_special_tokens=True) for tokens in generated]
+        predictions = [_first_line(text) if first_line else text.strip() for text in texts]
+        answers = evaluation.outputs
+        correct = [
+            is_correct(p, e.output, e.match or task.match)
+            for p, e in zip(predictions, evaluation.examples, strict=True)
+        ]
+        n_answer = [len(e.answer_tokens) for e in encoded]
+        heads = total_heads if run.mask is None else run.mask.n_selected
+        total_nll = float(sum(loss * n for loss, n in zip(losses.tolist(), n_answer, strict=True)))
+        metrics: dict[str, Any] = {
+            "setting": run.setting,
+            "seed": run.seed,
+            "heads": heads,
+            "accuracy": sum(correct) / len(correct),
+            "answer_ce": float(losses.mean()),
+            "perplexity": math.exp(min(total_nll / sum(n_answer), 700.0)),
+        }
+        rouge = []
+        if translation:
+            for prediction, answer in zip(predictions, answers, strict=True):
+                rouge.append(
+                    rouge_l(
+                        tokenizer(prediction, add_special_tokens=False).input_ids,
+                        tokenizer(answer, add_special_tokens=False).input_ids,
+                    )
+                    if prediction
+                    else 0.0
+                )
+            metrics["rouge_l"] = sum(rouge) / len(rouge)
+            metrics["bleu"] = bleu(predictions, answers, target_lang=task.target_lang)
+            metrics["chrf"] = chrf_pp(predictions, answers)
+        run_rows.append(metrics)
+        for index, example in enumerate(evaluation.examples):
+            row = {
+                "setting": run.setting,
+                "seed": run.seed,
+                "index": index,
+                "input": example.input,
+                "answer": example.output,
+                "prompt": tokenizer.decode(encoded[index].prompt_tokens),
+                "generated": texts[index],
+                "prediction": predictions[index],
+                "correct": bool(correct[index]),
+                "answer_ce": float(losses[index]),
+                "n_answer_tokens": n_answer[index],
+                "boundary_merged": encoded[index].boundary_merged,
+            }
+            if translation:
+                row["rouge_l"] = rouge[index]
+            if example.source is not None:  # mixed sets (hybrid few-shot)
+                row["source"] = example.source
+            record_rows.append(row)
+
+    config = {
+        "n_eval": len(evaluation),
+        "split_seed": split_seed,
+        "random_seeds": list(random_seeds) if "random" in chosen else [],
+        "batch_size": batch_size,
+        "chat": chat,
+        "shots": shots,
+        "shot_seed": shot_seed,
+        "separator": separator,
+        "max_new_tokens": new_tokens,
+        "first_line": first_line,
+        "match": task.match,
+        "instruction": task.instruction,
+        "mask": _mask_info(mask, mask_),
+        "other_mask": _mask_info(other_mask, other_),
+    }
+    return EvaluationResult(
+        model=model_name(model),
+        task=task.name,
+        kind=task.kind,
+        settings=chosen,
+        runs=pd.DataFrame(run_rows),
+        records=pd.DataFrame(record_rows),
+        config=config,
+    )
+
+
+def _mask_info(source: Any, mask: HeadMask | None) -> dict[str, Any] | None:
+    if mask is None:
+        return None
+    info: dict[str, Any] = {"heads": mask.n_selected, "alpha": mask.alpha}
+    if not isinstance(source, HeadMask):
+        info["file"] = os.fspath(source)
+    for key in ("model", "task"):
+        if key in mask.metadata:
+            info[key] = mask.metadata[key]
+    return info

@@ -1,0 +1,1010 @@
+"""Logit lens and layer-wise hidden-state similarity (Heads up! Figure 4, Tables 4b and 41).
+
+Shared capture-and-compare helpers (the removal sweep reuses them for its Figure 5):
+
+* :func:`layer_activations` -- ``{hook: [batch, n_layers, d_model]}``: ``blocks.{l}.<hook>``
+  of every layer at one position of each prompt (default: the last), in batched forward passes
+  under an optional shared or per-example head mask.
+* :func:`cosine_by_layer` -- cosine similarity of two such stacks, per layer.
+* :func:`lens_logits` -- residual-stream vectors through the final norm and the unembedding
+  (the HeadsUp reference skipped the final norm; here it is on by default).
+* :func:`encode_prompt` -- a text prompt rendered like :func:`lens_heads.evaluate` renders it
+  (bare or instructed, chat template or not), with the character offset of the raw input.
+
+>>> import lens_heads as lh
+>>> model = lh.tiny_model(n_layers=2, n_heads=4)
+>>> acts = layer_activations(model, ["apple", "a pear"])
+>>> tuple(acts["hook_resid_post"].shape), tuple(acts["hook_attn_out"].shape)
+((2, 2, 64), (2, 2, 64))
+>>> cosine_by_layer(acts["hook_resid_post"], acts["hook_resid_post"]).round(decimals=4).tolist()
+[[1.0, 1.0], [1.0, 1.0]]
+
+A prompt is the raw input text (``"apple"``): with ``chat`` (default: when the tokenizer has a
+chat template) it is wrapped in the chat template, with ``instruction`` it is first put into
+the instruction template of HeadsUp Table 10; token ids (a list or a 1-D tensor) are used as
+they are. A *run* is ``(prompt, mask)`` or ``(prompt, mask, instruction)`` or a :class:`Run`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from lens_heads.hooks import mask_hooks
+from lens_heads.masks import HeadMask, MaskShapeError, stack_masks
+from lens_heads.models import ModelLike, model_name
+from lens_heads.prompts import PromptFormat, has_chat_template
+
+__all__ = [
+    "DEFAULT_HOOKS",
+    "EncodedPrompt",
+    "LogitLensResult",
+    "Run",
+    "SimilarityResult",
+    "cosine_by_layer",
+    "encode_prompt",
+    "figure4_similarity",
+    "layer_activations",
+    "layer_similarity",
+    "lens_logits",
+    "logit_lens",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Decoder-layer outputs and attention outputs: the two lines of Figure 4.
+DEFAULT_HOOKS: tuple[str, ...] = ("hook_resid_post", "hook_attn_out")
+_HOOK_LABELS = {"hook_resid_post": "decoder", "hook_attn_out": "attention"}
+
+PromptLike = str | Sequence[int] | Tensor
+MaskArg = HeadMask | Tensor | Sequence[HeadMask] | None
+
+
+# -- prompts -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EncodedPrompt:
+    """A prompt as the model sees it.
+
+    ``text`` is the rendered prompt (chat template, instruction), ``input_start`` the character
+    offset of the raw input inside it (None for token-id prompts or when a chat template
+    rewrote the input), ``offsets`` the ``(start, end)`` characters of each token in ``text``
+    (when requested).
+    """
+
+    tokens: list[int]
+    text: str
+    raw: str
+    input_start: int | None = None
+    offsets: list[tuple[int, int]] | None = None
+
+
+def _chat_default(tokenizer: Any, chat: bool | None) -> bool:
+    return has_chat_template(tokenizer) if chat is None else bool(chat)
+
+
+def _input_start(fmt: PromptFormat, tokenizer: Any, raw: str, rendered: str) -> int | None:
+    """Where the raw input sits in the rendered prompt: render a placeholder instead and check
+    that the template copies the input verbatim; else the last occurrence (or None)."""
+    placeholder = "\ue000lens-heads-input\ue000"
+    probe = fmt.render(placeholder, tokenizer)
+    if probe.count(placeholder) == 1:
+        prefix, suffix = probe.split(placeholder)
+        if prefix + raw + suffix == rendered:
+            return len(prefix)
+    found = rendered.rfind(raw)
+    return None if found < 0 else found
+
+
+def encode_prompt(
+    model: ModelLike,
+    prompt: PromptLike,
+    *,
+    chat: bool | None = None,
+    instruction: str | None = None,
+    offsets: bool = False,
+) -> EncodedPrompt:
+    """Render and tokenize one prompt like :func:`lens_heads.evaluate` does.
+
+    Text goes through ``PromptFormat(chat=chat, instruction=instruction).render`` (``chat``
+    default: when the tokenizer has a chat template) and is tokenized without special tokens
+    when chat-templated, with the tokenizer's defaults (e.g. Gemma's BOS) otherwise.
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model()
+    >>> encoded = encode_prompt(model, "apple", instruction="Capitalize.")
+    >>> encoded.text[encoded.input_start:encoded.input_start + 5]
+    'apple'
+    """
+    tokenizer = model.tokenizer
+    if isinstance(prompt, Tensor):
+        if prompt.ndim != 1:
+            raise ValueError(f"a token prompt must be 1-D, got shape {tuple(prompt.shape)}")
+        prompt = [int(t) for t in prompt.tolist()]
+    if not isinstance(prompt, str):
+        tokens = [int(t) for t in prompt]
+        if not tokens:
+            raise ValueError("the prompt is empty (no token ids); pass at least one token")
+        if instruction is not None:
+            raise ValueError("an instruction needs a text prompt, not token ids")
+        vocab = int(model.cfg.d_vocab)
+        bad = [t for t in tokens if not 0 <= t < vocab]
+        if bad:
+            raise ValueError(f"token ids {bad[:5]} are outside the vocabulary [0, {vocab})")
+        return EncodedPrompt(tokens, tokenizer.decode(tokens), "")
+    if not prompt:
+        raise ValueError("the prompt is empty; pass the input text, e.g. 'apple'")
+    chat = _chat_default(tokenizer, chat)
+    fmt = PromptFormat(chat=chat, instruction=instruction)
+    text = fmt.render(prompt, tokenizer)
+    encoding = tokenizer(text, add_special_tokens=not chat, return_offsets_mapping=offsets)
+    tokens = list(encoding.input_ids)
+    spans = [tuple(pair) for pair in encoding.offset_mapping] if offsets else None
+    eos = tokenizer.eos_token_id
+    if not chat and eos is not None and len(tokens) > 1 and tokens[-1] == eos:
+        tokens = tokens[:-1]  # tokenizers that append EOS: the prompt continues, it does not end
+        spans = spans[:-1] if spans is not None else None
+    start = _input_start(fmt, tokenizer, prompt, text)
+    return EncodedPrompt(tokens, text, prompt, start, spans)  # type: ignore[arg-type]
+
+
+def _resolve_position(position: int, length: int, what: str = "the prompt") -> int:
+    if not -length <= position < length:
+        raise ValueError(
+            f"position {position} is out of range for {what} of {length} tokens (valid: "
+            f"{-length} .. {length - 1}; -1 is the last token)"
+        )
+    return position % length
+
+
+# -- runs ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Run:
+    """One forward pass to compare: a prompt, an optional head mask and instruction.
+
+    ``name`` defaults to ``original``, ``instructed``, ``masked`` or ``masked+instructed``.
+
+    >>> Run("apple", instruction="Capitalize the word.").label
+    'instructed'
+    """
+
+    prompt: PromptLike
+    mask: HeadMask | Tensor | None = None
+    instruction: str | None = None
+    name: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        base = "original" if self.mask is None else "masked"
+        if self.instruction is None:
+            return base
+        return "instructed" if self.mask is None else "masked+instructed"
+
+    @classmethod
+    def of(cls, spec: Any) -> Run:
+        """A :class:`Run` from ``Run``, a prompt, ``(prompt, mask)`` or
+        ``(prompt, mask, instruction)``."""
+        if isinstance(spec, Run):
+            return spec
+        if isinstance(spec, (str, Tensor)):
+            return cls(spec)
+        if isinstance(spec, tuple) and 1 <= len(spec) <= 3:
+            return cls(*spec)
+        raise TypeError(
+            f"a run is (prompt, mask), (prompt, mask, instruction) or a Run, got {spec!r:.80}"
+        )
+
+
+def _check_mask(model: ModelLike, mask: Any) -> None:
+    """Fail early (naming the model) when a mask does not fit ``model``."""
+    if mask is None:
+        return
+    if isinstance(mask, HeadMask):
+        mask.check_model(model)
+        return
+    if isinstance(mask, Tensor):
+        mask_hooks(mask, model)
+        return
+    raise TypeError(f"expected a HeadMask or a [n_layers, n_heads] tensor, got {type(mask)}")
+
+
+# -- capture -------------------------------------------------------------------------------------
+Reducer = Callable[[Tensor, Tensor, Tensor, Sequence[int]], Tensor]
+
+
+def _per_example_factor(mask: MaskArg, batch: int) -> Tensor | HeadMask | None:
+    if mask is None or isinstance(mask, (HeadMask, Tensor)):
+        if isinstance(mask, Tensor) and mask.ndim == 3 and mask.shape[0] != batch:
+            raise MaskShapeError(
+                f"per-example mask has batch {mask.shape[0]} but there are {batch} prompts"
+            )
+        return mask
+    masks = list(mask)
+    if len(masks) != batch:
+        raise MaskShapeError(f"{len(masks)} masks given for {batch} prompts; give one per prompt")
+    return stack_masks(masks)
+
+
+def _capture(
+    model: ModelLike,
+    tokens: Sequence[Sequence[int]],
+    positions: Sequence[int],
+    reducers: Mapping[str, Reducer],
+    *,
+    mask: MaskArg = None,
+    batch_size: int = 16,
+    progress: bool = False,
+) -> dict[str, Tensor]:
+    """Run right-padded batches (no attention mask is needed: causal attention never lets a
+    real token see the pads after it) and reduce each hooked activation with
+    ``reducer(act, rows, cols, indices)``: ``rows``/``cols`` index the batch rows and their
+    positions, ``indices`` are the prompts' global indices. Results are concatenated."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    factor = _per_example_factor(mask, len(tokens))
+    if factor is not None:
+        mask_hooks(factor, model)  # shape check against the model, with a clear error
+    pad_id = model.tokenizer.pad_token_id
+    pad_id = int(model.tokenizer.eos_token_id if pad_id is None else pad_id)
+    device = model.cfg.device
+    outputs: dict[str, list[Tensor]] = {name: [] for name in reducers}
+    starts = range(0, len(tokens), batch_size)
+    for start in tqdm(starts, desc="forward", disable=not progress or len(starts) < 2):
+        indices = list(range(start, min(start + batch_size, len(tokens))))
+        width = max(len(tokens[i]) for i in indices)
+        batch = torch.full((len(indices), width), pad_id, dtype=torch.long)
+        for row, i in enumerate(indices):
+            batch[row, : len(tokens[i])] = torch.tensor(list(tokens[i]), dtype=torch.long)
+        rows = torch.arange(len(indices))
+        cols = torch.tensor([positions[i] for i in indices])
+        hooks: list[tuple[str, Callable[..., Any]]] = []
+        if factor is not None:
+            chunk = factor
+            if isinstance(factor, Tensor) and factor.ndim == 3:
+                chunk = factor[indices[0] : indices[-1] + 1]
+            hooks += mask_hooks(chunk, model)
+
+        def make(
+            name: str,
+            reducer: Reducer,
+            rows: Tensor = rows,
+            cols: Tensor = cols,
+            indices: list[int] = indices,
+        ) -> Callable[..., None]:
+            def hook(activation: Tensor, hook: Any) -> None:
+                outputs[name].append(
+                    reducer(
+                        activation.detach(),
+                        rows.to(activation.device),
+                        cols.to(activation.device),
+                        indices,
+                    ).cpu()
+                )
+
+            return hook
+
+        hooks += [(name, make(name, reducer)) for name, reducer in reducers.items()]
+        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+            model(batch.to(device))
+    missing = [name for name, values in outputs.items() if len(values) != len(starts)]
+    if missing:
+        raise RuntimeError(
+            f"hook(s) {missing[:3]} never fired; this model does not expose them (check the names "
+            "with model.hook_dict)"
+        )
+    return {name: torch.cat(values) for name, values in outputs.items()}
+
+
+def _at_position(activation: Tensor, rows: Tensor, cols: Tensor, indices: Sequence[int]) -> Tensor:
+    return activation[rows, cols]
+
+
+def _encode_all(
+    model: ModelLike,
+    prompts: PromptLike | Sequence[PromptLike],
+    chat: bool | None,
+    instruction: str | None,
+) -> list[EncodedPrompt]:
+    if isinstance(prompts, Tensor) and prompts.ndim == 2:
+        return [encode_prompt(model, row) for row in prompts]
+    if isinstance(prompts, (str, Tensor)) or (
+        isinstance(prompts, Sequence) and prompts and isinstance(prompts[0], int)
+    ):
+        prompts = [prompts]  # type: ignore[list-item]
+    if not prompts:
+        raise ValueError("no prompts given; pass at least one prompt")
+    return [encode_prompt(model, p, chat=chat, instruction=instruction) for p in prompts]
+
+
+def layer_activations(
+    model: ModelLike,
+    prompts: PromptLike | Sequence[PromptLike],
+    *,
+    mask: MaskArg = None,
+    position: int = -1,
+    hooks: Sequence[str] = DEFAULT_HOOKS,
+    chat: bool | None = None,
+    instruction: str | None = None,
+    batch_size: int = 16,
+    progress: bool = False,
+) -> dict[str, Float[Tensor, "batch n_layers d_model"]]:
+    """``blocks.{l}.<hook>`` of every layer at ``position`` of each prompt, as
+    ``{hook: [batch, n_layers, d_model]}`` (detached, on the CPU, in the model's dtype).
+
+    ``prompts``: one prompt or a list (text or token ids, see :func:`encode_prompt`) or a 2-D
+    token tensor. ``position`` counts from each prompt's own start (or from its end when
+    negative). ``mask``: a :class:`~lens_heads.HeadMask` or ``[n_layers, n_heads]`` tensor
+    shared by every prompt, or one per prompt (a list of masks or a ``[batch, n_layers,
+    n_heads]`` tensor) -- e.g. the same prompt repeated under each mask of a removal sweep.
+    ``hooks`` are per-block hook names (``hook_resid_pre``, ``hook_resid_mid``,
+    ``hook_resid_post``, ``hook_attn_out``, ``hook_mlp_out``).
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model(n_layers=2, n_heads=4)
+    >>> masks = [lh.HeadMask.ones(model), lh.HeadMask.zeros(model)]
+    >>> acts = layer_activations(model, ["apple"] * 2, mask=masks, hooks=["hook_resid_post"])
+    >>> cosine_by_layer(acts["hook_resid_post"][0], acts["hook_resid_post"][1]).shape
+    torch.Size([2])
+    """
+    if not hooks:
+        raise ValueError("no hooks given; e.g. hooks=('hook_resid_post', 'hook_attn_out')")
+    encoded = _encode_all(model, prompts, chat, instruction)
+    positions = [
+        _resolve_position(position, len(e.tokens), f"prompt {i} ({e.text[:30]!r})")
+        for i, e in enumerate(encoded)
+    ]
+    n_layers = int(model.cfg.n_layers)
+    names = {f"blocks.{layer}.{hook}": hook for hook in hooks for layer in range(n_layers)}
+    captured = _capture(
+        model,
+        [e.tokens for e in encoded],
+        positions,
+        dict.fromkeys(names, _at_position),
+        mask=mask,
+        batch_size=batch_size,
+        progress=progress,
+    )
+    return {
+        hook: torch.stack([captured[f"blocks.{layer}.{hook}"] for layer in range(n_layers)], dim=1)
+        for hook in hooks
+    }
+
+
+def cosine_by_layer(
+    a: Float[Tensor, "*a n_layers d_model"], b: Float[Tensor, "*b n_layers d_model"]
+) -> Float[Tensor, "..."]:
+    """Cosine similarity over ``d_model`` (in float32), broadcasting the leading dimensions:
+    ``[n_layers]`` for two single runs, ``[batch, n_layers]`` for a batch against one run.
+
+    >>> a = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    >>> cosine_by_layer(a, torch.tensor([[2.0, 0.0], [1.0, -1.0]])).tolist()
+    [1.0, 0.0]
+    """
+    if a.shape[-1] != b.shape[-1] or a.shape[-2] != b.shape[-2]:
+        raise ValueError(
+            f"activations of shapes {tuple(a.shape)} and {tuple(b.shape)} do not match in "
+            "(n_layers, d_model)"
+        )
+    return F.cosine_similarity(a.float(), b.float(), dim=-1, eps=1e-12)
+
+
+def lens_logits(
+    model: ModelLike,
+    resid: Float[Tensor, "*batch d_model"],
+    *,
+    apply_final_norm: bool = True,
+) -> Float[Tensor, "*batch d_vocab"]:
+    """Logits of residual-stream vectors: ``unembed(ln_final(resid))`` (and the model's final
+    logit soft-cap, if any). Of the last layer's ``hook_resid_post`` these are the model's own
+    logits; ``apply_final_norm=False`` reproduces the HeadsUp reference, which skipped the norm.
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model()
+    >>> logits, cache = model.run_with_cache(model.to_tokens("hi"))
+    >>> lens = lens_logits(model, cache["blocks.1.hook_resid_post"])
+    >>> bool(torch.allclose(lens, logits, atol=1e-5))
+    True
+    """
+    parameter = next(iter(model.parameters()), None)
+    x = resid.to(parameter.dtype if parameter is not None else resid.dtype)
+    if parameter is not None:
+        x = x.to(parameter.device)
+    if apply_final_norm:
+        x = model.ln_final(x)
+    logits = model.unembed(x)
+    cap = float(getattr(model.cfg, "output_logits_soft_cap", -1.0) or -1.0)
+    if cap > 0:
+        logits = cap * torch.tanh(logits / cap)
+    return logits
+
+
+# -- shared result io ----------------------------------------------------------------------------
+def _token_text(tokenizer: Any, token: int) -> str:
+    """A token as readable text: line breaks and tabs escaped, a leading space shown as ␣."""
+    text = tokenizer.decode([int(token)])
+    text = text.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+    if text.startswith(" "):
+        text = "␣" + text[1:]
+    return text
+
+
+def _save_figure(folder: Path, name: str, figure: Any, png: bool) -> list[Path]:
+    """``name.html`` (and ``name.png`` when ``png`` and kaleido can export; a failure -- kaleido
+    needs a Chrome binary -- is logged, not raised)."""
+    from lens_heads.evaluate import _write
+
+    written = [_write(folder / f"{name}.html", figure.to_html(include_plotlyjs=True))]
+    if png:
+        try:
+            written.append(_write(folder / f"{name}.png", figure.to_image(format="png")))
+        except Exception as error:
+            logger.warning(
+                "PNG export skipped (%s: %s); %s.html has the figure. kaleido needs Chrome: run "
+                "`plotly_get_chrome` to install one.",
+                type(error).__name__,
+                str(error).splitlines()[0] if str(error) else "",
+                name,
+            )
+    return written
+
+
+def _save_result(
+    directory: str | os.PathLike[str],
+    *,
+    format_tag: str,
+    meta: dict[str, Any],
+    tensors: dict[str, Tensor],
+    frame: pd.DataFrame,
+    markdown: str,
+    figure: Any,
+    png: bool,
+) -> list[Path]:
+    """Write ``table.csv``, ``table.md``, ``result.json``, ``tensors.safetensors`` and the
+    figure, each atomically."""
+    from safetensors.torch import save
+
+    from lens_heads.evaluate import _write
+
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    payload = {"format": format_tag, **meta}
+    written = [
+        _write(folder / "table.csv", frame.to_csv()),
+        _write(folder / "table.md", markdown),
+        _write(folder / "result.json", json.dumps(payload, indent=1, default=str)),
+        _write(
+            folder / "tensors.safetensors",
+            save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}),
+        ),
+    ]
+    return written + _save_figure(folder, "figure", figure, png)
+
+
+def _load_result(
+    directory: str | os.PathLike[str], format_tag: str
+) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    from safetensors.torch import load
+
+    folder = Path(directory)
+    path = folder / "result.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; is {directory} a saved result folder?")
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        if payload.get("format") != format_tag:
+            raise ValueError(f"format tag {payload.get('format')!r}, expected {format_tag!r}")
+        tensors = load((folder / "tensors.safetensors").read_bytes())
+    except (ValueError, KeyError, OSError) as error:
+        raise ValueError(
+            f"{folder} is not a readable {format_tag} result ({type(error).__name__}: {error}); "
+            "re-create it with .save()"
+        ) from error
+    return payload, tensors
+
+
+# -- logit lens (Table 41) -----------------------------------------------------------------------
+def _settings(
+    prompt: PromptLike | None,
+    mask: HeadMask | Tensor | None,
+    instruction: str | None,
+    settings: Mapping[str, Any] | None,
+) -> dict[str, Run]:
+    if settings is not None:
+        if prompt is not None or mask is not None or instruction is not None:
+            raise ValueError(
+                "give either settings={name: (prompt, mask[, instruction])} or prompt/mask/"
+                "instruction, not both"
+            )
+        if not settings:
+            raise ValueError("settings is empty; give at least one {name: (prompt, mask)}")
+        return {str(name): Run.of(spec) for name, spec in settings.items()}
+    if prompt is None:
+        raise ValueError("no prompt given; pass a prompt (or settings=...)")
+    runs = {"original": Run(prompt)}
+    if instruction is not None:
+        runs["instructed"] = Run(prompt, instruction=instruction)
+    if mask is not None:
+        runs["masked"] = Run(prompt, mask=mask)
+    return runs
+
+
+def _target_ids(model: ModelLike, targets: Sequence[str | int]) -> list[int]:
+    vocab = int(model.cfg.d_vocab)
+    ids = []
+    for target in targets:
+        if isinstance(target, str):
+            if not target:
+                raise ValueError("a target token is empty; give a word such as 'Apple'")
+            encoded = model.tokenizer(target, add_special_tokens=False).input_ids
+            if not encoded:
+                raise ValueError(f"target {target!r} encodes to no tokens")
+            ids.append(int(encoded[0]))
+        else:
+            if not 0 <= int(target) < vocab:
+                raise ValueError(f"target id {target} is outside the vocabulary [0, {vocab})")
+            ids.append(int(target))
+    return ids
+
+
+def _run_stack(
+    model: ModelLike,
+    run: Run,
+    *,
+    position: int,
+    chat: bool | None,
+    hooks: Sequence[str],
+) -> tuple[EncodedPrompt, int, dict[str, Tensor]]:
+    """Encode one run and capture ``hooks`` of every layer at ``position``: ``[n_layers, d]``."""
+    _check_mask(model, run.mask)
+    encoded = encode_prompt(model, run.prompt, chat=chat, instruction=run.instruction)
+    absolute = _resolve_position(position, len(encoded.tokens), f"the {run.label} prompt")
+    acts = layer_activations(model, [encoded.tokens], mask=run.mask, position=absolute, hooks=hooks)
+    return encoded, absolute, {hook: value[0] for hook, value in acts.items()}
+
+
+@dataclass
+class LogitLensResult:
+    """The logit lens of one or more settings at one position (Heads up! Table 41).
+
+    Layer ``"embed"`` is the residual stream after the embedding (``blocks.0.hook_resid_pre``),
+    ``"L{l}"`` after block ``l`` (``hook_resid_post``); the last one is the model's own output.
+    Ranks are 1-based (rank 1 = the top token).
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model(n_layers=2, n_heads=4)
+    >>> mask = lh.HeadMask.from_heads(["L0H1"], n_layers=2, n_heads=4)
+    >>> lens = logit_lens(model, "apple", mask=mask, instruction="Repeat.", targets=["a"])
+    >>> lens.settings, lens.layers
+    (['original', 'instructed', 'masked'], ['embed', 'L0', 'L1'])
+    >>> tuple(lens.target_probs.shape)
+    (3, 3, 1)
+    """
+
+    model: str
+    settings: list[str]
+    prompts: list[str]
+    positions: list[int]
+    layers: list[str]
+    top_ids: Int[Tensor, "setting layer k"]
+    top_probs: Float[Tensor, "setting layer k"]
+    top_tokens: list[list[list[str]]]
+    target_ids: list[int]
+    targets: list[str]
+    target_probs: Float[Tensor, "setting layer target"]
+    target_ranks: Int[Tensor, "setting layer target"]
+    final_norm: bool = True
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (setting, layer): the top-1 token and its probability, the top-k tokens
+        and, per target, ``P(target)`` and ``rank(target)``."""
+        rows = []
+        for s, setting in enumerate(self.settings):
+            for depth, layer in enumerate(self.layers):
+                row: dict[str, Any] = {
+                    "setting": setting,
+                    "layer": layer,
+                    "depth": depth,
+                    "top-1": self.top_tokens[s][depth][0],
+                    "P(top-1)": float(self.top_probs[s, depth, 0]),
+                    "top-k": " | ".join(self.top_tokens[s][depth]),
+                }
+                for t, target in enumerate(self.targets):
+                    row[f"P({target})"] = float(self.target_probs[s, depth, t])
+                    row[f"rank({target})"] = int(self.target_ranks[s, depth, t])
+                rows.append(row)
+        return pd.DataFrame(rows).set_index(["setting", "layer"])
+
+    def top1_table(self) -> pd.DataFrame:
+        """Table 41: layers as rows, settings as columns, ``token (probability)`` cells."""
+        data = {
+            setting: [
+                f"{self.top_tokens[s][d][0]} ({float(self.top_probs[s, d, 0]):.2f})"
+                for d in range(len(self.layers))
+            ]
+            for s, setting in enumerate(self.settings)
+        }
+        return pd.DataFrame(data, index=pd.Index(self.layers, name="layer"))
+
+    def to_markdown(self) -> str:
+        return self.top1_table().to_markdown()
+
+    def plot(self) -> Any:
+        """Heat map of each target's probability per layer (one row per setting), each cell
+        annotated with the setting's top-1 token."""
+        from lens_heads.plotting import logit_lens_figure
+
+        return logit_lens_figure(
+            self.target_probs,
+            [[tokens[0] for tokens in per_layer] for per_layer in self.top_tokens],
+            settings=self.settings,
+            layers=self.layers,
+            targets=self.targets,
+            title=f"logit lens on {self.model}" + ("" if self.final_norm else " (no final norm)"),
+        )
+
+    def save(self, directory: str | os.PathLike[str], *, png: bool = False) -> list[Path]:
+        """Write ``table.csv``, ``table.md`` (Table 41), ``result.json``,
+        ``tensors.safetensors`` and ``figure.html`` (``figure.png`` with ``png``)."""
+        names = ("top_ids", "top_probs", "target_probs", "target_ranks")
+        meta = {
+            key: getattr(self, key)
+            for key in (
+                "model",
+                "settings",
+                "prompts",
+                "positions",
+                "layers",
+                "top_tokens",
+                "target_ids",
+                "targets",
+                "final_norm",
+            )
+        }
+        return _save_result(
+            directory,
+            format_tag="lens_heads.logit_lens/1",
+            meta=meta,
+            tensors={name: getattr(self, name) for name in names},
+            frame=self.to_frame(),
+            markdown=self.to_markdown(),
+            figure=self.plot(),
+            png=png,
+        )
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> LogitLensResult:
+        meta, tensors = _load_result(directory, "lens_heads.logit_lens/1")
+        meta.pop("format")
+        return cls(**meta, **tensors)
+
+
+def logit_lens(
+    model: ModelLike,
+    prompt: PromptLike | None = None,
+    *,
+    mask: HeadMask | Tensor | None = None,
+    instruction: str | None = None,
+    settings: Mapping[str, Any] | None = None,
+    position: int = -1,
+    top_k: int = 5,
+    apply_final_norm: bool = True,
+    targets: Sequence[str | int] | None = None,
+    chat: bool | None = None,
+) -> LogitLensResult:
+    """Top-k tokens of the residual stream after the embedding and after every layer, and the
+    probability and rank of ``targets``, for several settings side by side.
+
+    Settings: ``original`` (``prompt``), ``instructed`` (with ``instruction``) and ``masked``
+    (under ``mask``), or explicitly ``settings={"name": (prompt, mask[, instruction]), ...}``.
+    ``targets`` are tokens (ids, or strings whose *first* token is used; ``"Apple"`` and
+    ``" Apple"`` differ); by default the final top-1 token of each setting. The final norm is
+    applied (``apply_final_norm=False`` reproduces the reference code, which skipped it), so
+    the last layer is the model's own prediction.
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model()
+    >>> lens = logit_lens(model, "apple", top_k=3)
+    >>> lens.top1_table().shape
+    (3, 1)
+    """
+    if top_k < 1:
+        raise ValueError(f"top_k must be positive, got {top_k}")
+    runs = _settings(prompt, mask, instruction, settings)
+    tokenizer = model.tokenizer
+    n_layers = int(model.cfg.n_layers)
+    logits, prompts, positions = [], [], []
+    for name, run in runs.items():
+        encoded, absolute, acts = _run_stack(
+            model,
+            Run(run.prompt, run.mask, run.instruction, name),
+            position=position,
+            chat=chat,
+            hooks=("hook_resid_pre", "hook_resid_post"),
+        )
+        stack = torch.cat([acts["hook_resid_pre"][:1], acts["hook_resid_post"]])
+        with torch.no_grad():
+            logits.append(lens_logits(model, stack, apply_final_norm=apply_final_norm).float())
+        prompts.append(encoded.text)
+        positions.append(absolute)
+    all_logits = torch.stack(logits).cpu()  # [setting, layer, vocab]
+    probs = all_logits.softmax(dim=-1)
+    k = min(top_k, probs.shape[-1])
+    top_probs, top_ids = probs.topk(k, dim=-1)
+    if targets is None:
+        target_ids = list(dict.fromkeys(int(i) for i in top_ids[:, -1, 0]))
+    else:
+        target_ids = _target_ids(model, targets)
+    index = torch.tensor(target_ids, dtype=torch.long)
+    target_logits = all_logits[..., index]  # [setting, layer, target]
+    ranks = (all_logits[..., None, :] > target_logits[..., None]).sum(dim=-1) + 1
+    return LogitLensResult(
+        model=model_name(model),
+        settings=list(runs),
+        prompts=prompts,
+        positions=positions,
+        layers=["embed"] + [f"L{layer}" for layer in range(n_layers)],
+        top_ids=top_ids,
+        top_probs=top_probs,
+        top_tokens=[
+            [[_token_text(tokenizer, t) for t in layer] for layer in setting.tolist()]
+            for setting in top_ids
+        ],
+        target_ids=target_ids,
+        targets=[_token_text(tokenizer, t) for t in target_ids],
+        target_probs=probs[..., index],
+        target_ranks=ranks,
+        final_norm=apply_final_norm,
+    )
+
+
+# -- layer similarity (Figure 4) -----------------------------------------------------------------
+@dataclass
+class SimilarityResult:
+    """Per-layer cosine similarity of hidden states at one position between pairs of runs
+    (Heads up! Figure 4): ``cosine[comparison, hook, layer]``.
+
+    ``top1[run]`` is the logit-lens top-1 token after each layer of each run (final norm
+    applied); ``label_runs`` name the (up to two) runs whose tokens label the x axis.
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model(n_layers=2, n_heads=4)
+    >>> mask = lh.HeadMask.from_heads(["L0H1"], n_layers=2, n_heads=4)
+    >>> result = figure4_similarity(model, "apple", "Repeat the word.", mask)
+    >>> result.comparisons
+    ['original vs instructed', 'masked vs instructed', 'masked vs masked+instructed']
+    >>> result.to_frame().shape
+    (2, 8)
+    """
+
+    model: str
+    comparisons: list[str]
+    pairs: list[tuple[str, str]]
+    hooks: list[str]
+    cosine: Float[Tensor, "comparison hook n_layers"]
+    top1: dict[str, list[str]]
+    label_runs: list[str]
+    position: int = -1
+
+    def _column(self, comparison: str, hook: str) -> str:
+        return f"{comparison} ({_HOOK_LABELS.get(hook, hook)})"
+
+    def to_frame(self) -> pd.DataFrame:
+        """Index: layer. One column per (comparison, hook) -- ``"... (decoder)"`` for
+        ``hook_resid_post``, ``"... (attention)"`` for ``hook_attn_out`` -- and the top-1
+        token columns ``"top-1 <run>"`` of the labelled runs."""
+        n_layers = self.cosine.shape[-1]
+        data: dict[str, Any] = {}
+        for c, comparison in enumerate(self.comparisons):
+            for h, hook in enumerate(self.hooks):
+                data[self._column(comparison, hook)] = self.cosine[c, h].tolist()
+        for run in self.label_runs:
+            data[f"top-1 {run}"] = self.top1[run]
+        return pd.DataFrame(data, index=pd.RangeIndex(n_layers, name="layer"))
+
+    def summary(self, layers: Sequence[int] | range | None = None) -> pd.DataFrame:
+        """Mean cosine over ``layers`` (default: all): rows comparisons, columns hooks.
+
+        ``result.summary(range(15, 30))`` gives the later-half means of Figure 4 on SmolLM2."""
+        n_layers = self.cosine.shape[-1]
+        chosen = list(range(n_layers)) if layers is None else [int(layer) for layer in layers]
+        bad = [layer for layer in chosen if not 0 <= layer < n_layers]
+        if bad or not chosen:
+            raise ValueError(f"layers {bad or chosen} are out of range [0, {n_layers})")
+        means = self.cosine[:, :, chosen].mean(dim=-1)
+        return pd.DataFrame(
+            means.tolist(),
+            index=pd.Index(self.comparisons, name="comparison"),
+            columns=[_HOOK_LABELS.get(hook, hook) for hook in self.hooks],
+        )
+
+    def to_markdown(self) -> str:
+        return self.to_frame().to_markdown(floatfmt=".4f")
+
+    def plot(self) -> Any:
+        """Cosine per layer: dark lines for decoder outputs, light lines for attention outputs,
+        the logit-lens top-1 tokens of the labelled runs under each layer number."""
+        from lens_heads.plotting import similarity_figure
+
+        n_layers = self.cosine.shape[-1]
+        ticks = [
+            "<br>".join([str(layer)] + [self.top1[run][layer] for run in self.label_runs])
+            for layer in range(n_layers)
+        ]
+        return similarity_figure(
+            self.cosine,
+            comparisons=self.comparisons,
+            hooks=[_HOOK_LABELS.get(hook, hook) for hook in self.hooks],
+            tick_labels=ticks,
+            tick_title="layer" + "".join(f" / top-1 {run}" for run in self.label_runs),
+            title=f"hidden-state similarity on {self.model}",
+        )
+
+    def save(self, directory: str | os.PathLike[str], *, png: bool = False) -> list[Path]:
+        """Write ``table.csv``, ``table.md``, ``result.json``, ``tensors.safetensors`` and
+        ``figure.html`` (``figure.png`` with ``png``)."""
+        meta = {
+            key: getattr(self, key)
+            for key in ("model", "comparisons", "pairs", "hooks", "top1", "label_runs", "position")
+        }
+        return _save_result(
+            directory,
+            format_tag="lens_heads.similarity/1",
+            meta=meta,
+            tensors={"cosine": self.cosine},
+            frame=self.to_frame(),
+            markdown=self.to_markdown(),
+            figure=self.plot(),
+            png=png,
+        )
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> SimilarityResult:
+        meta, tensors = _load_result(directory, "lens_heads.similarity/1")
+        meta.pop("format")
+        meta["pairs"] = [tuple(pair) for pair in meta["pairs"]]
+        return cls(**meta, cosine=tensors["cosine"])
+
+
+def _same_run(a: Run, b: Run) -> bool:
+    if a is b:
+        return True
+    same_prompt = isinstance(a.prompt, str) and a.prompt == b.prompt
+    if a.mask is None or b.mask is None:
+        same_mask = a.mask is b.mask
+    elif isinstance(a.mask, HeadMask) and isinstance(b.mask, HeadMask):
+        same_mask = a.mask == b.mask
+    else:
+        same_mask = a.mask is b.mask
+    return same_prompt and same_mask and a.instruction == b.instruction
+
+
+def layer_similarity(
+    model: ModelLike,
+    run_a: Any = None,
+    run_b: Any = None,
+    *,
+    comparisons: Mapping[str, tuple[Any, Any]] | None = None,
+    position: int = -1,
+    hooks: Sequence[str] = DEFAULT_HOOKS,
+    label_runs: Sequence[str] | None = None,
+    chat: bool | None = None,
+) -> SimilarityResult:
+    """Cosine similarity per layer of ``hook_resid_post`` (decoder outputs) and
+    ``hook_attn_out`` (attention outputs) at ``position`` between two runs, or between each
+    pair of ``comparisons={"name": (run_a, run_b)}``. A run is ``(prompt, mask or None)``,
+    ``(prompt, mask, instruction)`` or a :class:`Run`; runs with the same label (``original``,
+    ``instructed``, ``masked``, ``masked+instructed`` or ``Run(name=...)``) must be the same
+    run and are computed once.
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model()
+    >>> same = layer_similarity(model, ("apple", None), Run("apple", name="again"))
+    >>> same.cosine.round(decimals=4).tolist()
+    [[[1.0, 1.0], [1.0, 1.0]]]
+    """
+    if comparisons is None:
+        if run_a is None or run_b is None:
+            raise ValueError("give two runs (run_a, run_b) or comparisons={name: (run_a, run_b)}")
+        a, b = Run.of(run_a), Run.of(run_b)
+        if a.label == b.label and not _same_run(a, b):
+            a, b = (
+                Run(a.prompt, a.mask, a.instruction, "A"),
+                Run(b.prompt, b.mask, b.instruction, "B"),
+            )
+        pairs = {f"{a.label} vs {b.label}": (a, b)}
+    else:
+        if run_a is not None or run_b is not None:
+            raise ValueError("give either run_a/run_b or comparisons=..., not both")
+        if not comparisons:
+            raise ValueError("comparisons is empty; give at least one {name: (run_a, run_b)}")
+        pairs = {str(n): (Run.of(x), Run.of(y)) for n, (x, y) in comparisons.items()}
+    if not hooks:
+        raise ValueError("no hooks given; e.g. hooks=('hook_resid_post', 'hook_attn_out')")
+    runs: dict[str, Run] = {}
+    for a, b in pairs.values():
+        for run in (a, b):
+            known = runs.setdefault(run.label, run)
+            if not _same_run(known, run):
+                raise ValueError(
+                    f"two different runs are both called {run.label!r}; name them with "
+                    "Run(prompt, mask, instruction, name=...)"
+                )
+    captured = list(dict.fromkeys([*hooks, "hook_resid_post"]))
+    stacks: dict[str, dict[str, Tensor]] = {}
+    top1: dict[str, list[str]] = {}
+    for label, run in tqdm(runs.items(), desc="runs", disable=len(runs) < 3):
+        _, _, stacks[label] = _run_stack(model, run, position=position, chat=chat, hooks=captured)
+        with torch.no_grad():
+            ids = lens_logits(model, stacks[label]["hook_resid_post"]).argmax(dim=-1)
+        top1[label] = [_token_text(model.tokenizer, int(i)) for i in ids]
+    cosine = torch.stack(
+        [
+            torch.stack([cosine_by_layer(stacks[a.label][h], stacks[b.label][h]) for h in hooks])
+            for a, b in pairs.values()
+        ]
+    )
+    if label_runs is None:
+        first_a, first_b = next(iter(pairs.values()))
+        label_runs = list(dict.fromkeys([first_a.label, first_b.label]))
+    unknown = [run for run in label_runs if run not in runs]
+    if unknown:
+        raise ValueError(f"label_runs {unknown} are not runs of this comparison ({list(runs)})")
+    return SimilarityResult(
+        model=model_name(model),
+        comparisons=list(pairs),
+        pairs=[(a.label, b.label) for a, b in pairs.values()],
+        hooks=list(hooks),
+        cosine=cosine,
+        top1=top1,
+        label_runs=list(label_runs),
+        position=position,
+    )
+
+
+def figure4_similarity(
+    model: ModelLike,
+    prompt: str,
+    instruction: str,
+    mask: HeadMask | Tensor,
+    *,
+    position: int = -1,
+    hooks: Sequence[str] = DEFAULT_HOOKS,
+    chat: bool | None = None,
+) -> SimilarityResult:
+    """The three comparisons of Heads up! Figure 4 in one call: original vs instructed,
+    masked vs instructed, masked vs masked + instructed; the x axis carries the logit-lens
+    top-1 tokens of the instructed and the masked runs.
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model()
+    >>> result = figure4_similarity(model, "apple", "Repeat.", lh.HeadMask.ones(model))
+    >>> bool(result.summary().loc["masked vs instructed", "decoder"] < 1.0)
+    True
+    """
+    original, instructed = Run(prompt), Run(prompt, instruction=instruction)
+    masked, both = Run(prompt, mask), Run(prompt, mask, instruction)
+    return layer_similarity(
+        model,
+        comparisons={
+            "original vs instructed": (original, instructed),
+            "masked vs instructed": (masked, instructed),
+            "masked vs masked+instructed": (masked, both),
+        },
+        position=position,
+        hooks=hooks,
+        label_runs=["instructed", "masked"],
+        chat=chat,
+    )

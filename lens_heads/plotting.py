@@ -1,0 +1,355 @@
+"""Plotly figures for the result objects (each result's ``.plot()`` calls one of these).
+
+>>> import pandas as pd
+>>> table = pd.DataFrame({"accuracy": [0.2, 0.9], "accuracy std": [float("nan"), 0.05]},
+...                      index=pd.Index(["Original", "w/ M"], name="setting"))
+>>> len(evaluation_figure(table, ["accuracy"]).data)
+2
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+__all__ = [
+    "evaluation_figure",
+    "mask_heatmap_figure",
+    "mask_trajectory_figure",
+    "sweep_rank_figure",
+    "sweep_similarity_figure",
+    "training_curve_figure",
+]
+
+
+# -- evaluation: the settings table (issue 3) ---------------------------------------------------
+def evaluation_figure(table: pd.DataFrame, metrics: Sequence[str], *, title: str = "") -> go.Figure:
+    """Grouped bars of an evaluation table: one panel per metric, one bar (and colour) per
+    setting, error bars from the ``"<metric> std"`` columns (std over random seeds).
+
+    ``table`` is :meth:`lens_heads.evaluate.EvaluationResult.to_frame` (index: settings).
+    """
+    if not len(metrics):
+        raise ValueError("evaluation_figure needs at least one metric column")
+    missing = [m for m in metrics if m not in table.columns]
+    if missing:
+        raise KeyError(f"the table has no column(s) {missing}; it has {list(table.columns)}")
+    figure = make_subplots(rows=1, cols=len(metrics), subplot_titles=list(metrics))
+    palette = [
+        "#4C78A8",
+        "#F58518",
+        "#B279A2",
+        "#54A24B",
+        "#E45756",
+        "#72B7B2",
+        "#EECA3B",
+        "#9D755D",
+    ]
+    for position, (setting, row) in enumerate(table.iterrows()):
+        for column, metric in enumerate(metrics, start=1):
+            std = row.get(f"{metric} std", math.nan)
+            has_std = std is not None and not (isinstance(std, float) and math.isnan(std))
+            figure.add_trace(
+                go.Bar(
+                    x=[str(setting)],
+                    y=[row[metric]],
+                    name=str(setting),
+                    legendgroup=str(setting),
+                    showlegend=column == 1,
+                    marker_color=palette[position % len(palette)],
+                    error_y={"type": "data", "array": [std], "visible": True} if has_std else None,
+                    hovertemplate=f"{setting}<br>{metric}: %{{y:.4g}}<extra></extra>",
+                ),
+                row=1,
+                col=column,
+            )
+    figure.update_xaxes(showticklabels=False)
+    figure.update_layout(
+        title=title or None,
+        barmode="group",
+        template="plotly_white",
+        height=420,
+        width=max(520, 300 * len(metrics)),
+        legend_title_text="setting",
+    )
+    return figure
+
+
+# -- mask training: trajectories (Fig. 3), heat map (Fig. 7), loss curve (issue 4) --------------
+_KEPT_COLOUR, _REMOVED_COLOUR = "#1f77b4", "#d62728"
+
+
+def mask_trajectory_figure(trajectory: Any, steps: Sequence[int], *, title: str = "") -> go.Figure:
+    """Figure 3: ``sigmoid(W)`` of every head against the training step.
+
+    ``trajectory`` is ``[n_samples, n_layers, n_heads]`` (sampled after ``steps[i]`` updates).
+    Heads kept at the end (last sample >= 0.5) are blue, removed heads red; heads whose value
+    crosses 0.5 more than once are drawn bold, one legend entry each.
+
+    >>> import torch
+    >>> values = torch.tensor([[[0.9, 0.9, 0.9]], [[0.4, 0.8, 0.9]], [[0.6, 0.2, 0.9]]])
+    >>> figure = mask_trajectory_figure(values, [0, 1, 2])
+    >>> [trace.name for trace in figure.data]
+    ['kept (1)', 'removed (1)', 'L0H0 (2 crossings)']
+    """
+    import torch
+
+    values = torch.as_tensor(trajectory).float()
+    if values.ndim != 3 or values.shape[0] != len(steps):
+        raise ValueError(
+            f"trajectory must be [n_samples, n_layers, n_heads] with one sample per step "
+            f"({len(steps)}), got {tuple(values.shape)}"
+        )
+    above = values >= 0.5
+    crossings = (above[1:] != above[:-1]).sum(dim=0)
+    kept = above[-1]
+    n_layers, n_heads = values.shape[1:]
+    x = [int(s) for s in steps]
+    groups: dict[bool, tuple[list[Any], list[Any], list[Any]]] = {
+        True: ([], [], []),
+        False: ([], [], []),
+    }
+    bold = []
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            label = f"L{layer}H{head}"
+            if int(crossings[layer, head]) > 1:
+                bold.append((layer, head, label))
+                continue
+            xs, ys, texts = groups[bool(kept[layer, head])]
+            xs += [*x, None]
+            ys += [*values[:, layer, head].tolist(), None]
+            texts += [label] * len(x) + [None]
+    figure = go.Figure()
+    for is_kept in (True, False):
+        xs, ys, texts = groups[is_kept]
+        count = sum(1 for t in texts if t is None)
+        figure.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                text=texts,
+                mode="lines",
+                name=f"{'kept' if is_kept else 'removed'} ({count})",
+                line={"color": _KEPT_COLOUR if is_kept else _REMOVED_COLOUR, "width": 1},
+                opacity=0.45,
+                hovertemplate="%{text}<br>step %{x}<br>sigmoid(W) %{y:.3f}<extra></extra>",
+            )
+        )
+    for layer, head, label in bold:
+        is_kept = bool(kept[layer, head])
+        figure.add_trace(
+            go.Scatter(
+                x=x,
+                y=values[:, layer, head].tolist(),
+                mode="lines",
+                name=f"{label} ({int(crossings[layer, head])} crossings)",
+                line={"color": _KEPT_COLOUR if is_kept else _REMOVED_COLOUR, "width": 3.5},
+                hovertemplate=f"{label}<br>step %{{x}}<br>sigmoid(W) %{{y:.3f}}<extra></extra>",
+            )
+        )
+    figure.add_hline(y=0.5, line={"color": "grey", "dash": "dot", "width": 1})
+    figure.update_layout(
+        title=title or None,
+        xaxis_title="training step",
+        yaxis_title="sigmoid(W)",
+        yaxis_range=[-0.02, 1.02],
+        template="plotly_white",
+        height=460,
+        width=820,
+    )
+    return figure
+
+
+def mask_heatmap_figure(probabilities: Any, *, title: str = "") -> go.Figure:
+    """Figure 7: ``sigmoid(W)`` as a layer x head heat map (kept heads >= 0.5 marked "x").
+
+    >>> import torch
+    >>> mask_heatmap_figure(torch.tensor([[0.9, 0.1], [0.2, 0.7]])).data[0].z.shape
+    (2, 2)
+    """
+    import numpy as np
+    import torch
+
+    values = torch.as_tensor(probabilities).float()
+    if values.ndim != 2:
+        raise ValueError(f"probabilities must be [n_layers, n_heads], got {tuple(values.shape)}")
+    n_layers, n_heads = values.shape
+    marks = [["x" if v >= 0.5 else "" for v in row] for row in values.tolist()]
+    figure = go.Figure(
+        go.Heatmap(
+            z=np.asarray(values.tolist()),
+            x=[f"H{h}" for h in range(n_heads)],
+            y=[f"L{layer}" for layer in range(n_layers)],
+            text=marks,
+            texttemplate="%{text}",
+            zmin=0.0,
+            zmax=1.0,
+            colorscale="RdBu",
+            colorbar={"title": "sigmoid(W)"},
+            hovertemplate="%{y}%{x}<br>sigmoid(W) %{z:.3f}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        title=title or None,
+        xaxis_title="head",
+        yaxis_title="layer",
+        yaxis_autorange="reversed",
+        template="plotly_white",
+        height=max(320, 22 * n_layers + 120),
+        width=max(360, 48 * n_heads + 200),
+    )
+    return figure
+
+
+def training_curve_figure(history: pd.DataFrame, *, title: str = "") -> go.Figure:
+    """Loss, temperature and heads kept per training step (``MaskTrainingResult.history``).
+
+    >>> history = pd.DataFrame({"step": [1, 2], "loss": [2.0, 1.0], "tau": [4.0, 2.0],
+    ...                         "lr": [0.1, 0.1], "kept": [8, 7]})
+    >>> len(training_curve_figure(history).data)
+    3
+    """
+    missing = [c for c in ("step", "loss", "tau", "kept") if c not in history.columns]
+    if missing:
+        raise KeyError(f"history has no column(s) {missing}; it has {list(history.columns)}")
+    figure = make_subplots(
+        rows=3, cols=1, shared_xaxes=True, subplot_titles=["loss", "tau", "kept"]
+    )
+    for row, column in enumerate(("loss", "tau", "kept"), start=1):
+        figure.add_trace(
+            go.Scatter(x=history["step"], y=history[column], mode="lines", name=column),
+            row=row,
+            col=1,
+        )
+    figure.update_layout(
+        title=title or None, template="plotly_white", height=620, width=760, showlegend=False
+    )
+    figure.update_xaxes(title_text="training step", row=3, col=1)
+    return figure
+
+
+# -- removal sweep: token ranks (Fig. 2 left) and hidden-state similarity (Fig. 5) (issue 5) ----
+_TARGET_COLOUR = "#d62728"
+_ORIGINAL_BLUES = ["#08306b", "#08519c", "#2171b5", "#4292c6", "#6baed6", "#9ecae1"]
+
+
+def sweep_rank_figure(
+    frame: pd.DataFrame, *, switch: int | None = None, title: str = ""
+) -> go.Figure:
+    """Figure 2 (left): the rank of each tracked token (log axis) against the heads removed;
+    the target in red, the original top tokens in shades of blue, a dashed line at the switch.
+
+    ``frame`` is :meth:`lens_heads.sweep.SweepResult.to_frame` (columns ``n_removed, token,
+    token_id, role, rank`` and, for the hover text, ``top1`` and ``output``).
+
+    >>> frame = pd.DataFrame({"n_removed": [0, 0, 1, 1], "token": ["A", "b"] * 2,
+    ...                       "token_id": [1, 2] * 2, "role": ["target", "original"] * 2,
+    ...                       "rank": [4, 1, 1, 2]})
+    >>> [trace.name for trace in sweep_rank_figure(frame, switch=1).data]
+    ["'A' (target)", "'b'"]
+    """
+    missing = [c for c in ("n_removed", "token", "token_id", "role", "rank") if c not in frame]
+    if missing:
+        raise KeyError(f"the sweep frame has no column(s) {missing}; it has {list(frame.columns)}")
+    figure = go.Figure()
+    originals = 0
+    for (token_id, role), rows in frame.groupby(["token_id", "role"], sort=False):
+        token = str(rows["token"].iloc[0])
+        is_target = role == "target"
+        colour = _TARGET_COLOUR if is_target else _ORIGINAL_BLUES[originals % len(_ORIGINAL_BLUES)]
+        originals += 0 if is_target else 1
+        hover = [
+            f"top-1 {row.get('top1', '')!r}<br>output {str(row.get('output', ''))[:60]!r}"
+            for _, row in rows.iterrows()
+        ]
+        figure.add_trace(
+            go.Scatter(
+                x=rows["n_removed"],
+                y=rows["rank"],
+                mode="lines",
+                name=f"{token!r} (target)" if is_target else repr(token),
+                text=hover,
+                line={"color": colour, "width": 3 if is_target else 1.5},
+                hovertemplate=f"{token!r} (id {token_id})<br>%{{x}} heads removed<br>"
+                "rank %{y}<br>%{text}<extra></extra>",
+            )
+        )
+    if switch is not None:
+        figure.add_vline(
+            x=switch,
+            line={"color": "grey", "dash": "dash", "width": 1.5},
+            annotation_text=f"switch: {switch} heads",
+            annotation_position="top right",
+        )
+    figure.update_layout(
+        title=title or None,
+        xaxis_title="heads removed",
+        yaxis_title="rank (log)",
+        yaxis_type="log",
+        template="plotly_white",
+        height=460,
+        width=820,
+        legend_title_text="token",
+    )
+    return figure
+
+
+def sweep_similarity_figure(frame: pd.DataFrame, *, title: str = "") -> go.Figure:
+    """Figure 5: cosine similarity to the reference run against the heads removed, one line per
+    layer (darker for later layers), one panel per hidden state (decoder / attention output).
+
+    ``frame`` is :meth:`lens_heads.sweep.SweepResult.similarity_frame` (columns ``n_removed,
+    layer, kind, cosine``).
+
+    >>> frame = pd.DataFrame({"n_removed": [0, 1] * 2, "layer": [0, 0, 1, 1],
+    ...                       "kind": ["decoder output"] * 4, "cosine": [1.0, 0.9, 1.0, 0.5]})
+    >>> [trace.name for trace in sweep_similarity_figure(frame).data]
+    ['L0', 'L1']
+    """
+    from plotly.colors import sample_colorscale
+
+    missing = [c for c in ("n_removed", "layer", "kind", "cosine") if c not in frame]
+    if missing:
+        raise KeyError(f"the similarity frame has no column(s) {missing}")
+    if frame.empty:
+        raise ValueError("the similarity frame is empty (a sweep without reference_prompt?)")
+    kinds = list(dict.fromkeys(frame["kind"]))
+    layers = sorted(int(layer) for layer in frame["layer"].unique())
+    top = max(1, layers[-1])
+    figure = make_subplots(rows=1, cols=len(kinds), subplot_titles=kinds, shared_yaxes=True)
+    for column, kind in enumerate(kinds, start=1):
+        part = frame[frame["kind"] == kind]
+        for layer in layers:
+            rows = part[part["layer"] == layer]
+            colour = sample_colorscale("Blues", [0.25 + 0.75 * layer / top])[0]
+            figure.add_trace(
+                go.Scatter(
+                    x=rows["n_removed"],
+                    y=rows["cosine"],
+                    mode="lines",
+                    name=f"L{layer}",
+                    legendgroup=f"L{layer}",
+                    showlegend=column == 1,
+                    line={"color": colour, "width": 1.5},
+                    hovertemplate=f"layer {layer}, {kind}<br>%{{x}} heads removed<br>"
+                    "cosine %{y:.4f}<extra></extra>",
+                ),
+                row=1,
+                col=column,
+            )
+        figure.update_xaxes(title_text="heads removed", row=1, col=column)
+    figure.update_yaxes(title_text="cosine similarity to the reference", row=1, col=1)
+    figure.update_layout(
+        title=title or None,
+        template="plotly_white",
+        height=460,
+        width=max(520, 480 * len(kinds)),
+        legend_title_text="layer",
+    )
+    return figure
