@@ -9,9 +9,11 @@
 (1, 6)
 """
 
+from lens_heads.attention import attention_on_target
 from lens_heads.evaluate import EvaluationResult, evaluate
 from lens_heads.generation import Generation, generate, greedy_generate
 from lens_heads.hooks import apply_mask, mask_hooks
+from lens_heads.lens import figure4_similarity, layer_similarity, logit_lens, top_tokens
 from lens_heads.masks import HeadMask, expected_random_jaccard, jaccard
 from lens_heads.models import MODEL_ALIASES, head_shape, load_model, tiny_model
 from lens_heads.prompts import PromptFormat
@@ -32,17 +34,22 @@ __all__ = [
     "Task",
     "TrainingConfig",
     "apply_mask",
+    "attention_on_target",
     "evaluate",
     "expected_random_jaccard",
+    "figure4_similarity",
     "generate",
     "get_task",
     "greedy_generate",
     "head_shape",
     "jaccard",
+    "layer_similarity",
     "list_tasks",
     "load_model",
+    "logit_lens",
     "mask_hooks",
     "removal_sweep",
     "tiny_model",
+    "top_tokens",
     "train_mask",
 ]

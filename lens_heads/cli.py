@@ -3,6 +3,7 @@
 Each subcommand is a ``_cmd_<name>(args)`` function plus an ``_add_<name>(subparsers)`` that
 declares its arguments; :data:`COMMANDS` lists them in the order ``--help`` shows.
 
+    lens-heads demo --out demo-report      # the end-to-end demo on the offline default model
     lens-heads models [--prepare ALIAS]
     lens-heads generate --model smollm2-135m-instruct --prompt "apple" --chat [--mask m.safetensors]
     lens-heads tasks
@@ -10,6 +11,9 @@ declares its arguments; :data:`COMMANDS` lists them in the order ``--help`` show
                     --out results/country-capital
     lens-heads train-mask --model smollm2-135m-instruct --task capitalize --steps 200
                           --out results/capitalize [--resume]
+    lens-heads sweep --model smollm2-135m-instruct --mask results/capitalize --prompt apple
+                     --target Apple --reference-instruction "Capitalize the given word."
+                     --out results/sweep-apple
 """
 
 from __future__ import annotations
@@ -307,12 +311,159 @@ def _cmd_train_mask(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- sweep (issue 5) -----------------------------------------------------------------------------
+def _add_sweep(sub: Any) -> None:
+    parser = sub.add_parser(
+        "sweep",
+        help="remove heads one by one; track token ranks, outputs, similarity (Figures 2, 5)",
+        description="Writes sweep.csv, sweep.json + sweep.safetensors (SweepResult.load), "
+        "outputs.md (Figure 2 right), similarity.csv, ranks.html and similarity.html (.png too "
+        "when kaleido can export) to --out.",
+    )
+    _add_model_argument(parser)
+    order = parser.add_mutually_exclusive_group(required=True)
+    order.add_argument(
+        "--mask",
+        help="removal order: a train-mask output folder (or its training.safetensors: ascending "
+        "trained weight W, the paper's order) or a head-mask file (ascending value)",
+    )
+    order.add_argument("--heads", help="explicit removal order, e.g. L3H7,L0H1,L12H4")
+    order.add_argument(
+        "--influential",
+        action="store_true",
+        help="Appendix C.3.1: heads ordered by the target-rank gain each causes alone",
+    )
+    parser.add_argument("--prompt", required=True, help="the input text, e.g. apple")
+    parser.add_argument("--target", help="the expected answer; its first token is tracked")
+    parser.add_argument("--reference-prompt", help="full-model run to compare with (Figure 5)")
+    parser.add_argument(
+        "--reference-instruction",
+        help="instead of --reference-prompt: the prompt in the instruction template (Table 10)",
+    )
+    parser.add_argument("--influential-k", type=int, help="re-order only the first K heads")
+    parser.add_argument("--top-k", type=int, default=5, help="original top tokens to track")
+    parser.add_argument("--generate-tokens", type=int, default=20, help="0: no continuations")
+    parser.add_argument("--every", type=int, default=1, help="evaluate every K-th step")
+    parser.add_argument("--stay", type=int, default=3, help="steps the target must stay top-1")
+    parser.add_argument("--batch-size", type=int, help="steps per forward pass (default: auto)")
+    parser.add_argument("--no-chat", action="store_true", help="do not use the chat template")
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+def _sweep_order(args: argparse.Namespace, model: Any) -> Any:
+    """The ``order`` argument of removal_sweep from --mask / --heads / --influential."""
+    import warnings
+
+    from lens_heads.masks import HeadMask
+    from lens_heads.training import MaskTrainingResult
+
+    if args.influential:
+        return "influential"
+    if args.heads:
+        return [label.strip() for label in args.heads.split(",") if label.strip()]
+    path = Path(args.mask)
+    if path.is_dir() or path.name == "training.safetensors":
+        return MaskTrainingResult.load(path if path.is_dir() else path.parent).W
+    mask = HeadMask.load(path, model=model)
+    if mask.is_binary:
+        warnings.warn(
+            f"{path} is a binary mask: the heads outside it go first, each group in head-index "
+            "order; pass the train-mask output folder to remove heads in ascending weight W",
+            stacklevel=2,
+        )
+    return mask
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from lens_heads.prompts import INSTRUCTION_TEMPLATE
+    from lens_heads.sweep import removal_sweep
+
+    if args.reference_prompt and args.reference_instruction:
+        raise ValueError("give --reference-prompt or --reference-instruction, not both")
+    reference = args.reference_prompt
+    if args.reference_instruction:
+        reference = INSTRUCTION_TEMPLATE.format(
+            instruction=args.reference_instruction, input=args.prompt
+        )
+    model = _load(args)
+    result = removal_sweep(
+        model,
+        args.prompt,
+        _sweep_order(args, model),
+        target=args.target,
+        track_top_k=args.top_k,
+        reference_prompt=reference,
+        generate_tokens=args.generate_tokens,
+        every=args.every,
+        chat=not args.no_chat,
+        batch_size=args.batch_size,
+        influential_k=args.influential_k,
+    )
+    result.metadata["stay"] = args.stay
+    out = output_dir(args.out)
+    written = result.save(out) + result.save_figures(out, png=True)
+    print(result.outputs_markdown())
+    summary = result.summary()
+    if result.target_id is not None:
+        switch = result.switch_step(args.stay)
+        print(
+            f"target {result.target!r}: rank {summary['target_rank_start']} with the full model, "
+            f"best {summary['target_rank_best']} after {summary['best_at_n_removed']} heads, "
+            f"{summary['target_rank_end']} after all {len(result.order)}; switch step "
+            f"(top-1 for {args.stay} steps): {switch}"
+        )
+    print("wrote " + ", ".join(str(path) for path in written))
+    return 0
+
+
+# -- demo (the README's first command) ---------------------------------------------------------
+def _add_demo(sub: Any) -> None:
+    parser = sub.add_parser(
+        "demo",
+        help="end to end on the offline default model: train a mask, evaluate, sweep, report",
+        description="Trains a head mask on the instruction-free capitalize task (100 steps), "
+        "evaluates it (Original / w/ instruction / w/ random M / w/ M), removes heads one by one, "
+        "compares hidden states with the instructed run and runs the logit lens; writes each "
+        "result folder and report.md + report.html (figures inline) to --out. A few minutes on "
+        "2 CPU cores; re-running resumes from the training checkpoint.",
+    )
+    _add_model_argument(parser, default="smollm2-135m-instruct")
+    parser.add_argument("--task", default="capitalize", help="built-in task or a data file")
+    parser.add_argument("--steps", type=int, default=100, help="mask-training steps")
+    parser.add_argument("--lr", type=float, default=0.2, help="peak learning rate")
+    parser.add_argument("--n-eval", type=int, default=40, help="held-out examples")
+    parser.add_argument("--sweep-every", type=int, default=2, help="evaluate every K heads")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="demo-report", help="output directory")
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from lens_heads.demo import run_demo
+
+    report = run_demo(
+        args.out,
+        model=_load(args),
+        task=args.task,
+        steps=args.steps,
+        lr=args.lr,
+        n_eval=args.n_eval,
+        sweep_every=args.sweep_every,
+        seed=args.seed,
+    )
+    print(report.evaluation.to_markdown())
+    print(f"switch step: {report.sweep.switch_step(3)} heads removed")
+    print(f"report: {report.report} and {report.out / 'report.html'}")
+    return 0
+
+
 COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], int]]] = [
     ("models", _add_models, _cmd_models),
     ("generate", _add_generate, _cmd_generate),
     ("tasks", _add_tasks, _cmd_tasks),
     ("eval", _add_eval, _cmd_eval),
     ("train-mask", _add_train_mask, _cmd_train_mask),
+    ("sweep", _add_sweep, _cmd_sweep),
+    ("demo", _add_demo, _cmd_demo),
 ]
 
 

@@ -16,10 +16,8 @@ under a trained head mask M, a random mask of the same size, and a mask of anoth
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +29,7 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lens_heads._io import save_figures, write_atomic
 from lens_heads.generation import greedy_generate, stop_token_ids
 from lens_heads.hooks import maybe_mask
 from lens_heads.masks import HeadMask
@@ -39,8 +38,6 @@ from lens_heads.prompts import EncodedExample, PromptFormat, collate, encode_exa
 from lens_heads.tasks import Task, get_task
 
 __all__ = ["METRICS", "SETTINGS", "EvaluationResult", "evaluate"]
-
-logger = logging.getLogger(__name__)
 
 #: Setting keys, in table order, with the row labels of the paper's tables.
 SETTINGS: dict[str, str] = {
@@ -186,10 +183,10 @@ class EvaluationResult:
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
         written = [
-            _write(folder / "table.csv", self.to_frame().to_csv()),
-            _write(folder / "table.md", self.to_markdown()),
-            _write(folder / "per_seed.csv", self.per_seed_frame().to_csv(index=False)),
-            _write(folder / "records.csv", self.records.to_csv(index=False)),
+            write_atomic(folder / "table.csv", self.to_frame().to_csv()),
+            write_atomic(folder / "table.md", self.to_markdown()),
+            write_atomic(folder / "per_seed.csv", self.per_seed_frame().to_csv(index=False)),
+            write_atomic(folder / "records.csv", self.records.to_csv(index=False)),
         ]
         payload = {
             "format": "lens_heads.evaluation/1",
@@ -201,19 +198,10 @@ class EvaluationResult:
             "runs": self.runs.to_dict(orient="records"),
             "records": self.records.to_dict(orient="records"),
         }
-        written.append(_write(folder / "result.json", json.dumps(payload, indent=1, default=str)))
-        figure = self.plot()
-        written.append(_write(folder / "figure.html", figure.to_html(include_plotlyjs=True)))
-        if png:
-            try:
-                written.append(_write(folder / "figure.png", figure.to_image(format="png")))
-            except Exception as error:  # kaleido needs a Chrome binary
-                logger.warning(
-                    "PNG export skipped (%s: %s); figure.html has the figure. kaleido needs "
-                    "Chrome: run `plotly_get_chrome` to install one.",
-                    type(error).__name__,
-                    str(error).splitlines()[0] if str(error) else "",
-                )
+        written.append(
+            write_atomic(folder / "result.json", json.dumps(payload, indent=1, default=str))
+        )
+        written += save_figures(folder, {"figure": self.plot()}, png=png)
         return written
 
     @classmethod
@@ -240,19 +228,6 @@ class EvaluationResult:
                 f"{path} is not a readable evaluation result ({type(error).__name__}: {error}); "
                 "re-create it with EvaluationResult.save()"
             ) from error
-
-
-def _write(path: Path, data: str | bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (temporary file, then ``os.replace``)."""
-    descriptor, temporary = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-    return path
 
 
 # -- evaluation ------------------------------------------------------------------------------

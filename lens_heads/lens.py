@@ -27,9 +27,8 @@ they are. A *run* is ``(prompt, mask)`` or ``(prompt, mask, instruction)`` or a 
 
 from __future__ import annotations
 
-import json
-import logging
 import os
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,8 +41,10 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lens_heads._io import load_result_folder, save_result_folder
 from lens_heads.hooks import mask_hooks
 from lens_heads.masks import HeadMask, MaskShapeError, stack_masks
+from lens_heads.metrics import token_ranks
 from lens_heads.models import ModelLike, model_name
 from lens_heads.prompts import PromptFormat, has_chat_template
 
@@ -53,6 +54,7 @@ __all__ = [
     "LogitLensResult",
     "Run",
     "SimilarityResult",
+    "TopTokensResult",
     "cosine_by_layer",
     "encode_prompt",
     "figure4_similarity",
@@ -60,9 +62,8 @@ __all__ = [
     "layer_similarity",
     "lens_logits",
     "logit_lens",
+    "top_tokens",
 ]
-
-logger = logging.getLogger(__name__)
 
 #: Decoder-layer outputs and attention outputs: the two lines of Figure 4.
 DEFAULT_HOOKS: tuple[str, ...] = ("hook_resid_post", "hook_attn_out")
@@ -433,86 +434,29 @@ def lens_logits(
 
 # -- shared result io ----------------------------------------------------------------------------
 def _token_text(tokenizer: Any, token: int) -> str:
-    """A token as readable text: line breaks and tabs escaped, a leading space shown as ␣."""
+    """A token as readable text: line breaks, tabs and other control characters escaped
+    (``\\n``, ``\\x08``), a leading space shown as ␣."""
     text = tokenizer.decode([int(token)])
-    text = text.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+    text = "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char) == "Cc"
+        else char
+        for char in text
+    )
     if text.startswith(" "):
         text = "␣" + text[1:]
     return text
 
 
-def _save_figure(folder: Path, name: str, figure: Any, png: bool) -> list[Path]:
-    """``name.html`` (and ``name.png`` when ``png`` and kaleido can export; a failure -- kaleido
-    needs a Chrome binary -- is logged, not raised)."""
-    from lens_heads.evaluate import _write
+def _markdown_table(frame: pd.DataFrame, **kwargs: Any) -> str:
+    """``frame.to_markdown`` with ``|`` inside cells and labels escaped (tokens such as
+    ``<|im_end|>`` would otherwise split a cell)."""
 
-    written = [_write(folder / f"{name}.html", figure.to_html(include_plotlyjs=True))]
-    if png:
-        try:
-            written.append(_write(folder / f"{name}.png", figure.to_image(format="png")))
-        except Exception as error:
-            logger.warning(
-                "PNG export skipped (%s: %s); %s.html has the figure. kaleido needs Chrome: run "
-                "`plotly_get_chrome` to install one.",
-                type(error).__name__,
-                str(error).splitlines()[0] if str(error) else "",
-                name,
-            )
-    return written
+    def escape(value: Any) -> Any:
+        return value.replace("|", "\\|") if isinstance(value, str) else value
 
-
-def _save_result(
-    directory: str | os.PathLike[str],
-    *,
-    format_tag: str,
-    meta: dict[str, Any],
-    tensors: dict[str, Tensor],
-    frame: pd.DataFrame,
-    markdown: str,
-    figure: Any,
-    png: bool,
-) -> list[Path]:
-    """Write ``table.csv``, ``table.md``, ``result.json``, ``tensors.safetensors`` and the
-    figure, each atomically."""
-    from safetensors.torch import save
-
-    from lens_heads.evaluate import _write
-
-    folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    payload = {"format": format_tag, **meta}
-    written = [
-        _write(folder / "table.csv", frame.to_csv()),
-        _write(folder / "table.md", markdown),
-        _write(folder / "result.json", json.dumps(payload, indent=1, default=str)),
-        _write(
-            folder / "tensors.safetensors",
-            save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}),
-        ),
-    ]
-    return written + _save_figure(folder, "figure", figure, png)
-
-
-def _load_result(
-    directory: str | os.PathLike[str], format_tag: str
-) -> tuple[dict[str, Any], dict[str, Tensor]]:
-    from safetensors.torch import load
-
-    folder = Path(directory)
-    path = folder / "result.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist; is {directory} a saved result folder?")
-    try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-        if payload.get("format") != format_tag:
-            raise ValueError(f"format tag {payload.get('format')!r}, expected {format_tag!r}")
-        tensors = load((folder / "tensors.safetensors").read_bytes())
-    except (ValueError, KeyError, OSError) as error:
-        raise ValueError(
-            f"{folder} is not a readable {format_tag} result ({type(error).__name__}: {error}); "
-            "re-create it with .save()"
-        ) from error
-    return payload, tensors
+    escaped = frame.map(escape).rename(index=escape, columns=escape)
+    return escaped.to_markdown(**kwargs)
 
 
 # -- logit lens (Table 41) -----------------------------------------------------------------------
@@ -639,7 +583,7 @@ class LogitLensResult:
         return pd.DataFrame(data, index=pd.Index(self.layers, name="layer"))
 
     def to_markdown(self) -> str:
-        return self.top1_table().to_markdown()
+        return _markdown_table(self.top1_table())
 
     def plot(self) -> Any:
         """Heat map of each target's probability per layer (one row per setting), each cell
@@ -673,21 +617,20 @@ class LogitLensResult:
                 "final_norm",
             )
         }
-        return _save_result(
+        return save_result_folder(
             directory,
             format_tag="lens_heads.logit_lens/1",
             meta=meta,
             tensors={name: getattr(self, name) for name in names},
             frame=self.to_frame(),
             markdown=self.to_markdown(),
-            figure=self.plot(),
+            figures={"figure": self.plot()},
             png=png,
         )
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> LogitLensResult:
-        meta, tensors = _load_result(directory, "lens_heads.logit_lens/1")
-        meta.pop("format")
+        meta, tensors = load_result_folder(directory, "lens_heads.logit_lens/1")
         return cls(**meta, **tensors)
 
 
@@ -748,8 +691,7 @@ def logit_lens(
     else:
         target_ids = _target_ids(model, targets)
     index = torch.tensor(target_ids, dtype=torch.long)
-    target_logits = all_logits[..., index]  # [setting, layer, target]
-    ranks = (all_logits[..., None, :] > target_logits[..., None]).sum(dim=-1) + 1
+    ranks = token_ranks(all_logits, index)  # [setting, layer, target]
     return LogitLensResult(
         model=model_name(model),
         settings=list(runs),
@@ -831,7 +773,7 @@ class SimilarityResult:
         )
 
     def to_markdown(self) -> str:
-        return self.to_frame().to_markdown(floatfmt=".4f")
+        return _markdown_table(self.to_frame(), floatfmt=".4f")
 
     def plot(self) -> Any:
         """Cosine per layer: dark lines for decoder outputs, light lines for attention outputs,
@@ -859,21 +801,20 @@ class SimilarityResult:
             key: getattr(self, key)
             for key in ("model", "comparisons", "pairs", "hooks", "top1", "label_runs", "position")
         }
-        return _save_result(
+        return save_result_folder(
             directory,
             format_tag="lens_heads.similarity/1",
             meta=meta,
             tensors={"cosine": self.cosine},
             frame=self.to_frame(),
             markdown=self.to_markdown(),
-            figure=self.plot(),
+            figures={"figure": self.plot()},
             png=png,
         )
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> SimilarityResult:
-        meta, tensors = _load_result(directory, "lens_heads.similarity/1")
-        meta.pop("format")
+        meta, tensors = load_result_folder(directory, "lens_heads.similarity/1")
         meta["pairs"] = [tuple(pair) for pair in meta["pairs"]]
         return cls(**meta, cosine=tensors["cosine"])
 
@@ -1007,4 +948,151 @@ def figure4_similarity(
         hooks=hooks,
         label_runs=["instructed", "masked"],
         chat=chat,
+    )
+
+
+# -- top tokens at the last position (Table 4b) --------------------------------------------------
+@dataclass
+class TopTokensResult:
+    """The top tokens at one position in several settings, with their logits and how far each
+    token moved relative to the ``reference`` setting (Heads up! Table 4b).
+
+    ``reference_ranks[s, i]`` is the rank, in the reference setting, of the ``i``-th top
+    token of setting ``s``; ``rank change`` in :meth:`to_frame` is ``reference rank - rank``
+    (positive: the token moved up).
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model(n_layers=2, n_heads=4)
+    >>> table = top_tokens(model, "apple", mask=lh.HeadMask.zeros(model), top_k=3)
+    >>> table.settings, tuple(table.top_ids.shape)
+    (['original', 'masked'], (2, 3))
+    >>> table.to_frame().query("setting == 'original'")["rank change"].tolist()
+    [0, 0, 0]
+    """
+
+    model: str
+    settings: list[str]
+    prompts: list[str]
+    reference: str
+    top_ids: Int[Tensor, "setting k"]
+    top_logits: Float[Tensor, "setting k"]
+    reference_ranks: Int[Tensor, "setting k"]
+    tokens: list[list[str]]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (setting, rank): ``token, token_id, logit, reference rank, rank change``."""
+        rows = []
+        for s, setting in enumerate(self.settings):
+            for i, token in enumerate(self.tokens[s]):
+                reference_rank = int(self.reference_ranks[s, i])
+                rows.append(
+                    {
+                        "setting": setting,
+                        "rank": i + 1,
+                        "token": token,
+                        "token_id": int(self.top_ids[s, i]),
+                        "logit": float(self.top_logits[s, i]),
+                        "reference rank": reference_rank,
+                        "rank change": reference_rank - (i + 1),
+                    }
+                )
+        return pd.DataFrame(rows)
+
+    def to_markdown(self) -> str:
+        """Table 4b: rank as rows, one column per setting, ``token (logit, ↑n)`` cells."""
+
+        def cell(s: int, i: int) -> str:
+            change = int(self.reference_ranks[s, i]) - (i + 1)
+            moved = "" if change == 0 else (f", ↑{change}" if change > 0 else f", ↓{-change}")
+            return f"{self.tokens[s][i]} ({float(self.top_logits[s, i]):.2f}{moved})"
+
+        k = self.top_ids.shape[1]
+        data = {setting: [cell(s, i) for i in range(k)] for s, setting in enumerate(self.settings)}
+        frame = pd.DataFrame(data, index=pd.RangeIndex(1, k + 1, name="rank"))
+        note = f"rank changes relative to {self.reference!r}"
+        return _markdown_table(frame) + f"\n\n({note})\n"
+
+    def plot(self) -> Any:
+        """Horizontal bars of the top logits per setting, labelled with the rank change."""
+        from lens_heads.plotting import top_tokens_figure
+
+        return top_tokens_figure(self.to_frame(), title=f"top tokens on {self.model}")
+
+    def save(self, directory: str | os.PathLike[str], *, png: bool = False) -> list[Path]:
+        """``table.csv``, ``table.md`` (Table 4b), ``result.json``, ``tensors.safetensors``,
+        ``figure.html`` (``.png`` with ``png``)."""
+        meta = {
+            "model": self.model,
+            "settings": self.settings,
+            "prompts": self.prompts,
+            "reference": self.reference,
+            "tokens": self.tokens,
+        }
+        tensors = {n: getattr(self, n) for n in ("top_ids", "top_logits", "reference_ranks")}
+        return save_result_folder(
+            directory,
+            format_tag="lens_heads.top_tokens/1",
+            meta=meta,
+            tensors=tensors,
+            frame=self.to_frame(),
+            markdown=self.to_markdown(),
+            figures={"figure": self.plot()},
+            png=png,
+        )
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> TopTokensResult:
+        meta, tensors = load_result_folder(directory, "lens_heads.top_tokens/1")
+        return cls(**meta, **tensors)
+
+
+def top_tokens(
+    model: ModelLike,
+    prompt: PromptLike | None = None,
+    *,
+    mask: HeadMask | Tensor | None = None,
+    instruction: str | None = None,
+    settings: Mapping[str, Any] | None = None,
+    position: int = -1,
+    top_k: int = 10,
+    reference: str | None = None,
+    chat: bool | None = None,
+) -> TopTokensResult:
+    """Top-``k`` tokens and logits at ``position`` in each setting (``original``,
+    ``instructed`` with ``instruction``, ``masked`` under ``mask``, or ``settings={name: (prompt,
+    mask[, instruction])}``), with each token's rank in the ``reference`` setting (default: the
+    first) -- Heads up! Table 4b.
+    """
+    if top_k < 1:
+        raise ValueError(f"top_k must be positive, got {top_k}")
+    runs = _settings(prompt, mask, instruction, settings)
+    reference = reference or next(iter(runs))
+    if reference not in runs:
+        raise ValueError(f"reference {reference!r} is not one of the settings {list(runs)}")
+    logits, prompts = [], []
+    for name, run in runs.items():
+        encoded, _, acts = _run_stack(
+            model,
+            Run(run.prompt, run.mask, run.instruction, name),
+            position=position,
+            chat=chat,
+            hooks=("hook_resid_post",),
+        )
+        with torch.no_grad():
+            logits.append(lens_logits(model, acts["hook_resid_post"][-1]).float().cpu())
+        prompts.append(encoded.text)
+    stacked = torch.stack(logits)  # [setting, vocab]
+    k = min(top_k, stacked.shape[-1])
+    top_logits, top_ids = stacked.topk(k, dim=-1)
+    reference_logits = stacked[list(runs).index(reference)]
+    reference_ranks = torch.stack([token_ranks(reference_logits, ids) for ids in top_ids])
+    return TopTokensResult(
+        model=model_name(model),
+        settings=list(runs),
+        prompts=prompts,
+        reference=reference,
+        top_ids=top_ids,
+        top_logits=top_logits,
+        reference_ranks=reference_ranks,
+        tokens=[[_token_text(model.tokenizer, int(t)) for t in row] for row in top_ids],
     )

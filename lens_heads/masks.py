@@ -13,7 +13,6 @@ import json
 import math
 import os
 import re
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,6 +22,8 @@ from typing import Any
 import torch
 from jaxtyping import Float
 from torch import Tensor
+
+from lens_heads._io import write_atomic_with
 
 __all__ = [
     "HeadMask",
@@ -267,16 +268,9 @@ class HeadMask:
             "created": info.pop("created", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
             "metadata": json.dumps(info, default=str),
         }
-        descriptor, temporary = tempfile.mkstemp(
-            prefix=path.name + ".", suffix=".tmp", dir=path.parent
+        write_atomic_with(
+            path, lambda tmp: save_file({"values": self.values.contiguous()}, tmp, metadata=header)
         )
-        os.close(descriptor)
-        try:
-            save_file({"values": self.values.contiguous()}, temporary, metadata=header)
-            os.replace(temporary, path)
-        finally:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
         return path
 
     @classmethod

@@ -32,6 +32,7 @@ __all__ = [
     "rouge_l",
     "rouge_l_text",
     "target_language_fraction",
+    "token_ranks",
 ]
 
 MatchRule = Literal["startswith", "contains"]
@@ -135,6 +136,19 @@ def answer_ce(
             "run the model in float32 and pad batches on the right"
         )
     return ce
+
+
+def token_ranks(
+    logits: Float[Tensor, "*batch d_vocab"], ids: Int[Tensor, " n_ids"]
+) -> Int[Tensor, "*batch n_ids"]:
+    """1-based rank of each token of ``ids`` in each row of ``logits``: one plus the number of
+    tokens with a strictly larger logit (ties share the better rank).
+
+    >>> token_ranks(torch.tensor([[0.1, 3.0, 2.0, 3.0]]), torch.tensor([2, 1, 0])).tolist()
+    [[3, 1, 4]]
+    """
+    values = logits[..., ids]
+    return 1 + (logits[..., None, :] > values[..., :, None]).sum(dim=-1)
 
 
 def perplexity(mean_ce: float | Tensor) -> float | Tensor:

@@ -19,10 +19,14 @@ from plotly.subplots import make_subplots
 
 __all__ = [
     "evaluation_figure",
+    "head_score_figure",
+    "logit_lens_figure",
     "mask_heatmap_figure",
     "mask_trajectory_figure",
+    "similarity_figure",
     "sweep_rank_figure",
     "sweep_similarity_figure",
+    "top_tokens_figure",
     "training_curve_figure",
 ]
 
@@ -351,5 +355,269 @@ def sweep_similarity_figure(frame: pd.DataFrame, *, title: str = "") -> go.Figur
         height=460,
         width=max(520, 480 * len(kinds)),
         legend_title_text="layer",
+    )
+    return figure
+
+
+# -- logit lens (Table 41) and layer similarity (Figure 4) (issue 6) ----------------------------
+# One hue per comparison: dark for decoder outputs, light for attention outputs.
+_PAIRED = [("#08519c", "#9ecae1"), ("#a63603", "#fdae6b"), ("#006d2c", "#a1d99b"),
+           ("#54278f", "#bcbddc"), ("#252525", "#bdbdbd")]  # fmt: skip
+
+
+def logit_lens_figure(
+    target_probs: Any,
+    top1: Sequence[Sequence[str]],
+    *,
+    settings: Sequence[str],
+    layers: Sequence[str],
+    targets: Sequence[str],
+    title: str = "",
+) -> go.Figure:
+    """Heat map of the probability of each target token after every layer (columns) in each
+    setting (rows), each cell annotated with that layer's logit-lens top-1 token; one panel per
+    target.
+
+    ``target_probs`` is ``[n_settings, n_layers, n_targets]``; ``top1[s][l]`` the top-1 token.
+
+    >>> import torch
+    >>> probs = torch.tensor([[[0.1], [0.7]], [[0.2], [0.9]]])
+    >>> figure = logit_lens_figure(probs, [["a", "B"], ["a", "B"]], settings=["original",
+    ...     "masked"], layers=["embed", "L0"], targets=["B"])
+    >>> figure.data[0].z.shape
+    (2, 2)
+    """
+    import torch
+
+    probs = torch.as_tensor(target_probs).float()
+    if probs.ndim != 3 or probs.shape[:2] != (len(settings), len(layers)):
+        raise ValueError(
+            f"target_probs must be [n_settings={len(settings)}, n_layers={len(layers)}, "
+            f"n_targets], got {tuple(probs.shape)}"
+        )
+    if probs.shape[2] != len(targets):
+        raise ValueError(f"{probs.shape[2]} target columns but {len(targets)} target names")
+    figure = make_subplots(
+        rows=len(targets),
+        cols=1,
+        subplot_titles=[f"P({target!r})" for target in targets],
+        vertical_spacing=0.12 if len(targets) > 1 else 0.0,
+    )
+    text = [[str(token) for token in row] for row in top1]
+    for index, target in enumerate(targets):
+        figure.add_trace(
+            go.Heatmap(
+                z=probs[:, :, index].numpy(),
+                x=list(layers),
+                y=list(settings),
+                text=text,
+                texttemplate="%{text}",
+                textfont={"size": 9},
+                zmin=0.0,
+                zmax=1.0,
+                colorscale="Blues",
+                showscale=index == 0,
+                colorbar={"title": "probability"},
+                hovertemplate=f"%{{y}}, after %{{x}}<br>P({target!r}) = %{{z:.3g}}<br>"
+                "top-1 %{text}<extra></extra>",
+            ),
+            row=index + 1,
+            col=1,
+        )
+        figure.update_yaxes(autorange="reversed", row=index + 1, col=1)
+    figure.update_layout(
+        title=title or None,
+        template="plotly_white",
+        height=140 + len(targets) * (60 + 38 * len(settings)),
+        width=max(640, 48 * len(layers) + 200),
+    )
+    return figure
+
+
+def similarity_figure(
+    cosine: Any,
+    *,
+    comparisons: Sequence[str],
+    hooks: Sequence[str],
+    tick_labels: Sequence[str] | None = None,
+    tick_title: str = "layer",
+    title: str = "",
+) -> go.Figure:
+    """Figure 4: cosine similarity per layer, one hue per comparison, the first hook (decoder
+    outputs) dark and solid, the others (attention outputs) light and dotted; ``tick_labels``
+    replace the layer numbers (e.g. with the logit-lens top-1 tokens under them).
+
+    ``cosine`` is ``[n_comparisons, n_hooks, n_layers]``.
+
+    >>> import torch
+    >>> figure = similarity_figure(torch.ones(2, 2, 3), comparisons=["a vs b", "a vs c"],
+    ...                            hooks=["decoder", "attention"])
+    >>> [trace.name for trace in figure.data]
+    ['a vs b (decoder)', 'a vs b (attention)', 'a vs c (decoder)', 'a vs c (attention)']
+    """
+    import torch
+
+    values = torch.as_tensor(cosine).float()
+    if values.ndim != 3 or values.shape[:2] != (len(comparisons), len(hooks)):
+        raise ValueError(
+            f"cosine must be [n_comparisons={len(comparisons)}, n_hooks={len(hooks)}, n_layers], "
+            f"got {tuple(values.shape)}"
+        )
+    n_layers = values.shape[2]
+    if tick_labels is not None and len(tick_labels) != n_layers:
+        raise ValueError(f"{len(tick_labels)} tick labels for {n_layers} layers")
+    figure = go.Figure()
+    x = list(range(n_layers))
+    for c, comparison in enumerate(comparisons):
+        dark, light = _PAIRED[c % len(_PAIRED)]
+        for h, hook in enumerate(hooks):
+            figure.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=values[c, h].tolist(),
+                    mode="lines+markers",
+                    name=f"{comparison} ({hook})",
+                    line={
+                        "color": dark if h == 0 else light,
+                        "width": 2.5 if h == 0 else 1.5,
+                        "dash": "solid" if h == 0 else "dot",
+                    },
+                    marker={"size": 4},
+                    hovertemplate=f"{comparison}, {hook}<br>layer %{{x}}<br>"
+                    "cosine %{y:.4f}<extra></extra>",
+                )
+            )
+    figure.update_xaxes(
+        title_text=tick_title,
+        tickmode="array",
+        tickvals=x,
+        ticktext=list(tick_labels) if tick_labels is not None else [str(i) for i in x],
+    )
+    figure.update_layout(
+        title=title or None,
+        yaxis_title="cosine similarity",
+        template="plotly_white",
+        height=520 if tick_labels is not None else 440,
+        width=max(760, 34 * n_layers + 240),
+        legend_title_text="comparison",
+    )
+    return figure
+
+
+# -- per-head scores (attention on target, Table 7; translation scores; importance) ------------
+def head_score_figure(
+    scores: Any,
+    *,
+    panels: Sequence[str],
+    outline: Any = None,
+    colorbar_title: str = "score",
+    title: str = "",
+) -> go.Figure:
+    """Heat maps of per-head scores ``[n_panels, n_layers, n_heads]``: layers as rows (layer 0
+    at the top), heads as columns, one panel per entry of ``panels``; heads where ``outline``
+    ``[n_layers, n_heads]`` is true are marked with a dot (e.g. the heads of a mask M).
+
+    >>> import torch
+    >>> figure = head_score_figure(torch.rand(2, 3, 4), panels=["original", "masked"],
+    ...                            outline=torch.eye(3, 4, dtype=torch.bool))
+    >>> [trace.type for trace in figure.data]
+    ['heatmap', 'scatter', 'heatmap', 'scatter']
+    """
+    import torch
+
+    values = torch.as_tensor(scores).float()
+    if values.ndim != 3 or values.shape[0] != len(panels):
+        raise ValueError(
+            f"scores must be [n_panels={len(panels)}, n_layers, n_heads], got {tuple(values.shape)}"
+        )
+    n_layers, n_heads = values.shape[1:]
+    figure = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels))
+    top = float(values.max()) if values.numel() else 1.0
+    marked = None if outline is None else torch.as_tensor(outline).bool().nonzero().tolist()
+    for column, name in enumerate(panels, start=1):
+        figure.add_trace(
+            go.Heatmap(
+                z=values[column - 1].numpy(),
+                x=list(range(n_heads)),
+                y=list(range(n_layers)),
+                zmin=0.0,
+                zmax=top if top > 0 else 1.0,
+                colorscale="Viridis",
+                showscale=column == 1,
+                colorbar={"title": colorbar_title},
+                hovertemplate="L%{y}H%{x}<br>%{z:.4f}<extra>" + name + "</extra>",
+            ),
+            row=1,
+            col=column,
+        )
+        if marked is not None:
+            figure.add_trace(
+                go.Scatter(
+                    x=[head for _, head in marked],
+                    y=[layer for layer, _ in marked],
+                    mode="markers",
+                    marker={"size": 4, "color": "white", "line": {"width": 0}},
+                    name="heads in M",
+                    showlegend=column == 1,
+                    hoverinfo="skip",
+                ),
+                row=1,
+                col=column,
+            )
+        figure.update_xaxes(title_text="head", row=1, col=column)
+        figure.update_yaxes(autorange="reversed", row=1, col=column)
+    figure.update_yaxes(title_text="layer", row=1, col=1)
+    figure.update_layout(
+        title=title or None,
+        template="plotly_white",
+        height=max(360, 14 * n_layers + 160),
+        width=max(420, len(panels) * max(260, 26 * n_heads + 120)),
+    )
+    return figure
+
+
+def top_tokens_figure(frame: pd.DataFrame, *, title: str = "") -> go.Figure:
+    """Table 4b as bars: one panel per setting, its top tokens' logits (rank 1 at the top),
+    each bar labelled with the token's rank change relative to the reference setting.
+
+    ``frame`` is :meth:`lens_heads.lens.TopTokensResult.to_frame`.
+
+    >>> frame = pd.DataFrame({"setting": ["a", "a"], "rank": [1, 2], "token": ["x", "y"],
+    ...                       "logit": [3.0, 2.0], "rank change": [0, 5]})
+    >>> list(top_tokens_figure(frame).data[0].text)
+    ['x', 'y ↑5']
+    """
+    missing = [c for c in ("setting", "rank", "token", "logit", "rank change") if c not in frame]
+    if missing:
+        raise KeyError(f"the frame has no column(s) {missing}")
+    settings = list(dict.fromkeys(frame["setting"]))
+    figure = make_subplots(rows=1, cols=len(settings), subplot_titles=settings)
+    for column, setting in enumerate(settings, start=1):
+        rows = frame[frame["setting"] == setting].sort_values("rank")
+        labels = [
+            token + ("" if change == 0 else (f" ↑{change}" if change > 0 else f" ↓{-change}"))
+            for token, change in zip(rows["token"], rows["rank change"], strict=True)
+        ]
+        figure.add_trace(
+            go.Bar(
+                x=rows["logit"],
+                y=[f"{rank}" for rank in rows["rank"]],
+                orientation="h",
+                text=labels,
+                textposition="auto",
+                marker_color=["#d62728" if c > 0 else "#4C78A8" for c in rows["rank change"]],
+                showlegend=False,
+                hovertemplate="%{text}<br>logit %{x:.3f}<extra>" + setting + "</extra>",
+            ),
+            row=1,
+            col=column,
+        )
+        figure.update_yaxes(autorange="reversed", title_text="rank", row=1, col=column)
+        figure.update_xaxes(title_text="logit", row=1, col=column)
+    figure.update_layout(
+        title=title or None,
+        template="plotly_white",
+        height=max(320, 32 * int(frame["rank"].max()) + 140),
+        width=max(420, 320 * len(settings)),
     )
     return figure

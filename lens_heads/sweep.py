@@ -30,10 +30,8 @@ rounding.
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -47,15 +45,15 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lens_heads._io import save_figures, write_atomic, write_atomic_with
 from lens_heads.generation import greedy_generate
 from lens_heads.hooks import mask_hooks
 from lens_heads.masks import HeadMask, MaskShapeError, format_head, parse_head
+from lens_heads.metrics import token_ranks
 from lens_heads.models import ModelLike, head_shape, model_name
 from lens_heads.prompts import PromptFormat, encode_example, encode_text
 
 __all__ = ["SweepResult", "removal_order", "removal_sweep", "resolve_target"]
-
-logger = logging.getLogger(__name__)
 
 _FORMAT = "lens_heads.removal_sweep/1"
 _LOGITS_BUDGET_BYTES = 1 << 28  # a chunk's full-sequence fp32 logits stay under ~256 MiB
@@ -356,14 +354,14 @@ class SweepResult:
             "summary": self.summary(),
         }
         written = [
-            _atomic(folder / "sweep.safetensors", lambda tmp: save_file(tensors, tmp)),
-            _write_text(folder / "sweep.json", json.dumps(info, indent=1, default=str)),
-            _write_text(folder / "sweep.csv", self.to_frame().to_csv(index=False)),
-            _write_text(folder / "outputs.md", self.outputs_markdown()),
+            write_atomic_with(folder / "sweep.safetensors", lambda tmp: save_file(tensors, tmp)),
+            write_atomic(folder / "sweep.json", json.dumps(info, indent=1, default=str)),
+            write_atomic(folder / "sweep.csv", self.to_frame().to_csv(index=False)),
+            write_atomic(folder / "outputs.md", self.outputs_markdown()),
         ]
         if self.resid_similarity is not None or self.attn_similarity is not None:
             frame = self.similarity_frame()
-            written.append(_write_text(folder / "similarity.csv", frame.to_csv(index=False)))
+            written.append(write_atomic(folder / "similarity.csv", frame.to_csv(index=False)))
         return written
 
     def save_figures(self, directory: str | os.PathLike[str], *, png: bool = False) -> list[Path]:
@@ -374,22 +372,7 @@ class SweepResult:
         figures = {"ranks": self.plot_ranks()}
         if self.resid_similarity is not None or self.attn_similarity is not None:
             figures["similarity"] = self.plot_similarity()
-        written = [
-            _write_text(folder / f"{name}.html", figure.to_html(include_plotlyjs=True))
-            for name, figure in figures.items()
-        ]
-        if png:
-            try:
-                for name, figure in figures.items():
-                    image = figure.to_image(format="png")
-                    written.append(_atomic(folder / f"{name}.png", _bytes_writer(image)))
-            except Exception as error:  # kaleido needs a Chrome binary
-                logger.warning(
-                    "PNG export skipped (%s: %s); the .html files have the figures",
-                    type(error).__name__,
-                    str(error).splitlines()[0] if str(error) else "",
-                )
-        return written
+        return save_figures(folder, figures, png=png)
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> SweepResult:
@@ -435,26 +418,6 @@ class SweepResult:
                 f"{folder} is not a readable sweep ({type(error).__name__}: {error}); re-create "
                 "it with SweepResult.save()"
             ) from error
-
-
-def _atomic(path: Path, write: Callable[[str], Any]) -> Path:
-    descriptor, temporary = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(descriptor)
-    try:
-        write(temporary)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-    return path
-
-
-def _bytes_writer(data: bytes) -> Callable[[str], Any]:
-    return lambda tmp: Path(tmp).write_bytes(data)
-
-
-def _write_text(path: Path, text: str) -> Path:
-    return _atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 # -- inputs --------------------------------------------------------------------------------------
@@ -725,12 +688,6 @@ def _naive_chunks(
         yield 1, _Chunk(last, resid, attn, outputs)
 
 
-def _ranks(last: Tensor, ids: Tensor) -> Tensor:
-    """1-based ranks ``[b, n_ids]`` of ``ids`` in each row of ``last`` [b, d_vocab]."""
-    values = last.gather(1, ids[None].expand(last.shape[0], -1))
-    return 1 + (last[:, None, :] > values[:, :, None]).sum(dim=-1)
-
-
 def _influence_order(
     model: ModelLike,
     prompt_ids: list[int],
@@ -753,7 +710,7 @@ def _influence_order(
         model, prompt_ids, singles, capture=False, generate_tokens=0, batch_size=batch_size
     )
     for _, chunk in chunks:
-        ranks += _ranks(chunk.last_logits, target)[:, 0].tolist()
+        ranks += token_ranks(chunk.last_logits, target)[:, 0].tolist()
     full = ranks[0]
     gains = {
         format_head(*head): full - rank for head, rank in zip(candidates, ranks[1:], strict=True)
@@ -916,7 +873,7 @@ def _sweep(
         for count, chunk in chunks:
             if tracked is None:  # the first chunk starts with step 0: the full model
                 tracked = _tracked_ids(chunk.last_logits[0], target_id, track_top_k)
-            rank_rows.append(_ranks(chunk.last_logits, tracked))
+            rank_rows.append(token_ranks(chunk.last_logits, tracked))
             logit_rows.append(chunk.last_logits[:, tracked])
             top1 += chunk.last_logits.argmax(dim=-1).tolist()
             outputs += chunk.outputs

@@ -27,7 +27,6 @@ import json
 import logging
 import math
 import os
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -42,6 +41,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lens_heads._io import save_figures, write_atomic, write_atomic_with
 from lens_heads.hooks import mask_hooks
 from lens_heads.masks import HeadMask, format_head
 from lens_heads.models import ModelLike, head_shape, model_name
@@ -498,7 +498,7 @@ class MaskTrainingResult:
         if self.ffn_W is not None:
             tensors["ffn_W"] = self.ffn_W.detach().float().contiguous()
         tensors_path = folder / "training.safetensors"
-        _atomic(tensors_path, lambda tmp: save_file(tensors, tmp))
+        write_atomic_with(tensors_path, lambda tmp: save_file(tensors, tmp))
         info = {
             "format": _RESULT_FORMAT,
             "model": self.model,
@@ -511,9 +511,9 @@ class MaskTrainingResult:
         return [
             self.mask.save(folder / "mask.safetensors"),
             tensors_path,
-            _write_text(folder / "training.json", json.dumps(info, indent=2, default=str)),
-            _write_text(folder / "history.csv", self.history.to_csv(index=False)),
-            _write_text(folder / "heads.csv", self.to_frame().to_csv(index=False)),
+            write_atomic(folder / "training.json", json.dumps(info, indent=2, default=str)),
+            write_atomic(folder / "history.csv", self.history.to_csv(index=False)),
+            write_atomic(folder / "heads.csv", self.to_frame().to_csv(index=False)),
         ]
 
     def save_figures(self, directory: str | os.PathLike[str], *, png: bool = False) -> list[Path]:
@@ -521,27 +521,12 @@ class MaskTrainingResult:
         when ``png`` and kaleido can export: it needs a Chrome binary; a failure is logged)."""
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
-        written = []
         figures = {
             "trajectories": self.plot_trajectories(),
             "heatmap": self.plot_heatmap(),
             "loss": self.plot_loss(),
         }
-        for name, figure in figures.items():
-            html = figure.to_html(include_plotlyjs=True)
-            written.append(_write_text(folder / f"{name}.html", html))
-        if png:
-            try:
-                for name, figure in figures.items():
-                    image = figure.to_image(format="png")
-                    written.append(_atomic(folder / f"{name}.png", _bytes_writer(image)))
-            except Exception as error:  # kaleido needs a Chrome binary
-                logger.warning(
-                    "PNG export skipped (%s: %s); the .html files have the figures",
-                    type(error).__name__,
-                    str(error).splitlines()[0] if str(error) else "",
-                )
-        return written
+        return save_figures(folder, figures, png=png)
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> MaskTrainingResult:
@@ -572,26 +557,6 @@ class MaskTrainingResult:
             timing={k: float(v) for k, v in info.get("timing", {}).items()},
             ffn_W=tensors.get("ffn_W"),
         )
-
-
-def _atomic(path: Path, write: Callable[[str], Any]) -> Path:
-    descriptor, temporary = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(descriptor)
-    try:
-        write(temporary)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-    return path
-
-
-def _bytes_writer(data: bytes) -> Callable[[str], Any]:
-    return lambda tmp: Path(tmp).write_bytes(data)
-
-
-def _write_text(path: Path, text: str) -> Path:
-    return _atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 # -- hooks of the experimental variants ----------------------------------------------------------
@@ -885,7 +850,9 @@ class MaskTrainer:
                 }
             ),
         }
-        return _atomic(directory / _CHECKPOINT, lambda tmp: save_file(tensors, tmp, header))
+        return write_atomic_with(
+            directory / _CHECKPOINT, lambda tmp: save_file(tensors, tmp, header)
+        )
 
     def load_checkpoint(self, path: Path) -> None:
         """Restore a checkpoint written by :meth:`save_checkpoint` for this model, task and

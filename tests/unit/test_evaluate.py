@@ -356,7 +356,8 @@ def test_save_png_failure_is_logged_not_raised(result, tmp_path, monkeypatch, ca
         raise RuntimeError("Kaleido requires Google Chrome to be installed.")
 
     monkeypatch.setattr(go.Figure, "to_image", broken)
-    with caplog.at_level("WARNING", logger="lens_heads.evaluate"):
+    monkeypatch.setattr("lens_heads._io._png_failure", None)
+    with caplog.at_level("WARNING", logger="lens_heads._io"):
         written = result.save(tmp_path / "png", png=True)
     assert "figure.png" not in [p.name for p in written]
     assert "PNG export skipped (RuntimeError: Kaleido requires Google Chrome" in caplog.text

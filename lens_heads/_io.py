@@ -1,0 +1,150 @@
+"""Atomic file writes and figure export, shared by every result object's ``save``.
+
+Nothing is lost: each file is written to a temporary sibling and renamed into place, so a
+reader (or a crash) sees either the old file or the whole new one.
+
+>>> import tempfile, pathlib
+>>> folder = pathlib.Path(tempfile.mkdtemp())
+>>> write_atomic(folder / "table.md", "| a |\\n").read_text()
+'| a |\\n'
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "load_result_folder",
+    "save_figures",
+    "save_result_folder",
+    "write_atomic",
+    "write_atomic_with",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def write_atomic_with(path: str | os.PathLike[str], write: Callable[[str], Any]) -> Path:
+    """Call ``write(temporary_path)`` and rename the result onto ``path`` atomically (for
+    writers that take a file name, like ``safetensors.torch.save_file``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    os.close(descriptor)
+    try:
+        write(temporary)
+        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600; results are shared files
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    return path
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
+    """Write text (UTF-8) or bytes to ``path`` atomically."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    return write_atomic_with(path, lambda temporary: Path(temporary).write_bytes(payload))
+
+
+def save_figures(
+    folder: str | os.PathLike[str], figures: Mapping[str, Any], *, png: bool = False
+) -> list[Path]:
+    """Write each plotly figure as ``<name>.html`` (plotly.js included, opens offline) and,
+    with ``png``, as ``<name>.png`` when a static exporter works (kaleido needs a Chrome
+    binary: ``plotly_get_chrome``); a failed PNG export is logged once, never raised."""
+    folder = Path(folder)
+    written = [
+        write_atomic(folder / f"{name}.html", figure.to_html(include_plotlyjs=True))
+        for name, figure in figures.items()
+    ]
+    if png and _png_failure is None:
+        try:
+            for name, figure in figures.items():
+                written.append(write_atomic(folder / f"{name}.png", figure.to_image(format="png")))
+        except Exception as error:  # kaleido without Chrome, or no kaleido at all
+            _note_png_failure(error)
+    return written
+
+
+_png_failure: str | None = None
+
+
+def _note_png_failure(error: Exception) -> None:
+    """Remember that PNG export fails here (no more attempts in this process) and say so once."""
+    global _png_failure
+    first_line = str(error).splitlines()[0] if str(error) else ""
+    _png_failure = f"{type(error).__name__}: {first_line}"
+    logger.warning(
+        "PNG export skipped (%s); the .html files have the figures. kaleido needs Chrome: run "
+        "`plotly_get_chrome` to install one.",
+        _png_failure,
+    )
+
+
+def save_result_folder(
+    directory: str | os.PathLike[str],
+    *,
+    format_tag: str,
+    meta: dict[str, Any],
+    tensors: Mapping[str, Any],
+    frame: Any,
+    markdown: str,
+    figures: Mapping[str, Any],
+    png: bool = False,
+) -> list[Path]:
+    """The common layout of a saved result: ``table.csv`` (``frame``), ``table.md``,
+    ``result.json`` (``meta`` plus the format tag), ``tensors.safetensors`` and the figures;
+    each file atomically. :func:`load_result_folder` reads it back."""
+    from safetensors.torch import save
+
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    payload = {"format": format_tag, **meta}
+    written = [
+        write_atomic(folder / "table.csv", frame.to_csv()),
+        write_atomic(folder / "table.md", markdown),
+        write_atomic(folder / "result.json", json.dumps(payload, indent=1, default=str)),
+        write_atomic(
+            folder / "tensors.safetensors",
+            save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}),
+        ),
+    ]
+    return written + save_figures(folder, figures, png=png)
+
+
+def load_result_folder(
+    directory: str | os.PathLike[str], format_tag: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(meta, tensors)`` of a folder written by :func:`save_result_folder` with
+    ``format_tag`` (the tag itself is removed from ``meta``); a clear error otherwise."""
+    from safetensors.torch import load
+
+    folder = Path(directory)
+    path = folder / "result.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; is {directory} a saved result folder?")
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        if payload.get("format") != format_tag:
+            raise ValueError(f"format tag {payload.get('format')!r}, expected {format_tag!r}")
+        tensors = load((folder / "tensors.safetensors").read_bytes())
+    except (ValueError, KeyError, OSError) as error:
+        raise ValueError(
+            f"{folder} is not a readable {format_tag} result ({type(error).__name__}: {error}); "
+            "re-create it with .save()"
+        ) from error
+    payload.pop("format")
+    return payload, tensors

@@ -1,0 +1,62 @@
+"""Atomic writes and figure export (lens_heads._io), shared by every result's save()."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import plotly.graph_objects as go
+import pytest
+
+from lens_heads._io import load_result_folder, save_figures, write_atomic, write_atomic_with
+
+
+def test_write_atomic_writes_text_and_bytes_readable_by_others(tmp_path):
+    text = write_atomic(tmp_path / "sub" / "a.md", "héllo\n")
+    assert text.read_text(encoding="utf-8") == "héllo\n"
+    assert write_atomic(tmp_path / "b.bin", b"\x00\x01").read_bytes() == b"\x00\x01"
+    old = os.umask(0o022)
+    try:
+        mode = stat.S_IMODE(os.stat(write_atomic(tmp_path / "c.txt", "x")).st_mode)
+    finally:
+        os.umask(old)
+    assert mode == 0o644, "results are shared files, not private temporaries (mkstemp's 0600)"
+
+
+def test_a_failing_writer_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = write_atomic(tmp_path / "result.json", "old")
+
+    def broken(temporary: str) -> None:
+        with open(temporary, "w") as file:
+            file.write("half of the new")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_atomic_with(path, broken)
+    assert path.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
+
+
+def test_png_failure_is_reported_once_and_not_retried(tmp_path, monkeypatch, caplog):
+    calls = []
+
+    def broken(self, *args, **kwargs):
+        calls.append(1)
+        raise RuntimeError("Kaleido requires Google Chrome to be installed.")
+
+    monkeypatch.setattr(go.Figure, "to_image", broken)
+    monkeypatch.setattr("lens_heads._io._png_failure", None)
+    figures = {"a": go.Figure(), "b": go.Figure()}
+    with caplog.at_level("WARNING", logger="lens_heads._io"):
+        first = save_figures(tmp_path, figures, png=True)
+        second = save_figures(tmp_path, figures, png=True)
+    assert [p.name for p in first] == [p.name for p in second] == ["a.html", "b.html"]
+    assert len(calls) == 1 and caplog.text.count("PNG export skipped") == 1
+
+
+def test_load_result_folder_errors_name_the_problem(tmp_path):
+    with pytest.raises(FileNotFoundError, match="saved result folder"):
+        load_result_folder(tmp_path, "lens_heads.x/1")
+    write_atomic(tmp_path / "result.json", '{"format": "other/1"}')
+    with pytest.raises(ValueError, match=r"expected 'lens_heads\.x/1'"):
+        load_result_folder(tmp_path, "lens_heads.x/1")
