@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -107,13 +106,11 @@ def peak_rss_mb() -> float:
 
 def write_summary(results: list[BenchmarkResult], path: Path) -> None:
     """Write the JSON summary atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from lens_heads._io import write_atomic
+
     payload = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": {"cpus": os.cpu_count()},
         "results": [result.to_json() for result in results],
     }
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(descriptor, "w") as file:
-        json.dump(payload, file, indent=2)
-    os.replace(temporary, path)
+    write_atomic(path, json.dumps(payload, indent=2))

@@ -14,6 +14,12 @@ declares its arguments; :data:`COMMANDS` lists them in the order ``--help`` show
     lens-heads sweep --model smollm2-135m-instruct --mask results/capitalize --prompt apple
                      --target Apple --reference-instruction "Capitalize the given word."
                      --out results/sweep-apple
+    lens-heads logit-lens --model smollm2-135m-instruct --prompt apple --mask results/capitalize
+                          --instruction "Capitalize the given word." --out results/lens-apple
+    lens-heads similarity --model smollm2-135m-instruct --prompt apple --mask results/capitalize
+                          --instruction "Capitalize the given word." --out results/fig4-apple
+    lens-heads attention --model smollm2-135m-instruct --task fruit_v_animal_3 --mask m.safetensors
+                         --out results/table7
 """
 
 from __future__ import annotations
@@ -49,11 +55,28 @@ def _load(args: argparse.Namespace) -> Any:
 
 
 def _load_mask(path: str | None, model: Any) -> Any:
+    """A head-mask file, or the ``mask.safetensors`` of a train-mask output folder."""
     if path is None:
         return None
     from lens_heads.masks import HeadMask
 
-    return HeadMask.load(path, model=model)
+    location = Path(path)
+    if location.is_dir():
+        location = location / "mask.safetensors"
+    return HeadMask.load(location, model=model)
+
+
+def _chat_choice(value: str) -> bool | None:
+    return {"auto": None, "yes": True, "no": False}[value]
+
+
+def _add_chat_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--chat",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="use the chat template (auto: when the tokenizer has one)",
+    )
 
 
 # -- models -----------------------------------------------------------------------------------
@@ -145,12 +168,7 @@ def _add_eval(sub: Any) -> None:
     )
     parser.add_argument("--shot-seed", type=int, default=0, help="seed of the demonstrations")
     parser.add_argument("--instruction", help="instruction text (for a task file without one)")
-    parser.add_argument(
-        "--chat",
-        choices=["auto", "yes", "no"],
-        default="auto",
-        help="use the chat template (auto: when the tokenizer has one)",
-    )
+    _add_chat_argument(parser)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--max-new-tokens", type=int, help="default: 10 (words), 50 (sentences)")
     parser.add_argument("--out", required=True, help="output directory")
@@ -174,7 +192,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         split_seed=args.split_seed,
         random_seeds=seeds,
         batch_size=args.batch_size,
-        chat={"auto": None, "yes": True, "no": False}[args.chat],
+        chat=_chat_choice(args.chat),
         instruction=args.instruction,
         shots=args.shots,
         shot_seed=args.shot_seed,
@@ -416,6 +434,174 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- logit-lens, similarity, attention (issue 6) ------------------------------------------------
+_MASK_HELP = "head-mask file, or a train-mask output folder (its mask.safetensors)"
+
+
+def _add_logit_lens(sub: Any) -> None:
+    parser = sub.add_parser(
+        "logit-lens",
+        help="logit lens per layer, original / instructed / masked (Table 41), top tokens (4b)",
+        description="Writes table.csv, table.md (top-1 token per layer and setting), "
+        "result.json, tensors.safetensors and figure.html to --out, and the top tokens at the "
+        "last position with their rank change (Table 4b) to --out/top_tokens.",
+    )
+    _add_model_argument(parser)
+    parser.add_argument("--prompt", required=True, help="the input text, e.g. apple")
+    parser.add_argument("--mask", help=_MASK_HELP)
+    parser.add_argument("--instruction", help="add the instructed setting (Table 10 template)")
+    parser.add_argument(
+        "--target", action="append", help="token whose probability to follow (repeatable)"
+    )
+    parser.add_argument("--top-k", type=int, default=5)
+    parser.add_argument("--position", type=int, default=-1, help="token position (-1: last)")
+    parser.add_argument(
+        "--no-final-norm",
+        action="store_true",
+        help="skip the final norm (the HeadsUp reference's lens; not the model's own output)",
+    )
+    _add_chat_argument(parser)
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+def _cmd_logit_lens(args: argparse.Namespace) -> int:
+    from lens_heads.lens import logit_lens, top_tokens
+
+    model = _load(args)
+    mask = _load_mask(args.mask, model)
+    common = dict(mask=mask, instruction=args.instruction, chat=_chat_choice(args.chat))
+    lens = logit_lens(
+        model,
+        args.prompt,
+        position=args.position,
+        top_k=args.top_k,
+        apply_final_norm=not args.no_final_norm,
+        targets=args.target,
+        **common,
+    )
+    out = output_dir(args.out)
+    written = lens.save(out, png=True)
+    table = top_tokens(model, args.prompt, position=args.position, top_k=10, **common)
+    written += table.save(out / "top_tokens", png=True)
+    print(lens.to_markdown())
+    print("\n" + table.to_markdown())
+    print("wrote " + ", ".join(str(path) for path in written))
+    return 0
+
+
+def _add_similarity(sub: Any) -> None:
+    parser = sub.add_parser(
+        "similarity",
+        help="per-layer cosine similarity of hidden states between settings (Figure 4)",
+        description="The three comparisons of Figure 4 -- original vs instructed, masked vs "
+        "instructed, masked vs masked+instructed -- of hook_resid_post (decoder) and "
+        "hook_attn_out (attention) at one position. Writes table.csv, table.md, result.json, "
+        "tensors.safetensors and figure.html to --out.",
+    )
+    _add_model_argument(parser)
+    parser.add_argument("--prompt", required=True, help="the input text, e.g. apple")
+    parser.add_argument("--instruction", required=True, help="the task instruction")
+    parser.add_argument("--mask", required=True, help=_MASK_HELP)
+    parser.add_argument("--position", type=int, default=-1, help="token position (-1: last)")
+    parser.add_argument(
+        "--layers", help="layers to average in the printed summary, e.g. 15-29 (default: all)"
+    )
+    _add_chat_argument(parser)
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+def _layer_range(text: str | None) -> range | None:
+    if not text:
+        return None
+    try:
+        first, _, last = text.partition("-")
+        return range(int(first), int(last or first) + 1)
+    except ValueError as error:
+        raise ValueError(f"--layers must look like 15-29 or 7, got {text!r}") from error
+
+
+def _cmd_similarity(args: argparse.Namespace) -> int:
+    from lens_heads.lens import figure4_similarity
+
+    model = _load(args)
+    result = figure4_similarity(
+        model,
+        args.prompt,
+        args.instruction,
+        _load_mask(args.mask, model),
+        position=args.position,
+        chat=_chat_choice(args.chat),
+    )
+    written = result.save(output_dir(args.out), png=True)
+    layers = _layer_range(args.layers)
+    print(result.to_markdown())
+    label = "all layers" if layers is None else f"layers {layers.start}-{layers.stop - 1}"
+    print(f"\nmean cosine over {label}:\n" + result.summary(layers).to_markdown(floatfmt=".4f"))
+    print("wrote " + ", ".join(str(path) for path in written))
+    return 0
+
+
+def _add_attention(sub: Any) -> None:
+    parser = sub.add_parser(
+        "attention",
+        help="attention from the last position to a target word, per head (Table 7)",
+        description="Attention of the final position on the target word's tokens, per head, "
+        "bare / instructed / masked, averaged over all heads, the heads in M and those in 1-M. "
+        "Prompts come from an extractive task (--task, the answer is a word of the input) or "
+        "from --prompt/--target. Writes table.csv (per head), table.md (Table 7), result.json, "
+        "tensors.safetensors and figure.html to --out.",
+    )
+    _add_model_argument(parser)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--task", help="an extractive task, e.g. fruit_v_animal_3")
+    source.add_argument("--prompt", action="append", help="a prompt (repeat with --target)")
+    parser.add_argument("--target", action="append", help="its target word (one per --prompt)")
+    parser.add_argument("--n", type=int, default=40, help="task examples (the last N)")
+    parser.add_argument("--mask", help=_MASK_HELP)
+    parser.add_argument("--instruction", help="instruction (default: the task's own)")
+    parser.add_argument("--no-instruction", action="store_true", help="skip the instructed run")
+    _add_chat_argument(parser)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+def _cmd_attention(args: argparse.Namespace) -> int:
+    from lens_heads.attention import attention_on_target, extractive_targets
+    from lens_heads.tasks import get_task
+
+    instruction = args.instruction
+    if args.task:
+        if args.target:
+            raise ValueError("--target goes with --prompt; a task brings its own targets")
+        task = get_task(args.task)
+        prompts, targets = extractive_targets(task, n=args.n)
+        instruction = instruction or task.instruction
+    else:
+        prompts, targets = args.prompt, args.target or []
+        if len(targets) != len(prompts):
+            raise ValueError(
+                f"{len(prompts)} --prompt but {len(targets)} --target; give one target each"
+            )
+    if args.no_instruction:
+        instruction = None
+    model = _load(args)
+    result = attention_on_target(
+        model,
+        prompts,
+        targets,
+        mask=_load_mask(args.mask, model),
+        instruction=instruction,
+        chat=_chat_choice(args.chat),
+        batch_size=args.batch_size,
+        progress=True,
+    )
+    written = result.save(output_dir(args.out), png=True)
+    print(result.to_markdown())
+    print("top heads (" + result.settings[0] + "):\n" + result.top_heads(k=5).to_markdown())
+    print("wrote " + ", ".join(str(path) for path in written))
+    return 0
+
+
 # -- demo (the README's first command) ---------------------------------------------------------
 def _add_demo(sub: Any) -> None:
     parser = sub.add_parser(
@@ -463,6 +649,9 @@ COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], 
     ("eval", _add_eval, _cmd_eval),
     ("train-mask", _add_train_mask, _cmd_train_mask),
     ("sweep", _add_sweep, _cmd_sweep),
+    ("logit-lens", _add_logit_lens, _cmd_logit_lens),
+    ("similarity", _add_similarity, _cmd_similarity),
+    ("attention", _add_attention, _cmd_attention),
     ("demo", _add_demo, _cmd_demo),
 ]
 

@@ -23,3 +23,15 @@ def gemma():
 def tiny():
     """A 2-layer, 4-head random Llama-style model with grouped-query attention."""
     return lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=0)
+
+
+@pytest.fixture(scope="session")
+def demo_report(tmp_path_factory):
+    """The README's first command, ``lens-heads demo``, run once on SmolLM2: it trains the
+    capitalize mask on the CI schedule (100 steps, batch 8, lr 0.2), evaluates it, sweeps head
+    removal and writes the report. Tests of training, sweeps and the lens reuse its mask."""
+    from lens_heads.cli import main
+
+    out = tmp_path_factory.mktemp("demo-report")
+    assert main(["demo", "--out", str(out)]) == 0
+    return out

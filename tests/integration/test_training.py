@@ -1,5 +1,6 @@
 """Mask training on SmolLM2: a short schedule on the built-in capitalize task, without any
-instruction, finds a mask under which the held-out examples are solved (issue 4)."""
+instruction, finds a mask under which the held-out examples are solved (issue 4). The mask is
+the one the demo trains (``demo_report`` fixture)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.training import MaskTrainer, TrainingConfig, _answer_logits
+from lens_heads.evaluate import EvaluationResult
+from lens_heads.training import MaskTrainer, MaskTrainingResult, TrainingConfig, _answer_logits
 
 pytestmark = pytest.mark.integration
 
@@ -21,24 +23,24 @@ def test_partial_unembedding_matches_the_bridge_logits(smollm2):
     torch.testing.assert_close(part, full, atol=1e-4, rtol=1e-4)
 
 
-def test_capitalize_mask_beats_original_and_random(smollm2):
-    """CI schedule: 100 steps of batch 8 at lr 0.2 (about 2 minutes on 2 cores in fp32)."""
-    config = TrainingConfig.short(steps=100, lr=0.2, n_eval=40)
-    result = lh.train_mask(smollm2, "capitalize", config, progress=False)
-    assert all(p.grad is None for p in smollm2.parameters()), "the model stays frozen"
-    assert result.history["loss"].iloc[-10:].mean() < 0.5 * result.history["loss"].iloc[:10].mean()
-    mask = result.mask
-    assert 0 < mask.n_selected < 270
-    evaluation = lh.evaluate(
-        smollm2,
-        "capitalize",
-        ["original", "random", "mask"],
-        mask=mask,
-        n_eval=40,
-        random_seeds=(0,),
-        progress=False,
-    )
+def test_training_leaves_the_real_model_frozen(smollm2):
+    config = TrainingConfig(steps=2, batch_size=2, n_eval=100, dtype="float32")
+    lh.train_mask(smollm2, "capitalize", config, progress=False)
+    assert all(p.grad is None for p in smollm2.parameters()), "no weight gradients"
+    assert not any(p.requires_grad for p in smollm2.parameters()), "loaded frozen, stays so"
+
+
+def test_capitalize_mask_beats_original_and_random(demo_report):
+    """CI schedule: 100 steps of batch 8 at lr 0.2 (about a minute on 2 cores with native
+    bf16, two without); 40 held-out examples, random M over seeds 0 and 1."""
+    result = MaskTrainingResult.load(demo_report / "training")
+    evaluation = EvaluationResult.load(demo_report / "eval")
     print(f"\n{result.summary()}\n{evaluation.to_markdown()}")
+    assert result.config.steps == 100 and result.config.n_eval == 40
+    losses = result.history["loss"]
+    assert losses.iloc[-10:].mean() < 0.5 * losses.iloc[:10].mean()
+    assert 0 < result.mask.n_selected < 270
+    assert evaluation.config["n_eval"] == 40
     table = evaluation.to_frame()
     accuracy, ce = table["accuracy"], table["answer CE (paper: PPL)"]
     assert accuracy["w/ M"] >= accuracy["Original"] + 0.3

@@ -1,0 +1,56 @@
+"""The analyses package on tiny models: the mask table trains, evaluates, combines and resumes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import lens_heads as lh
+from analyses import mask_table
+
+
+@pytest.fixture()
+def tiny_everywhere(monkeypatch, tiny):
+    monkeypatch.setattr(lh, "load_model", lambda spec, **kw: tiny)
+    return tiny
+
+
+def test_mask_table_trains_evaluates_and_reuses_finished_tasks(tiny_everywhere, tmp_path, capsys):
+    # a file named like a built-in task takes that task's instruction and match rule
+    words = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(5) for j in range(5)]
+    data = tmp_path / "capitalize.json"
+    data.write_text(json.dumps([{"input": w, "output": w.capitalize()} for w in words]))
+    out = tmp_path / "table"
+    argv = ["--tasks", str(data), "--steps", "3", "--batch-size", "4", "--holdout", "8"]
+    argv += ["--n-eval", "4", "--seeds", "0", "--out", str(out)]
+    assert mask_table.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "| capitalize | startswith |" in printed and "Goals met (of 1 tasks)" in printed
+    for name in ["training.json", "mask.safetensors", "eval/result.json", "trajectories.html"]:
+        assert (out / "capitalize" / name).is_file(), name
+    table = (out / "table.csv").read_text()
+    assert table.startswith("task,match,n_eval,heads kept,heads,acc orig")
+    stamp = (out / "capitalize" / "training.json").stat().st_mtime_ns
+    assert mask_table.main(argv) == 0, "a second run reuses the finished task"
+    assert (out / "capitalize" / "training.json").stat().st_mtime_ns == stamp
+
+
+def test_goals_are_counted_per_the_issue():
+    import pandas as pd
+
+    rows = pd.DataFrame(
+        {
+            "acc orig": [0.0, 0.0, 0.5],
+            "acc rand": [0.0, 0.1, 0.0],
+            "acc M": [0.8, 0.3, 0.9],
+            "CE orig": [4.0, 4.0, 2.0],
+            "CE rand": [5.0, 1.0, 3.0],
+            "CE M": [1.0, 1.5, 1.5],
+        }
+    )
+    assert mask_table.summarize(rows) == {
+        "tasks": 3,
+        "CE goal met": 1,  # row 2: not below random M; row 3: not half the original
+        "accuracy goal met": 2,  # row 2 is only 0.2 above random M
+    }
