@@ -16,7 +16,7 @@ def bench_sweep_batched(quick: bool) -> BenchmarkResult:
     import torch
 
     import lens_heads as lh
-    from lens_heads.sweep import _naive_sweep, removal_order
+    from lens_heads.sweep import removal_order
 
     model = lh.load_model("smollm2-135m-instruct")
     weights = torch.randn(30, 9, generator=torch.Generator().manual_seed(0))
@@ -34,7 +34,7 @@ def bench_sweep_batched(quick: bool) -> BenchmarkResult:
     batched = lh.removal_sweep(model, "apple", order, **kwargs)
     batched_s = time.perf_counter() - start
     start = time.perf_counter()
-    naive = _naive_sweep(model, "apple", order, **kwargs)
+    naive = lh.removal_sweep(model, "apple", order, engine="naive", **kwargs)
     naive_s = time.perf_counter() - start
     identical = (
         torch.equal(batched.ranks, naive.ranks)

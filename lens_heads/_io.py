@@ -17,9 +17,10 @@ import os
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
+    "FolderResult",
     "load_result_folder",
     "save_figures",
     "save_result_folder",
@@ -148,3 +149,54 @@ def load_result_folder(
         ) from error
     payload.pop("format")
     return payload, tensors
+
+
+class FolderResult:
+    """Mixin for result dataclasses saved as one folder (:func:`save_result_folder`):
+    ``table.csv`` (``to_frame()``), ``table.md`` (``to_markdown()``), ``figure.html``
+    (``plot()``), ``result.json`` (the fields) and ``tensors.safetensors`` (tensor fields).
+
+    A subclass sets ``_format`` (e.g. ``"lens_heads.logit_lens/1"``); fields that are tensors
+    go to safetensors, the others must be JSON-able. ``_to_saved``/``_from_saved`` convert
+    other field types.
+    """
+
+    _format: ClassVar[str]
+
+    def _to_saved(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(meta, tensors)`` to write: every dataclass field, split by type."""
+        import dataclasses
+
+        import torch
+
+        meta: dict[str, Any] = {}
+        tensors: dict[str, Any] = {}
+        for item in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, item.name)
+            (tensors if isinstance(value, torch.Tensor) else meta)[item.name] = value
+        return meta, tensors
+
+    @classmethod
+    def _from_saved(cls, meta: dict[str, Any], tensors: dict[str, Any]) -> Any:
+        return cls(**meta, **tensors)
+
+    def save(self, directory: str | os.PathLike[str], *, png: bool = False) -> list[Path]:
+        """Write ``table.csv``, ``table.md``, ``result.json``, ``tensors.safetensors`` and
+        ``figure.html`` (and ``figure.png`` with ``png`` when kaleido can export)."""
+        meta, tensors = self._to_saved()
+        return save_result_folder(
+            directory,
+            format_tag=self._format,
+            meta=meta,
+            tensors=tensors,
+            frame=self.to_frame(),  # type: ignore[attr-defined]
+            markdown=self.to_markdown(),  # type: ignore[attr-defined]
+            figures={"figure": self.plot()},  # type: ignore[attr-defined]
+            png=png,
+        )
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> Any:
+        """Read a folder written by :meth:`save` (a clear error for anything else)."""
+        meta, tensors = load_result_folder(directory, cls._format)
+        return cls._from_saved(meta, tensors)

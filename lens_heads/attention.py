@@ -23,19 +23,17 @@ of them (every token that overlaps the span).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from lens_heads._io import load_result_folder, save_result_folder
+from lens_heads._io import FolderResult
 from lens_heads.lens import _capture, _check_mask, encode_prompt
 from lens_heads.masks import HeadMask, format_head
 from lens_heads.models import ModelLike, head_shape, model_name
@@ -48,7 +46,6 @@ __all__ = [
 ]
 
 TargetSpec = str | tuple[int, int]
-_FORMAT = "lens_heads.attention_on_target/1"
 
 
 def _char_span(raw: str, target: TargetSpec, index: int) -> tuple[int, int]:
@@ -126,12 +123,14 @@ def _locate_target(
 
 
 @dataclass
-class AttentionResult:
+class AttentionResult(FolderResult):
     """Attention on the target per setting and head: ``scores[setting, layer, head]`` (mean
     over prompts) and ``per_prompt[setting, prompt, layer, head]``.
 
     ``mask`` (when given) splits the heads into M and 1-M for :meth:`means` (Table 7).
     """
+
+    _format: ClassVar[str] = "lens_heads.attention_on_target/1"
 
     model: str
     settings: list[str]
@@ -199,36 +198,23 @@ class AttentionResult:
             title=f"attention from the last position to the target on {self.model}",
         )
 
-    def save(self, directory: str | os.PathLike[str], *, png: bool = False) -> list[Path]:
-        """``table.csv`` (per head), ``table.md`` (Table 7), ``result.json``,
-        ``tensors.safetensors`` and ``figure.html`` (``.png`` with ``png``)."""
-        tensors = {"per_prompt": self.per_prompt}
-        if self.mask is not None:
-            tensors["mask"] = self.mask.values
+    def _to_saved(self) -> tuple[dict[str, Any], dict[str, Any]]:
         meta: dict[str, Any] = {
             "model": self.model,
             "settings": self.settings,
             "prompts": self.prompts,
             "targets": self.targets,
             "spans": self.spans,
-            "means": self.means().to_dict(orient="index"),
+            "means": self.means().to_dict(orient="index"),  # for readers of result.json
         }
+        tensors = {"per_prompt": self.per_prompt}
         if self.mask is not None:
+            tensors["mask"] = self.mask.values
             meta["mask_alpha"] = self.mask.alpha
-        return save_result_folder(
-            directory,
-            format_tag=_FORMAT,
-            meta=meta,
-            tensors=tensors,
-            frame=self.to_frame(),
-            markdown=self.to_markdown(),
-            figures={"figure": self.plot()},
-            png=png,
-        )
+        return meta, tensors
 
     @classmethod
-    def load(cls, directory: str | os.PathLike[str]) -> AttentionResult:
-        meta, tensors = load_result_folder(directory, _FORMAT)
+    def _from_saved(cls, meta: dict[str, Any], tensors: dict[str, Any]) -> AttentionResult:
         mask = tensors.get("mask")
         return cls(
             model=meta["model"],

@@ -611,7 +611,7 @@ def _add_demo(sub: Any) -> None:
         "evaluates it (Original / w/ instruction / w/ random M / w/ M), removes heads one by one, "
         "compares hidden states with the instructed run and runs the logit lens; writes each "
         "result folder and report.md + report.html (figures inline) to --out. A few minutes on "
-        "2 CPU cores; re-running resumes from the training checkpoint.",
+        "2 CPU cores; re-running with the same settings reuses the finished stages.",
     )
     _add_model_argument(parser, default="smollm2-135m-instruct")
     parser.add_argument("--task", default="capitalize", help="built-in task or a data file")
@@ -620,6 +620,9 @@ def _add_demo(sub: Any) -> None:
     parser.add_argument("--n-eval", type=int, default=40, help="held-out examples")
     parser.add_argument("--sweep-every", type=int, default=2, help="evaluate every K heads")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--fresh", action="store_true", help="recompute every stage (default: reuse finished ones)"
+    )
     parser.add_argument("--out", default="demo-report", help="output directory")
 
 
@@ -628,13 +631,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     report = run_demo(
         args.out,
-        model=_load(args),
+        model=args.model if args.dtype == "float32" else _load(args),  # an alias loads lazily
         task=args.task,
         steps=args.steps,
         lr=args.lr,
         n_eval=args.n_eval,
         sweep_every=args.sweep_every,
         seed=args.seed,
+        fresh=args.fresh,
     )
     print(report.evaluation.to_markdown())
     print(f"switch step: {report.sweep.switch_step(3)} heads removed")

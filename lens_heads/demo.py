@@ -21,7 +21,7 @@ from typing import Any
 from lens_heads._io import write_atomic
 from lens_heads.evaluate import EvaluationResult, evaluate
 from lens_heads.lens import LogitLensResult, SimilarityResult, figure4_similarity, logit_lens
-from lens_heads.models import head_shape, load_model, model_name
+from lens_heads.models import load_model, model_name
 from lens_heads.prompts import INSTRUCTION_TEMPLATE, has_chat_template
 from lens_heads.sweep import SweepResult, removal_sweep
 from lens_heads.tasks import Task, get_task
@@ -51,6 +51,35 @@ def _timed(seconds: dict[str, float], name: str, start: float) -> None:
     seconds[name] = round(time.perf_counter() - start, 1)
 
 
+_STAGES = ("training", "eval", "sweep", "similarity", "logit_lens")
+
+
+def _settings_of(model: Any, task: Task, **values: Any) -> dict[str, Any]:
+    name = model if isinstance(model, str) else model_name(model)
+    return {"format": "lens_heads.demo/1", "model": name, "task": task.name, **values}
+
+
+def _prepare_folder(folder: Path, settings: dict[str, Any], fresh: bool) -> None:
+    """Record the demo's settings; a folder of another demo is an error unless ``fresh``."""
+    import json
+    import shutil
+
+    recorded = folder / "demo.json"
+    if recorded.is_file() and not fresh:
+        previous = json.loads(recorded.read_text(encoding="utf-8"))
+        if previous != settings:
+            differ = {k: (previous.get(k), v) for k, v in settings.items() if previous.get(k) != v}
+            raise ValueError(
+                f"{folder} holds a demo run with other settings {differ} (saved, now); choose "
+                "another output folder, or pass fresh=True (--fresh) to replace it"
+            )
+    if fresh:
+        for stage in _STAGES:
+            shutil.rmtree(folder / stage, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(recorded, json.dumps(settings, indent=2))
+
+
 def run_demo(
     out: str | os.PathLike[str],
     *,
@@ -62,92 +91,134 @@ def run_demo(
     sweep_every: int = 2,
     generate_tokens: int = 10,
     seed: int = 0,
+    fresh: bool = False,
     progress: bool = True,
 ) -> DemoReport:
     """Run the demo into ``out`` and return its results (``report.md`` is ``.report``).
 
     The schedule (100 steps, lr 0.2, batch 8) is the short CPU schedule of
-    ``docs/training.md``; the sweep uses the first held-out example as its prompt, its answer
-    as the target and the instructed prompt as the reference (Figures 2 and 5).
+    ``docs/training.md``; the sweep uses the first held-out example with a one-token answer as
+    its prompt, that answer as the target and the instructed prompt as the reference (Figures
+    2 and 5). Every stage is saved; running again with the same settings reuses the finished
+    stages (and resumes an interrupted training), so a finished folder loads in seconds --
+    the notebooks rely on it. ``fresh=True`` recomputes everything.
     """
     folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    seconds: dict[str, float] = {}
-    start = time.perf_counter()
-    model = load_model(model) if isinstance(model, str) else model
-    _timed(seconds, "load model", start)
     task = get_task(task) if isinstance(task, str) else task
     if not task.instruction:
         raise ValueError(
             f"the demo compares with the instructed prompt, but task {task.name!r} has no "
             "instruction; choose a built-in task or pass a file named like one"
         )
-    config = TrainingConfig.short(steps=steps, lr=lr, n_eval=n_eval, seed=seed)
-
-    start = time.perf_counter()
-    training = train_mask(
+    settings = _settings_of(
         model,
         task,
-        config,
-        checkpoint_dir=folder / "training" / "checkpoints",
-        resume=True,
-        progress=progress,
-    )
-    training.save(folder / "training")
-    training.save_figures(folder / "training", png=True)
-    _timed(seconds, "train mask", start)
-
-    start = time.perf_counter()
-    evaluation = evaluate(
-        model,
-        task,
-        ["original", "instruction", "random", "mask"],
-        mask=training.mask,
+        steps=steps,
+        lr=lr,
         n_eval=n_eval,
-        random_seeds=(0, 1),
-        progress=progress,
-    )
-    evaluation.save(folder / "eval", png=True)
-    _timed(seconds, "evaluate", start)
-
-    chat = has_chat_template(model.tokenizer)
-    example = _sweep_example(model, task.split(n_eval=n_eval)[1], chat)
-    instructed = INSTRUCTION_TEMPLATE.format(instruction=task.instruction, input=example.input)
-    start = time.perf_counter()
-    sweep = removal_sweep(
-        model,
-        example.input,
-        training.W,
-        target=example.output,
-        reference_prompt=instructed,
+        sweep_every=sweep_every,
         generate_tokens=generate_tokens,
-        every=sweep_every,
-        chat=chat,
-        progress=progress,
+        seed=seed,
     )
-    sweep.save(folder / "sweep")
-    sweep.save_figures(folder / "sweep", png=True)
-    _timed(seconds, "removal sweep", start)
+    _prepare_folder(folder, settings, fresh)
+    seconds: dict[str, float] = {}
+    loaded: list[Any] = [] if isinstance(model, str) else [model]
 
-    start = time.perf_counter()
-    similarity = figure4_similarity(
-        model, example.input, task.instruction, training.mask, chat=chat
-    )
-    similarity.save(folder / "similarity", png=True)
-    lens = logit_lens(
-        model,
-        example.input,
-        mask=training.mask,
-        instruction=task.instruction,
-        targets=[sweep.target_id] if sweep.target_id is not None else None,
-        chat=chat,
-    )
-    lens.save(folder / "logit_lens", png=True)
-    _timed(seconds, "similarity and logit lens", start)
+    def the_model() -> Any:  # loaded only when a stage has to compute
+        if not loaded:
+            start = time.perf_counter()
+            loaded.append(load_model(model))
+            _timed(seconds, "load model", start)
+        return loaded[0]
 
+    def stage(name: str, compute: Any, load: Any) -> Any:
+        start = time.perf_counter()
+        done = folder / name / ".complete"
+        if done.is_file():
+            return load(folder / name)
+        result = compute(folder / name)
+        write_atomic(done, "")
+        _timed(seconds, name, start)
+        return result
+
+    def train(where: Path) -> MaskTrainingResult:
+        config = TrainingConfig.short(steps=steps, lr=lr, n_eval=n_eval, seed=seed)
+        result = train_mask(
+            the_model(), task, config, checkpoint_dir=where / "checkpoints", resume=True,
+            progress=progress,
+        )  # fmt: skip
+        result.save(where)
+        result.save_figures(where, png=True)
+        return result
+
+    training = stage("training", train, MaskTrainingResult.load)
+
+    def run_evaluation(where: Path) -> EvaluationResult:
+        result = evaluate(
+            the_model(),
+            task,
+            ["original", "instruction", "random", "mask"],
+            mask=training.mask,
+            n_eval=n_eval,
+            random_seeds=(0, 1),
+            progress=progress,
+        )
+        result.save(where, png=True)
+        return result
+
+    evaluation = stage("eval", run_evaluation, EvaluationResult.load)
+
+    def chat() -> bool:
+        return has_chat_template(the_model().tokenizer)
+
+    def example() -> Any:
+        return _sweep_example(the_model(), task.split(n_eval=n_eval)[1], chat())
+
+    def run_sweep(where: Path) -> SweepResult:
+        chosen = example()
+        instructed = INSTRUCTION_TEMPLATE.format(instruction=task.instruction, input=chosen.input)
+        result = removal_sweep(
+            the_model(),
+            chosen.input,
+            training.W,
+            target=chosen.output,
+            reference_prompt=instructed,
+            generate_tokens=generate_tokens,
+            every=sweep_every,
+            chat=chat(),
+            progress=progress,
+        )
+        result.save(where)
+        result.save_figures(where, png=True)
+        return result
+
+    sweep = stage("sweep", run_sweep, SweepResult.load)
+
+    def run_similarity(where: Path) -> SimilarityResult:
+        result = figure4_similarity(
+            the_model(), sweep.prompt, task.instruction, training.mask, chat=chat()
+        )
+        result.save(where, png=True)
+        return result
+
+    similarity = stage("similarity", run_similarity, SimilarityResult.load)
+
+    def run_lens(where: Path) -> LogitLensResult:
+        result = logit_lens(
+            the_model(),
+            sweep.prompt,
+            mask=training.mask,
+            instruction=task.instruction,
+            targets=[sweep.target_id] if sweep.target_id is not None else None,
+            chat=chat(),
+        )
+        result.save(where, png=True)
+        return result
+
+    lens = stage("logit_lens", run_lens, LogitLensResult.load)
     report = DemoReport(folder, training, evaluation, sweep, similarity, lens, seconds)
-    write_atomic(folder / "report.md", _markdown(report, model, task))
-    write_atomic(folder / "report.html", _html(report, model, task))
+    write_atomic(folder / "report.md", _markdown(report, task))
+    write_atomic(folder / "report.html", _html(report, task))
     return report
 
 
@@ -174,14 +245,14 @@ def _figure_links(folder: str, names: list[str], out: Path) -> str:
     return "  \n".join(links)
 
 
-def _markdown(report: DemoReport, model: Any, task: Task) -> str:
+def _markdown(report: DemoReport, task: Task) -> str:
     training, sweep = report.training, report.sweep
     summary = training.summary()
-    n_layers, n_heads = head_shape(model)
+    n_layers, n_heads = (int(n) for n in training.W.shape)
     similarity = report.similarity.summary(range(n_layers // 2, n_layers))
     stay = sweep.switch_step(3)
     lines = [
-        f"# lens_heads demo: {task.name} on {model_name(model)}",
+        f"# lens_heads demo: {task.name} on {training.model}",
         "",
         f"The model has {n_layers} layers x {n_heads} query heads. A 0/1 mask over the heads was "
         f"trained on the **instruction-free** {task.name} examples (Heads up!, §3.2): "
@@ -240,7 +311,7 @@ def _markdown(report: DemoReport, model: Any, task: Task) -> str:
     return "\n".join(lines)
 
 
-def _html(report: DemoReport, model: Any, task: Task) -> str:
+def _html(report: DemoReport, task: Task) -> str:
     """One self-contained page: the key tables and every figure (plotly.js included once)."""
     figures = {
         "Settings table (Tables 1, 2)": report.evaluation.plot(),
@@ -257,7 +328,7 @@ def _html(report: DemoReport, model: Any, task: Task) -> str:
         "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}"
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}</style>",
         "</head><body>",
-        f"<h1>lens_heads demo: {html.escape(task.name)} on {html.escape(model_name(model))}</h1>",
+        f"<h1>lens_heads demo: {html.escape(f'{task.name} on {report.training.model}')}</h1>",
         "<h2>Settings table</h2>",
         report.evaluation.to_frame().to_html(float_format=lambda v: f"{v:.3f}"),
         "<h2>Removal sweep outputs (Figure 2, right)</h2>",

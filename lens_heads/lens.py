@@ -27,12 +27,10 @@ they are. A *run* is ``(prompt, mask)`` or ``(prompt, mask, instruction)`` or a 
 
 from __future__ import annotations
 
-import os
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 import torch
@@ -41,7 +39,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from lens_heads._io import load_result_folder, save_result_folder
+from lens_heads._io import FolderResult
 from lens_heads.hooks import mask_hooks
 from lens_heads.masks import HeadMask, MaskShapeError, stack_masks
 from lens_heads.metrics import token_ranks
@@ -520,7 +518,7 @@ def _run_stack(
 
 
 @dataclass
-class LogitLensResult:
+class LogitLensResult(FolderResult):
     """The logit lens of one or more settings at one position (Heads up! Table 41).
 
     Layer ``"embed"`` is the residual stream after the embedding (``blocks.0.hook_resid_pre``),
@@ -536,6 +534,8 @@ class LogitLensResult:
     >>> tuple(lens.target_probs.shape)
     (3, 3, 1)
     """
+
+    _format: ClassVar[str] = "lens_heads.logit_lens/1"
 
     model: str
     settings: list[str]
@@ -598,40 +598,6 @@ class LogitLensResult:
             targets=self.targets,
             title=f"logit lens on {self.model}" + ("" if self.final_norm else " (no final norm)"),
         )
-
-    def save(self, directory: str | os.PathLike[str], *, png: bool = False) -> list[Path]:
-        """Write ``table.csv``, ``table.md`` (Table 41), ``result.json``,
-        ``tensors.safetensors`` and ``figure.html`` (``figure.png`` with ``png``)."""
-        names = ("top_ids", "top_probs", "target_probs", "target_ranks")
-        meta = {
-            key: getattr(self, key)
-            for key in (
-                "model",
-                "settings",
-                "prompts",
-                "positions",
-                "layers",
-                "top_tokens",
-                "target_ids",
-                "targets",
-                "final_norm",
-            )
-        }
-        return save_result_folder(
-            directory,
-            format_tag="lens_heads.logit_lens/1",
-            meta=meta,
-            tensors={name: getattr(self, name) for name in names},
-            frame=self.to_frame(),
-            markdown=self.to_markdown(),
-            figures={"figure": self.plot()},
-            png=png,
-        )
-
-    @classmethod
-    def load(cls, directory: str | os.PathLike[str]) -> LogitLensResult:
-        meta, tensors = load_result_folder(directory, "lens_heads.logit_lens/1")
-        return cls(**meta, **tensors)
 
 
 def logit_lens(
@@ -714,7 +680,7 @@ def logit_lens(
 
 # -- layer similarity (Figure 4) -----------------------------------------------------------------
 @dataclass
-class SimilarityResult:
+class SimilarityResult(FolderResult):
     """Per-layer cosine similarity of hidden states at one position between pairs of runs
     (Heads up! Figure 4): ``cosine[comparison, hook, layer]``.
 
@@ -730,6 +696,8 @@ class SimilarityResult:
     >>> result.to_frame().shape
     (2, 8)
     """
+
+    _format: ClassVar[str] = "lens_heads.similarity/1"
 
     model: str
     comparisons: list[str]
@@ -794,29 +762,10 @@ class SimilarityResult:
             title=f"hidden-state similarity on {self.model}",
         )
 
-    def save(self, directory: str | os.PathLike[str], *, png: bool = False) -> list[Path]:
-        """Write ``table.csv``, ``table.md``, ``result.json``, ``tensors.safetensors`` and
-        ``figure.html`` (``figure.png`` with ``png``)."""
-        meta = {
-            key: getattr(self, key)
-            for key in ("model", "comparisons", "pairs", "hooks", "top1", "label_runs", "position")
-        }
-        return save_result_folder(
-            directory,
-            format_tag="lens_heads.similarity/1",
-            meta=meta,
-            tensors={"cosine": self.cosine},
-            frame=self.to_frame(),
-            markdown=self.to_markdown(),
-            figures={"figure": self.plot()},
-            png=png,
-        )
-
     @classmethod
-    def load(cls, directory: str | os.PathLike[str]) -> SimilarityResult:
-        meta, tensors = load_result_folder(directory, "lens_heads.similarity/1")
+    def _from_saved(cls, meta: dict[str, Any], tensors: dict[str, Any]) -> SimilarityResult:
         meta["pairs"] = [tuple(pair) for pair in meta["pairs"]]
-        return cls(**meta, cosine=tensors["cosine"])
+        return cls(**meta, **tensors)
 
 
 def _same_run(a: Run, b: Run) -> bool:
@@ -953,7 +902,7 @@ def figure4_similarity(
 
 # -- top tokens at the last position (Table 4b) --------------------------------------------------
 @dataclass
-class TopTokensResult:
+class TopTokensResult(FolderResult):
     """The top tokens at one position in several settings, with their logits and how far each
     token moved relative to the ``reference`` setting (Heads up! Table 4b).
 
@@ -969,6 +918,8 @@ class TopTokensResult:
     >>> table.to_frame().query("setting == 'original'")["rank change"].tolist()
     [0, 0, 0]
     """
+
+    _format: ClassVar[str] = "lens_heads.top_tokens/1"
 
     model: str
     settings: list[str]
@@ -1017,33 +968,6 @@ class TopTokensResult:
         from lens_heads.plotting import top_tokens_figure
 
         return top_tokens_figure(self.to_frame(), title=f"top tokens on {self.model}")
-
-    def save(self, directory: str | os.PathLike[str], *, png: bool = False) -> list[Path]:
-        """``table.csv``, ``table.md`` (Table 4b), ``result.json``, ``tensors.safetensors``,
-        ``figure.html`` (``.png`` with ``png``)."""
-        meta = {
-            "model": self.model,
-            "settings": self.settings,
-            "prompts": self.prompts,
-            "reference": self.reference,
-            "tokens": self.tokens,
-        }
-        tensors = {n: getattr(self, n) for n in ("top_ids", "top_logits", "reference_ranks")}
-        return save_result_folder(
-            directory,
-            format_tag="lens_heads.top_tokens/1",
-            meta=meta,
-            tensors=tensors,
-            frame=self.to_frame(),
-            markdown=self.to_markdown(),
-            figures={"figure": self.plot()},
-            png=png,
-        )
-
-    @classmethod
-    def load(cls, directory: str | os.PathLike[str]) -> TopTokensResult:
-        meta, tensors = load_result_folder(directory, "lens_heads.top_tokens/1")
-        return cls(**meta, **tensors)
 
 
 def top_tokens(

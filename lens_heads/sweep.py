@@ -23,7 +23,7 @@ full model. The batched engine evaluates many consecutive prefixes at once as pe
 the captured ``hook_resid_post``/``hook_attn_out`` at the last position, and one batched greedy
 generation (:func:`lens_heads.generation.greedy_generate`, KV cache) per chunk for the
 continuations. It gives the same ranks, top-1 tokens and continuations as evaluating the steps one
-by one (``_naive_sweep``, used by the tests and the benchmark), and logits equal to float
+by one (``engine="naive"``, used by the tests and the benchmark), and logits equal to float
 rounding.
 """
 
@@ -734,6 +734,7 @@ def removal_sweep(
     chat: bool = True,
     batch_size: int | None = None,
     influential_k: int | None = None,
+    engine: str = "batched",
     progress: bool = True,
 ) -> SweepResult:
     """Remove the heads of ``order`` one by one and record what the model predicts at each step.
@@ -755,6 +756,8 @@ def removal_sweep(
     * ``chat``: wrap the prompt(s) in the model's chat template (instruct models).
     * ``batch_size``: steps evaluated together (default :func:`default_batch_size`); results do
       not depend on it.
+    * ``engine``: ``"batched"`` (default) or ``"naive"``, the reference loop that evaluates and
+      generates each step on its own (same results, several times slower; for checking).
 
     >>> import lens_heads as lh
     >>> model = lh.tiny_model(n_layers=2, n_heads=4)
@@ -763,44 +766,10 @@ def removal_sweep(
     >>> result.n_removed, result.removed_heads
     ([0, 1, 2], ['', 'L1H0', 'L0H3'])
     """
-    return _sweep(
-        model,
-        prompt,
-        order,
-        target=target,
-        track_top_k=track_top_k,
-        reference_prompt=reference_prompt,
-        generate_tokens=generate_tokens,
-        every=every,
-        chat=chat,
-        batch_size=batch_size,
-        influential_k=influential_k,
-        progress=progress,
-        engine=_batched_chunks,
-    )
-
-
-def _naive_sweep(model: ModelLike, prompt: str, order: OrderLike, **kwargs: Any) -> SweepResult:
-    """:func:`removal_sweep` evaluated step by step (the reference for tests and benchmarks)."""
-    return _sweep(model, prompt, order, engine=_naive_chunks, **kwargs)
-
-
-def _sweep(
-    model: ModelLike,
-    prompt: str,
-    order: OrderLike,
-    *,
-    target: str | int | None = None,
-    track_top_k: int = 5,
-    reference_prompt: str | None = None,
-    generate_tokens: int = 20,
-    every: int = 1,
-    chat: bool = True,
-    batch_size: int | None = None,
-    influential_k: int | None = None,
-    progress: bool = True,
-    engine: Callable[..., Iterator[tuple[int, _Chunk]]],
-) -> SweepResult:
+    engines = {"batched": _batched_chunks, "naive": _naive_chunks}
+    if engine not in engines:
+        raise ValueError(f"engine must be 'batched' or 'naive', got {engine!r}")
+    run_chunks = engines[engine]
     if not prompt.strip():
         raise ValueError("the prompt is empty: give the text to run the model on, e.g. 'apple'")
     if reference_prompt is not None and not reference_prompt.strip():
@@ -840,7 +809,9 @@ def _sweep(
         if target_id is None:
             raise ValueError("the influential order ranks heads by the target's rank: pass target=")
         k = len(heads) if influential_k is None else min(influential_k, len(heads))
-        heads, gains = _influence_order(model, prompt_ids, heads, k, target_id, batch_size, engine)
+        heads, gains = _influence_order(
+            model, prompt_ids, heads, k, target_id, batch_size, run_chunks
+        )
 
     steps = _steps(len(heads), every)
     masks = _prefix_masks(heads, steps, shape)
@@ -862,7 +833,7 @@ def _sweep(
     attn_rows: list[Tensor] = []
     bar = tqdm(total=len(steps), desc="removal sweep", disable=not progress, leave=False)
     try:
-        chunks = engine(
+        chunks = run_chunks(
             model,
             prompt_ids,
             masks,
@@ -894,7 +865,7 @@ def _sweep(
         "generate_tokens": generate_tokens,
         "track_top_k": track_top_k,
         "batch_size": batch_size,
-        "engine": "naive" if engine is _naive_chunks else "batched",
+        "engine": engine,
         "order_kind": "influential"
         if influential
         else ("list" if isinstance(order, Sequence) else "weights"),

@@ -11,7 +11,7 @@ from lens_heads.cli import main
 from lens_heads.masks import MaskShapeError
 from lens_heads.metrics import token_ranks
 from lens_heads.prompts import encode_text
-from lens_heads.sweep import SweepResult, _naive_sweep, removal_order, resolve_target
+from lens_heads.sweep import SweepResult, removal_order, resolve_target
 from lens_heads.tasks import Example, Task
 from lens_heads.training import TrainingConfig
 
@@ -21,7 +21,7 @@ SWEEP = dict(target="a", generate_tokens=4, reference_prompt="please repeat: app
 
 @pytest.fixture(scope="module")
 def naive(tiny):
-    return _naive_sweep(tiny, "apple", WEIGHTS, **SWEEP)
+    return lh.removal_sweep(tiny, "apple", WEIGHTS, engine="naive", **SWEEP)
 
 
 def assert_same_sweep(batched: SweepResult, naive: SweepResult) -> None:
@@ -178,6 +178,8 @@ def test_bad_input_gives_clear_errors(tiny):
         lh.removal_sweep(tiny, "apple", "ascending", **run)
     with pytest.raises(ValueError, match="order is empty"):
         lh.removal_sweep(tiny, "apple", [], **run)
+    with pytest.raises(ValueError, match="engine must be"):
+        lh.removal_sweep(tiny, "apple", WEIGHTS, engine="fast", **run)
 
 
 def test_a_multi_token_target_warns_and_tracks_its_first_token(tiny):

@@ -1,0 +1,87 @@
+"""The demo pipeline on a tiny model: every stage runs and is saved, a second run reuses the
+finished stages without loading a model, other settings are refused, --fresh recomputes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import lens_heads as lh
+from lens_heads.cli import main
+from lens_heads.demo import run_demo
+from lens_heads.sweep import SweepResult
+
+WORDS = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(6) for j in range(6)]
+
+
+@pytest.fixture()
+def loads(monkeypatch, tiny):
+    """Count model loads; every load gives the tiny model."""
+    calls = []
+
+    def load(spec, **kwargs):
+        calls.append(spec)
+        return tiny
+
+    monkeypatch.setattr("lens_heads.demo.load_model", load)
+    monkeypatch.setattr("lens_heads.models.load_model", load)
+    return calls
+
+
+@pytest.fixture()
+def capitalize_file(tmp_path):
+    # named like the built-in task: its instruction and match rule come along
+    path = tmp_path / "capitalize.json"
+    path.write_text(json.dumps([{"input": w, "output": w.capitalize()} for w in WORDS]))
+    return str(path)
+
+
+SMALL = dict(steps=3, n_eval=4, sweep_every=3, generate_tokens=2, progress=False)
+
+
+def test_demo_runs_every_stage_and_writes_the_report(loads, capitalize_file, tmp_path):
+    report = run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
+    assert loads == ["tiny"]
+    out = tmp_path / "demo"
+    for stage in ["training", "eval", "sweep", "similarity", "logit_lens"]:
+        assert (out / stage / ".complete").is_file(), stage
+    markdown = report.report.read_text()
+    for heading in ["Tables 1, 2", "Figure 3", "Figures 2 and 5", "Figure 4", "Table 41"]:
+        assert heading in markdown, heading
+    assert "| w/ M |" in markdown and "| w/ random M |" in markdown
+    page = (out / "report.html").read_text()
+    assert page.count("<h2>") >= 8 and page.count("Plotly.newPlot") == 7
+    assert SweepResult.load(out / "sweep").n_removed == [0, 3, 6, 8]
+    assert report.sweep.reference_prompt.startswith("Capitalize")
+
+
+def test_a_second_run_reuses_the_finished_stages(loads, capitalize_file, tmp_path):
+    first = run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
+    second = run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
+    assert loads == ["tiny"], "nothing to compute: no model is loaded"
+    assert second.seconds == {}
+    assert second.sweep.outputs == first.sweep.outputs
+    assert lh.jaccard(second.training.mask, first.training.mask) == 1.0
+    # an interrupted stage (no .complete marker) is recomputed, the others are reused
+    (tmp_path / "demo" / "similarity" / ".complete").unlink()
+    third = run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
+    assert list(third.seconds) == ["load model", "similarity"]
+
+
+def test_other_settings_are_refused_unless_fresh(loads, capitalize_file, tmp_path):
+    run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
+    other = {**SMALL, "steps": 4}
+    with pytest.raises(ValueError, match=r"other settings.*steps"):
+        run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **other)
+    report = run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, fresh=True, **other)
+    assert report.training.config.steps == 4 and "training" in report.seconds
+
+
+def test_cli_demo(loads, capitalize_file, tmp_path, capsys):
+    argv = ["demo", "--model", "tiny", "--task", capitalize_file, "--steps", "3"]
+    argv += ["--n-eval", "4", "--sweep-every", "4", "--out", str(tmp_path / "cli")]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "switch step:" in printed and "report.md" in printed
+    assert (tmp_path / "cli" / "report.html").is_file()
