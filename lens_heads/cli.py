@@ -200,7 +200,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     )
     written = result.save(output_dir(args.out), png=True)
     print(result.to_markdown())
-    print("wrote " + ", ".join(str(path) for path in written))
+    _print_written(written)
     return 0
 
 
@@ -325,7 +325,7 @@ def _cmd_train_mask(args: argparse.Namespace) -> int:
         )
         written += evaluation.save(out / "eval", png=True)
         print(evaluation.to_markdown())
-    print("wrote " + ", ".join(str(path) for path in written))
+    _print_written(written)
     return 0
 
 
@@ -430,7 +430,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             f"{summary['target_rank_end']} after all {len(result.order)}; switch step "
             f"(top-1 for {args.stay} steps): {switch}"
         )
-    print("wrote " + ", ".join(str(path) for path in written))
+    _print_written(written)
     return 0
 
 
@@ -485,7 +485,7 @@ def _cmd_logit_lens(args: argparse.Namespace) -> int:
     written += table.save(out / "top_tokens", png=True)
     print(lens.to_markdown())
     print("\n" + table.to_markdown())
-    print("wrote " + ", ".join(str(path) for path in written))
+    _print_written(written)
     return 0
 
 
@@ -537,7 +537,7 @@ def _cmd_similarity(args: argparse.Namespace) -> int:
     print(result.to_markdown())
     label = "all layers" if layers is None else f"layers {layers.start}-{layers.stop - 1}"
     print(f"\nmean cosine over {label}:\n" + result.summary(layers).to_markdown(floatfmt=".4f"))
-    print("wrote " + ", ".join(str(path) for path in written))
+    _print_written(written)
     return 0
 
 
@@ -598,7 +598,7 @@ def _cmd_attention(args: argparse.Namespace) -> int:
     written = result.save(output_dir(args.out), png=True)
     print(result.to_markdown())
     print("top heads (" + result.settings[0] + "):\n" + result.top_heads(k=5).to_markdown())
-    print("wrote " + ", ".join(str(path) for path in written))
+    _print_written(written)
     return 0
 
 
@@ -682,6 +682,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"lens-heads {args.command}: error: {message}", file=sys.stderr)
         return 2
+
+
+def _print_written(paths: Sequence[Path]) -> None:
+    print("wrote " + ", ".join(str(path) for path in paths))
 
 
 def output_dir(path: str | Path) -> Path:

@@ -12,6 +12,8 @@ training from its checkpoint (a finished run is reused).
 from __future__ import annotations
 
 import html
+import json
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -61,7 +63,6 @@ def _settings_of(model: Any, task: Task, **values: Any) -> dict[str, Any]:
 
 def _prepare_folder(folder: Path, settings: dict[str, Any], fresh: bool) -> None:
     """Record the demo's settings; a folder of another demo is an error unless ``fresh``."""
-    import json
     import shutil
 
     recorded = folder / "demo.json"
@@ -132,13 +133,15 @@ def run_demo(
         return loaded[0]
 
     def stage(name: str, compute: Any, load: Any) -> Any:
-        start = time.perf_counter()
+        """Reuse the stage's saved result (its marker holds the compute time) or compute it."""
         done = folder / name / ".complete"
         if done.is_file():
+            seconds[name] = float(json.loads(done.read_text() or "{}").get("seconds", math.nan))
             return load(folder / name)
+        start = time.perf_counter()
         result = compute(folder / name)
-        write_atomic(done, "")
         _timed(seconds, name, start)
+        write_atomic(done, json.dumps({"seconds": seconds[name]}))
         return result
 
     def train(where: Path) -> MaskTrainingResult:
@@ -302,7 +305,8 @@ def _markdown(report: DemoReport, task: Task) -> str:
         "",
         "## Time",
         "",
-        " · ".join(f"{name}: {value:.0f} s" for name, value in report.seconds.items()),
+        " · ".join(f"{name}: {value:.0f} s" for name, value in report.seconds.items())
+        + " (the time each stage took when it was computed)",
         "",
         "Each folder holds its tables (CSV, markdown) and a file to reload the result with "
         "`lens_heads` (e.g. `SweepResult.load('sweep')`).",
