@@ -104,13 +104,20 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def write_summary(results: list[BenchmarkResult], path: Path) -> None:
-    """Write the JSON summary atomically."""
+def write_summary(results: list[BenchmarkResult], path: Path, *, merge: bool = False) -> None:
+    """Write the JSON summary atomically; with ``merge`` the earlier entries of other benchmarks
+    in ``path`` are kept (``--only`` re-runs one without losing the rest), each stamped with the
+    time it was measured."""
     from lens_heads._io import write_atomic
 
-    payload = {
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": {"cpus": os.cpu_count()},
-        "results": [result.to_json() for result in results],
-    }
+    now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    entries = [{**result.to_json(), "measured": now} for result in results]
+    if merge and path.exists():
+        try:
+            earlier = json.loads(path.read_text()).get("results", [])
+        except (json.JSONDecodeError, AttributeError):
+            earlier = []  # an unreadable summary is rewritten, not merged
+        names = {entry["name"] for entry in entries}
+        entries = [e for e in earlier if e.get("name") not in names] + entries
+    payload = {"created": now, "machine": {"cpus": os.cpu_count()}, "results": entries}
     write_atomic(path, json.dumps(payload, indent=2))
