@@ -196,6 +196,10 @@ def load_model(
     >>> model = load_model("smollm2-135m-instruct")  # doctest: +SKIP
     >>> head_shape(model)  # doctest: +SKIP
     (30, 9)
+    >>> load_model("no-such-model")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lens_heads.models.ModelNotAvailableError: unknown model 'no-such-model': not an alias (...
     """
     spec_str = os.fspath(spec)
     path = Path(spec_str).expanduser()
