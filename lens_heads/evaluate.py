@@ -29,6 +29,7 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lens_heads._decoding import decode_greedy, supports_kv_cache
 from lens_heads._io import save_figures, write_atomic
 from lens_heads.generation import greedy_generate, stop_token_ids
 from lens_heads.hooks import maybe_mask
@@ -412,7 +413,7 @@ def _newline_tokens(tokenizer: Any) -> list[int]:
     return sorted(found)
 
 
-def _generate(
+def _generate_and_score(
     model: ModelLike,
     encoded: Sequence[EncodedExample],
     mask: HeadMask | None,
@@ -420,29 +421,41 @@ def _generate(
     batch_size: int,
     *,
     newline_stops: bool,
-) -> list[list[int]]:
-    """Greedy new tokens of each prompt. With ``newline_stops`` (only the first line is
-    scored) generation also stops at a line-break token; rows whose output before it is blank
-    are generated again without those stops, so the first non-empty line is the same as
-    without them -- only faster (few-shot base models otherwise continue with new examples)."""
+) -> tuple[list[list[int]], Float[Tensor, " n"]]:
+    """Greedy new tokens and mean answer CE of each example, under ``mask``.
+
+    On a bridge both come from one KV-cached pass per batch (the prompts' shared prefix run
+    once, the answer teacher forced on the prompt's cache); a legacy ``HookedTransformer``
+    generates and scores separately. With ``newline_stops`` (only the first line is scored)
+    generation also stops at a line-break token; rows whose output before it is blank are
+    generated again without those stops, so the first non-empty line is the same as without
+    them -- only faster (few-shot base models otherwise continue with new examples)."""
     prompts = [example.prompt_tokens for example in encoded]
-    run = dict(max_new_tokens=max_new_tokens, mask=mask, batch_size=batch_size)
-    if not newline_stops:
-        return greedy_generate(model, prompts, **run)
     tokenizer = model.tokenizer
-    stops = sorted(set(stop_token_ids(tokenizer)) | set(_newline_tokens(tokenizer)))
-    generated = greedy_generate(model, prompts, stop_tokens=stops, **run)
+    stops = stop_token_ids(tokenizer)
+    if newline_stops:
+        stops = sorted(set(stops) | set(_newline_tokens(tokenizer)))
+    run = dict(max_new_tokens=max_new_tokens, mask=mask, batch_size=batch_size)
+    if supports_kv_cache(model):
+        answers = [example.answer_tokens for example in encoded]
+        decoded = decode_greedy(model, prompts, stops=stops, answers=answers, **run)
+        generated, losses = decoded.new_tokens, decoded.answer_ce
+        assert losses is not None
+    else:
+        generated = greedy_generate(model, prompts, stop_tokens=stops, **run)
+        losses = _answer_nll(model, encoded, mask, batch_size)
     blank = [
         i
         for i, tokens in enumerate(generated)
-        if len(tokens) < max_new_tokens
+        if newline_stops
+        and len(tokens) < max_new_tokens
         and not tokenizer.decode(tokens, skip_special_tokens=True).strip()
     ]
     if blank:
         again = greedy_generate(model, [prompts[i] for i in blank], **run)
         for i, tokens in zip(blank, again, strict=True):
             generated[i] = tokens
-    return generated
+    return generated, losses
 
 
 def evaluate(
@@ -474,7 +487,7 @@ def evaluate(
 
     Each run generates greedily in left-padded batches (``task.max_new_tokens``: 10 for word
     tasks, 50 for sentences) and scores the first line of the output with the task's match
-    rule; the answer CE is computed teacher-forced on right-padded batches under the same mask.
+    rule; the answer CE is computed teacher forced under the same mask, on the prompt's KV cache.
     Prompts use the model's chat template when its tokenizer has one (``chat=None``), else the
     base-model format ``{input}\\n\\n``; ``shots=k`` prepends k demonstrations drawn (seeded by
     ``shot_seed``, per example) from the task's training split.
@@ -532,10 +545,9 @@ def evaluate(
                 separator=separator,
             )
         encoded = prompts[run.instructed]
-        generated = _generate(
+        generated, losses = _generate_and_score(  # the CE raises if it is not finite
             model, encoded, run.mask, new_tokens, batch_size, newline_stops=first_line
         )
-        losses = _answer_nll(model, encoded, run.mask, batch_size)  # raises if not finite
         texts = [tokenizer.decode(tokens, skip_special_tokens=True) for tokens in generated]
         predictions = [_first_line(text) if first_line else text.strip() for text in texts]
         answers = evaluation.outputs

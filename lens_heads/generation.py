@@ -9,14 +9,13 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
+from lens_heads._decoding import decode_greedy, supports_kv_cache
 from lens_heads.hooks import maybe_mask
 from lens_heads.masks import HeadMask, MaskShapeError
 from lens_heads.models import ModelLike
@@ -42,20 +41,6 @@ def stop_token_ids(tokenizer: Any) -> list[int]:
     vocab = tokenizer.get_vocab()
     ids += [int(vocab[token]) for token in _END_OF_TURN if token in vocab]
     return sorted(set(ids))
-
-
-def _accepts_attention_mask(model: ModelLike) -> bool:
-    return "attention_mask" in inspect.signature(model.generate).parameters
-
-
-def _pad_left(batch: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(tokens) for tokens in batch)
-    tokens = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(batch), width), dtype=torch.long)
-    for row, ids in enumerate(batch):
-        tokens[row, width - len(ids) :] = torch.tensor(list(ids), dtype=torch.long)
-        attention[row, width - len(ids) :] = 1
-    return tokens, attention
 
 
 def _batch_masks(
@@ -87,7 +72,8 @@ def greedy_generate(
     stop_tokens: Sequence[int] | None = None,
     progress: bool = False,
 ) -> list[list[int]]:
-    """Greedy new tokens for each tokenized prompt, batched with left padding.
+    """Greedy new tokens for each tokenized prompt: KV cached, batched with left padding, and
+    the prefix all prompts share (chat template, instruction) computed once.
 
     ``mask`` is one mask for all prompts, or one per prompt (a list of :class:`HeadMask` or a
     ``[n_prompts, n_layers, n_heads]`` tensor). Generation stops at a stop token (excluded from
@@ -100,18 +86,33 @@ def greedy_generate(
         raise ValueError("cannot generate from an empty prompt")
     stops = list(stop_token_ids(model.tokenizer) if stop_tokens is None else stop_tokens)
     shared, per_example = _batch_masks(mask, len(prompts))
-    if not _accepts_attention_mask(model):
-        batch_size = 1  # legacy HookedTransformer: no attention_mask, so no padding at all
-    pad_id = model.tokenizer.pad_token_id
-    pad_id = stops[0] if pad_id is None else int(pad_id)
-    order = sorted(range(len(prompts)), key=lambda index: len(prompts[index]))
-    results: list[list[int]] = [[] for _ in prompts]
-    starts = range(0, len(order), batch_size)
-    for start in tqdm(starts, desc="generating", disable=not progress, leave=False):
-        indices = order[start : start + batch_size]
-        tokens, attention = _pad_left([prompts[index] for index in indices], pad_id)
-        tokens = tokens.to(model.cfg.device)
-        batch_mask = shared if per_example is None else per_example[indices]
+    if supports_kv_cache(model):
+        return decode_greedy(
+            model,
+            prompts,
+            max_new_tokens=max_new_tokens,
+            stops=stops,
+            batch_size=batch_size,
+            mask=shared,
+            per_example_masks=per_example,
+            progress=progress,
+        ).new_tokens
+    return _generate_legacy(model, prompts, max_new_tokens, shared, per_example, stops)
+
+
+def _generate_legacy(
+    model: ModelLike,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    shared: Any,
+    per_example: torch.Tensor | None,
+    stops: list[int],
+) -> list[list[int]]:
+    """Greedy tokens through ``model.generate``, one prompt at a time: a legacy
+    ``HookedTransformer`` has no ``attention_mask`` (so no padding) and no HF KV cache."""
+    results: list[list[int]] = []
+    for index, prompt in enumerate(prompts):
+        tokens = torch.tensor([list(prompt)], dtype=torch.long, device=model.cfg.device)
         kwargs: dict[str, Any] = dict(
             max_new_tokens=max_new_tokens,
             do_sample=False,
@@ -121,14 +122,10 @@ def greedy_generate(
         )
         if stops:
             kwargs["eos_token_id"] = stops if len(stops) > 1 else stops[0]
-        if batch_size > 1:
-            kwargs["attention_mask"] = attention.to(model.cfg.device)
-        with maybe_mask(model, batch_mask):
+        with maybe_mask(model, shared if per_example is None else per_example[index : index + 1]):
             output = model.generate(tokens, **kwargs)
-        new = output[:, tokens.shape[1] :].tolist()
-        for index, row in zip(indices, new, strict=True):
-            cut = next((i for i, token in enumerate(row) if token in stops), len(row))
-            results[index] = row[:cut]
+        row = output[0, tokens.shape[1] :].tolist()
+        results.append(row[: next((i for i, t in enumerate(row) if t in stops), len(row))])
     return results
 
 

@@ -1,0 +1,235 @@
+"""KV-cached greedy decoding that computes the prompts' shared prefix once.
+
+On a model whose forward takes a Hugging Face ``past_key_values`` (a ``TransformerBridge``),
+:func:`decode_greedy` runs the longest token prefix common to all prompts (the chat template's
+system prompt, an instruction, few-shot demonstrations) once, under the shared mask, and gives
+each batch a copy of its cache. A batch then runs only its prompts' remaining tokens (left padded
+after the prefix: an interior gap the attention mask and position ids skip), scores optional
+answer tokens teacher forced on a copy of that cache, and decodes greedily one token per step.
+:func:`lens_heads.greedy_generate` and :func:`lens_heads.evaluate` use it; a legacy
+``HookedTransformer`` falls back to its own ``generate``.
+
+>>> import lens_heads as lh
+>>> model = lh.tiny_model()
+>>> prompts = [[1, 2, 3, 4], [1, 2, 3, 5, 6]]
+>>> decoded = decode_greedy(model, prompts, max_new_tokens=3, stops=[], answers=[[7], [8, 9]])
+>>> [len(tokens) for tokens in decoded.new_tokens], tuple(decoded.answer_ce.shape)
+([3, 3], (2,))
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from lens_heads.hooks import maybe_mask
+from lens_heads.models import ModelLike
+
+__all__ = ["Decoded", "decode_greedy", "shared_prefix_length", "supports_kv_cache"]
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """Greedy new tokens per prompt (stop token excluded) and, when answers were given, each
+    prompt's mean answer-token cross-entropy (teacher forced after the prompt)."""
+
+    new_tokens: list[list[int]]
+    answer_ce: Float[Tensor, " n"] | None
+
+
+def supports_kv_cache(model: ModelLike) -> bool:
+    """Whether ``model``'s forward takes a Hugging Face ``past_key_values`` (a bridge does)."""
+    forward = getattr(model, "forward", None)
+    return forward is not None and "past_key_values" in inspect.signature(forward).parameters
+
+
+def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
+    """Length of the longest prefix common to all prompts, leaving each at least one token.
+
+    >>> shared_prefix_length([[1, 2, 3], [1, 2, 4, 5]]), shared_prefix_length([[1, 2], [1, 2]])
+    (2, 1)
+    """
+    limit = min(len(prompt) for prompt in prompts) - 1
+    length = 0
+    first = prompts[0]
+    while length < limit and all(prompt[length] == first[length] for prompt in prompts):
+        length += 1
+    return length
+
+
+def _pad_id(tokenizer: Any) -> int:
+    """Any id serves (padded positions are masked out); the tokenizer's pad or EOS if it has one."""
+    for candidate in (tokenizer.pad_token_id, tokenizer.eos_token_id):
+        if candidate is not None:
+            return int(candidate)
+    return 0
+
+
+def _step(
+    model: ModelLike,
+    tokens: Tensor,
+    attention: Tensor,
+    cache: Any,
+    keep: int | None,
+    masks: Tensor | None = None,
+) -> tuple[Tensor, Any]:
+    """One cached forward (under per-row ``masks`` if given): logits of the last ``keep``
+    positions (all when None) and the cache."""
+    extra = {} if keep is None else {"logits_to_keep": keep}
+    with maybe_mask(model, masks):
+        return model(
+            tokens,
+            attention_mask=attention,
+            past_key_values=cache,
+            return_type="logits_and_cache",
+            **extra,
+        )
+
+
+def _batch_cache(prefix_cache: Any, rows: int) -> Any:
+    if prefix_cache is None:
+        return None
+    cache = copy.deepcopy(prefix_cache)
+    if rows > 1:
+        cache.batch_repeat_interleave(rows)
+    return cache
+
+
+def _answer_ce(
+    model: ModelLike,
+    last: Tensor,
+    answers: Sequence[Sequence[int]],
+    attention: Tensor,
+    cache: Any,
+    pad_id: int,
+    masks: Tensor | None,
+) -> Tensor:
+    """Mean CE of each row's answer: the prompt's last logits predict its first token; a
+    teacher-forced pass over the right-padded answers, on a copy of the cache, the rest."""
+    from lens_heads.metrics import answer_ce
+
+    rows, width = len(answers), max(len(answer) for answer in answers)
+    tokens = torch.full((rows, width + 1), pad_id, dtype=torch.long)
+    answer_mask = torch.zeros((rows, width + 1), dtype=torch.bool)
+    for row, answer in enumerate(answers):
+        tokens[row, 1 : len(answer) + 1] = torch.tensor(list(answer), dtype=torch.long)
+        answer_mask[row, 1 : len(answer) + 1] = True
+    # the whole answer is fed (its last logits are not scored) so the window has its shape
+    mask = torch.cat([attention, answer_mask[:, 1:].to(attention)], dim=1)
+    inputs = tokens[:, 1:].to(attention.device)
+    rest, _ = _step(model, inputs, mask, copy.deepcopy(cache), None, masks)
+    logits = torch.cat([last[:, None], rest.to(last.dtype)], dim=1)
+    return answer_ce(logits, tokens.to(logits.device), answer_mask.to(logits.device))
+
+
+@torch.inference_mode()
+def decode_greedy(
+    model: ModelLike,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    stops: Sequence[int],
+    batch_size: int = 16,
+    mask: Any = None,
+    per_example_masks: Tensor | None = None,
+    answers: Sequence[Sequence[int]] | None = None,
+    progress: bool = False,
+) -> Decoded:
+    """Greedy new tokens of each prompt, KV cached, with the prompts' shared prefix run once.
+
+    ``mask`` is shared by all prompts (a :class:`~lens_heads.HeadMask` or ``[n_layers,
+    n_heads]`` tensor); ``per_example_masks`` (``[n_prompts, n_layers, n_heads]``) gives each
+    prompt its own, in which case no prefix is shared (a mask changes every later layer's
+    keys and values). ``answers`` (token ids per prompt) are scored teacher forced after their
+    prompt: :attr:`Decoded.answer_ce`. Prompts are batched by length to keep padding small.
+    """
+    if answers is not None and len(answers) != len(prompts):
+        raise ValueError(f"got {len(answers)} answers for {len(prompts)} prompts")
+    if answers is not None and any(len(answer) == 0 for answer in answers):
+        raise ValueError("an answer has no tokens; every scored answer needs at least one")
+    device = model.cfg.device
+    stop_set = set(stops)
+    pad = _pad_id(model.tokenizer)
+    shared = per_example_masks is None
+    prefix = shared_prefix_length(prompts) if shared and len(prompts) > 1 else 0
+    order = sorted(range(len(prompts)), key=lambda index: len(prompts[index]))
+    new_tokens: list[list[int]] = [[] for _ in prompts]
+    losses = torch.empty(len(prompts)) if answers is not None else None
+    with maybe_mask(model, mask if shared else None):
+        prefix_cache = None
+        if prefix:
+            head = torch.tensor([list(prompts[0][:prefix])], dtype=torch.long, device=device)
+            _, prefix_cache = _step(model, head, torch.ones_like(head), None, 1)
+        starts = range(0, len(order), batch_size)
+        for start in tqdm(starts, desc="generating", disable=not progress, leave=False):
+            indices = order[start : start + batch_size]
+            rows = _decode_batch(
+                model,
+                [prompts[index][prefix:] for index in indices],
+                prefix,
+                _batch_cache(prefix_cache, len(indices)),
+                max_new_tokens=max_new_tokens,
+                stops=stop_set,
+                pad_id=pad,
+                answers=None if answers is None else [answers[i] for i in indices],
+                masks=None if shared else per_example_masks[indices],
+            )
+            for index, tokens in zip(indices, rows.new_tokens, strict=True):
+                new_tokens[index] = tokens
+            if losses is not None and rows.answer_ce is not None:
+                losses[indices] = rows.answer_ce.float().cpu()
+    return Decoded(new_tokens, losses)
+
+
+def _decode_batch(
+    model: ModelLike,
+    suffixes: Sequence[Sequence[int]],
+    prefix: int,
+    cache: Any,
+    *,
+    max_new_tokens: int,
+    stops: set[int],
+    pad_id: int,
+    answers: Sequence[Sequence[int]] | None,
+    masks: Tensor | None,
+) -> Decoded:
+    """One batch after the shared prefix: its prompts' own tokens, the answer CE, then greedy
+    steps until every row has emitted a stop token or ``max_new_tokens``. (Dropping finished
+    rows from the cache was measured: no faster, since a step's cost is reading the weights.)"""
+    device = model.cfg.device
+    rows, width = len(suffixes), max(len(suffix) for suffix in suffixes)
+    tokens = torch.full((rows, width), pad_id, dtype=torch.long)
+    attention = torch.zeros((rows, prefix + width), dtype=torch.long)
+    attention[:, :prefix] = 1
+    for row, suffix in enumerate(suffixes):
+        tokens[row, width - len(suffix) :] = torch.tensor(list(suffix), dtype=torch.long)
+        attention[row, prefix + width - len(suffix) :] = 1
+    tokens, attention = tokens.to(device), attention.to(device)
+    logits, cache = _step(model, tokens, attention, cache, 1, masks)
+    last = logits[:, -1]
+    losses = None
+    if answers is not None:
+        losses = _answer_ce(model, last, answers, attention, cache, pad_id, masks)
+    outputs: list[list[int]] = [[] for _ in suffixes]
+    finished = [False] * rows
+    for step in range(max_new_tokens):
+        chosen = last.argmax(dim=-1)
+        for row, token in enumerate(chosen.tolist()):
+            if finished[row] or token in stops:
+                finished[row] = True
+            else:
+                outputs[row].append(token)
+        if all(finished) or step == max_new_tokens - 1:
+            break
+        attention = torch.cat([attention, attention.new_ones((rows, 1))], dim=1)
+        logits, cache = _step(model, chosen[:, None], attention, cache, 1, masks)
+        last = logits[:, -1]
+    return Decoded(outputs, losses)
