@@ -35,6 +35,8 @@ from lens_heads.models import ModelLike
 
 __all__ = ["Decoded", "decode_greedy", "shared_prefix_length", "supports_kv_cache"]
 
+LOGITS_BUDGET_BYTES = 1 << 30  # teacher-forced answer logits of a batch stay under ~1 GiB
+
 
 @dataclass(frozen=True)
 class Decoded:
@@ -149,7 +151,9 @@ def decode_greedy(
     n_heads]`` tensor); ``per_example_masks`` (``[n_prompts, n_layers, n_heads]``) gives each
     prompt its own, in which case no prefix is shared (a mask changes every later layer's
     keys and values). ``answers`` (token ids per prompt) are scored teacher forced after their
-    prompt: :attr:`Decoded.answer_ce`. Prompts are batched by length to keep padding small.
+    prompt: :attr:`Decoded.answer_ce`. Prompts are batched by length to keep padding small;
+    with answers, a batch has fewer rows when their answer logits would pass
+    :data:`LOGITS_BUDGET_BYTES` (a 262k-token vocabulary and 50-token answers).
     """
     if answers is not None and len(answers) != len(prompts):
         raise ValueError(f"got {len(answers)} answers for {len(prompts)} prompts")
@@ -158,6 +162,9 @@ def decode_greedy(
     device = model.cfg.device
     stop_set = set(stops)
     pad = _pad_id(model.tokenizer)
+    if answers is not None:
+        row_bytes = max(len(answer) for answer in answers) * model.cfg.d_vocab * 4
+        batch_size = max(1, min(batch_size, LOGITS_BUDGET_BYTES // row_bytes))
     shared = per_example_masks is None
     prefix = shared_prefix_length(prompts) if shared and len(prompts) > 1 else 0
     order = sorted(range(len(prompts)), key=lambda index: len(prompts[index]))

@@ -29,7 +29,7 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from lens_heads._decoding import decode_greedy, supports_kv_cache
+from lens_heads._decoding import LOGITS_BUDGET_BYTES, decode_greedy, supports_kv_cache
 from lens_heads._io import save_figures, write_atomic
 from lens_heads.generation import greedy_generate, stop_token_ids
 from lens_heads.hooks import maybe_mask
@@ -66,7 +66,6 @@ TRANSLATION_METRICS = (*WORD_METRICS, "rouge_l", "bleu", "chrf")
 
 _MASK_SETTINGS = {"random": "mask", "mask": "mask", "mask+instruction": "mask"}
 _INSTRUCTED = {"instruction", "mask+instruction"}
-_LOGITS_BUDGET_BYTES = 1 << 30  # teacher-forced batches keep their logits under ~1 GiB
 
 
 # -- the result ----------------------------------------------------------------------------------
@@ -380,7 +379,7 @@ def _answer_nll(
             stop = start + 1
             while stop < len(order) and stop - start < batch_size:
                 rows = order[start : stop + 1]
-                if len(rows) * window(rows) * d_vocab * 4 > _LOGITS_BUDGET_BYTES:
+                if len(rows) * window(rows) * d_vocab * 4 > LOGITS_BUDGET_BYTES:
                     break
                 stop += 1
             indices = order[start:stop]

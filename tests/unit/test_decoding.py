@@ -74,6 +74,30 @@ def test_answer_ce_equals_teacher_forced_pass(tiny, encoded, batch_size):
     assert len({len(a) for a in answers}) == 3  # rows with different answer lengths share batches
 
 
+def test_answer_logits_budget_shrinks_batches(tiny, encoded, monkeypatch):
+    """Batches shrink so their answer logits fit the budget; the results do not change."""
+    import lens_heads._decoding as decoding
+
+    prompts = [e.prompt_tokens for e in encoded]
+    answers = [e.answer_tokens for e in encoded]
+    run = dict(max_new_tokens=2, stops=[], batch_size=12, answers=answers)
+    whole = decode_greedy(tiny, prompts, **run)
+    row_bytes = max(len(a) for a in answers) * tiny.cfg.d_vocab * 4
+    monkeypatch.setattr(decoding, "LOGITS_BUDGET_BYTES", 3 * row_bytes)
+    fed: list[int] = []
+    step = decoding._step
+    monkeypatch.setattr(
+        decoding,
+        "_step",
+        lambda model, tokens, *a, **k: fed.append(tokens.shape[0]) or step(model, tokens, *a, **k),
+    )
+    split = decode_greedy(tiny, prompts, **run)
+    assert max(fed) == 3  # 12 rows in batches of 3 instead of one batch of 12
+    assert split.new_tokens == whole.new_tokens
+    assert split.answer_ce is not None and whole.answer_ce is not None
+    assert torch.allclose(split.answer_ce, whole.answer_ce, atol=1e-5)
+
+
 def test_prefix_is_computed_once(tiny, encoded, monkeypatch):
     """The shared prefix runs once; each batch then feeds only its prompts' own tokens."""
     import lens_heads._decoding as decoding
