@@ -31,7 +31,9 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.hooks import maybe_mask
+from lens_heads.metrics import answer_ce
 from lens_heads.models import ModelLike
+from lens_heads.prompts import pad_token_id
 
 __all__ = ["Decoded", "decode_greedy", "shared_prefix_length", "supports_kv_cache"]
 
@@ -65,14 +67,6 @@ def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
     while length < limit and all(prompt[length] == first[length] for prompt in prompts):
         length += 1
     return length
-
-
-def _pad_id(tokenizer: Any) -> int:
-    """Any id serves (padded positions are masked out); the tokenizer's pad or EOS if it has one."""
-    for candidate in (tokenizer.pad_token_id, tokenizer.eos_token_id):
-        if candidate is not None:
-            return int(candidate)
-    return 0
 
 
 def _step(
@@ -116,8 +110,6 @@ def _answer_ce(
 ) -> Tensor:
     """Mean CE of each row's answer: the prompt's last logits predict its first token; a
     teacher-forced pass over the right-padded answers, on a copy of the cache, the rest."""
-    from lens_heads.metrics import answer_ce
-
     rows, width = len(answers), max(len(answer) for answer in answers)
     tokens = torch.full((rows, width + 1), pad_id, dtype=torch.long)
     answer_mask = torch.zeros((rows, width + 1), dtype=torch.bool)
@@ -161,7 +153,7 @@ def decode_greedy(
         raise ValueError("an answer has no tokens; every scored answer needs at least one")
     device = model.cfg.device
     stop_set = set(stops)
-    pad = _pad_id(model.tokenizer)
+    pad = pad_token_id(model.tokenizer)
     if answers is not None:
         row_bytes = max(len(answer) for answer in answers) * model.cfg.d_vocab * 4
         batch_size = max(1, min(batch_size, LOGITS_BUDGET_BYTES // row_bytes))

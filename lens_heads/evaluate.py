@@ -35,7 +35,14 @@ from lens_heads.generation import greedy_generate, stop_token_ids
 from lens_heads.hooks import maybe_mask
 from lens_heads.masks import HeadMask
 from lens_heads.models import ModelLike, head_shape, model_name
-from lens_heads.prompts import EncodedExample, PromptFormat, collate, encode_example, sample_shots
+from lens_heads.prompts import (
+    EncodedExample,
+    PromptFormat,
+    collate,
+    encode_example,
+    pad_token_id,
+    sample_shots,
+)
 from lens_heads.tasks import Task, get_task
 
 __all__ = ["METRICS", "SETTINGS", "EvaluationResult", "evaluate"]
@@ -362,8 +369,7 @@ def _answer_nll(
     answer tokens and predicting positions as the whole sequence)."""
     from lens_heads.metrics import answer_ce
 
-    pad_id = model.tokenizer.pad_token_id
-    pad_id = int(model.tokenizer.eos_token_id if pad_id is None else pad_id)
+    pad_id = pad_token_id(model.tokenizer)
     d_vocab = int(model.cfg.d_vocab)
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].tokens))
 

@@ -44,7 +44,7 @@ from lens_heads.hooks import mask_hooks
 from lens_heads.masks import HeadMask, MaskShapeError, stack_masks
 from lens_heads.metrics import token_ranks
 from lens_heads.models import ModelLike, model_name
-from lens_heads.prompts import PromptFormat, has_chat_template
+from lens_heads.prompts import PromptFormat, has_chat_template, pad_token_id
 
 __all__ = [
     "DEFAULT_HOOKS",
@@ -256,8 +256,7 @@ def _capture(
     factor = _per_example_factor(mask, len(tokens))
     if factor is not None:
         mask_hooks(factor, model)  # shape check against the model, with a clear error
-    pad_id = model.tokenizer.pad_token_id
-    pad_id = int(model.tokenizer.eos_token_id if pad_id is None else pad_id)
+    pad_id = pad_token_id(model.tokenizer)
     device = model.cfg.device
     outputs: dict[str, list[Tensor]] = {name: [] for name in reducers}
     starts = range(0, len(tokens), batch_size)

@@ -31,6 +31,7 @@ __all__ = [
     "encode_text",
     "has_chat_template",
     "hybrid_few_shot",
+    "pad_token_id",
     "sample_shots",
 ]
 
@@ -161,6 +162,20 @@ def encode_examples(
     return [
         encode_example(tokenizer, p, a, chat=chat) for p, a in zip(prompts, answers, strict=True)
     ]
+
+
+def pad_token_id(tokenizer: Any) -> int:
+    """The id that pads a batch: the tokenizer's pad token, else its EOS, else 0. Any id
+    serves, since padded positions are masked out or never scored.
+
+    >>> from types import SimpleNamespace
+    >>> pad_token_id(SimpleNamespace(pad_token_id=None, eos_token_id=2))
+    2
+    """
+    for candidate in (tokenizer.pad_token_id, tokenizer.eos_token_id):
+        if candidate is not None:
+            return int(candidate)
+    return 0
 
 
 def collate(

@@ -51,6 +51,7 @@ from lens_heads.prompts import (
     collate,
     encode_example,
     has_chat_template,
+    pad_token_id,
     sample_shots,
 )
 from lens_heads.tasks import Task, get_task
@@ -722,9 +723,7 @@ class MaskTrainer:
                 "(or a smaller n_eval, or more examples)"
             )
         self.encoded = _encode_training(model, self.train_set, config)
-        tokenizer = model.tokenizer
-        pad = tokenizer.pad_token_id
-        self.pad_id = int(tokenizer.eos_token_id if pad is None else pad)
+        self.pad_id = pad_token_id(model.tokenizer)
         self.shape = head_shape(model)
         self.generator = torch.Generator().manual_seed(config.seed % 2**63)
         n_layers, n_heads = self.shape
