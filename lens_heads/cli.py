@@ -80,6 +80,16 @@ def _add_chat_argument(parser: argparse.ArgumentParser) -> None:
 
 
 # -- models -----------------------------------------------------------------------------------
+def _add_match_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--match",
+        choices=["startswith", "contains"],
+        help="the accuracy rule (default: the task's own; for a task file, the paper's rule by "
+        "its name: startswith for capitalize*, lowercase*, next_*, prev_*, *_v_*_N, choose_*, "
+        "conll2003_*, contains otherwise)",
+    )
+
+
 def _add_models(sub: Any) -> None:
     parser = sub.add_parser("models", help="list the offline model aliases; --prepare caches one")
     parser.add_argument("--prepare", metavar="ALIAS", help="dequantize and cache this alias now")
@@ -168,6 +178,7 @@ def _add_eval(sub: Any) -> None:
     )
     parser.add_argument("--shot-seed", type=int, default=0, help="seed of the demonstrations")
     parser.add_argument("--instruction", help="instruction text (for a task file without one)")
+    _add_match_argument(parser)
     _add_chat_argument(parser)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--max-new-tokens", type=int, help="default: 10 (words), 50 (sentences)")
@@ -176,6 +187,7 @@ def _add_eval(sub: Any) -> None:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     from lens_heads.evaluate import evaluate
+    from lens_heads.tasks import get_task
 
     try:
         seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
@@ -184,7 +196,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     model = _load(args)
     result = evaluate(
         model,
-        args.task,
+        get_task(args.task, instruction=args.instruction, match=args.match),
         args.settings,
         mask=args.mask,
         other_mask=args.other_mask,
@@ -237,6 +249,19 @@ def _add_train_mask(sub: Any) -> None:
     parser.add_argument("--sparsity", type=float, help="weight of the mean sigmoid(W) penalty")
     parser.add_argument("--shots", type=int, help="k demonstrations before each training input")
     parser.add_argument(
+        "--answer-end",
+        choices=["auto", "turn", "eos", "separator", "none"],
+        help="what closes each training target after the answer: auto (default) = the chat "
+        "template's end-of-turn token for chat models, EOS for base models; none = the answer "
+        "alone (masked outputs then run on)",
+    )
+    parser.add_argument(
+        "--instruction",
+        help="instruction text for the 'w/ instruction' evaluation row (for a task file "
+        "without one; training never sees it)",
+    )
+    _add_match_argument(parser)
+    parser.add_argument(
         "--holdout", type=int, help="examples held out of training (default 100; 0 = none)"
     )
     parser.add_argument("--split-seed", type=int, help="shuffle the task (seeded) before splitting")
@@ -274,6 +299,7 @@ def _cmd_train_mask(args: argparse.Namespace) -> int:
         noise=args.noise,
         sparsity=args.sparsity,
         shots=args.shots,
+        answer_end=args.answer_end,
         n_eval=args.holdout,
         split_seed=args.split_seed,
         dtype=args.dtype,
@@ -287,7 +313,7 @@ def _cmd_train_mask(args: argparse.Namespace) -> int:
         )
     if args.n_eval > 0 and config.n_eval == 0:
         raise ValueError("--holdout 0 trains on every example: pass --n-eval 0 as well")
-    task = get_task(args.task)
+    task = get_task(args.task, instruction=args.instruction, match=args.match)
     model = load_model(args.model)
     out = output_dir(args.out)
     result = train_mask(
@@ -495,16 +521,30 @@ def _add_similarity(sub: Any) -> None:
         help="per-layer cosine similarity of hidden states between settings (Figure 4)",
         description="The three comparisons of Figure 4 -- original vs instructed, masked vs "
         "instructed, masked vs masked+instructed -- of hook_resid_post (decoder) and "
-        "hook_attn_out (attention) at one position. Writes table.csv, table.md, result.json, "
-        "tensors.safetensors and figure.html to --out.",
+        "hook_attn_out (attention) at one position. One --prompt: the curves of that prompt. "
+        "Several --prompt or a --task: the per-layer mean with a 95%% interval and the paired "
+        "test of masked~instructed minus original~instructed over the later layers. Writes "
+        "table.csv, table.md, result.json, tensors.safetensors and figure.html to --out.",
     )
     _add_model_argument(parser)
-    parser.add_argument("--prompt", required=True, help="the input text, e.g. apple")
-    parser.add_argument("--instruction", required=True, help="the task instruction")
+    parser.add_argument(
+        "--prompt", action="append", help="an input text, e.g. apple (repeat for many prompts)"
+    )
+    parser.add_argument(
+        "--task", help="take the prompts from a built-in task or a .json/.jsonl task file"
+    )
+    parser.add_argument(
+        "--n-prompts", type=int, default=40, help="with --task: its last N inputs (default 40)"
+    )
+    parser.add_argument(
+        "--instruction", help="the task instruction (default with --task: the task's own)"
+    )
     parser.add_argument("--mask", required=True, help=_MASK_HELP)
     parser.add_argument("--position", type=int, default=-1, help="token position (-1: last)")
     parser.add_argument(
-        "--layers", help="layers to average in the printed summary, e.g. 15-29 (default: all)"
+        "--layers",
+        help="layers to average (printed summary; the paired test with many prompts), e.g. "
+        "15-29 (default: all for one prompt, the later half for many)",
     )
     _add_chat_argument(parser)
     parser.add_argument("--out", required=True, help="output directory")
@@ -521,22 +561,38 @@ def _layer_range(text: str | None) -> range | None:
 
 
 def _cmd_similarity(args: argparse.Namespace) -> int:
-    from lens_heads.lens import figure4_similarity
+    from lens_heads.similarity import figure4_similarity, figure4_stats
 
-    model = _load(args)
-    result = figure4_similarity(
-        model,
-        args.prompt,
-        args.instruction,
-        _load_mask(args.mask, model),
-        position=args.position,
-        chat=_chat_choice(args.chat),
-    )
-    written = result.save(output_dir(args.out), png=True)
+    if bool(args.prompt) == bool(args.task):
+        raise ValueError("give --prompt (once or several times) or --task, exactly one of them")
+    if args.task is None and args.instruction is None:
+        raise ValueError("--instruction is required with --prompt")
     layers = _layer_range(args.layers)
-    print(result.to_markdown())
-    label = "all layers" if layers is None else f"layers {layers.start}-{layers.stop - 1}"
-    print(f"\nmean cosine over {label}:\n" + result.summary(layers).to_markdown(floatfmt=".4f"))
+    model = _load(args)
+    mask = _load_mask(args.mask, model)
+    chat = _chat_choice(args.chat)
+    if args.prompt and len(args.prompt) == 1:
+        result = figure4_similarity(
+            model, args.prompt[0], args.instruction, mask, position=args.position, chat=chat
+        )
+        written = result.save(output_dir(args.out), png=True)
+        print(result.to_markdown())
+        label = "all layers" if layers is None else f"layers {layers.start}-{layers.stop - 1}"
+        print(f"\nmean cosine over {label}:\n" + result.summary(layers).to_markdown(floatfmt=".4f"))
+        _print_written(written)
+        return 0
+    stats = figure4_stats(
+        model,
+        args.prompt or args.task,
+        args.instruction,
+        mask,
+        n_prompts=args.n_prompts if args.task else None,
+        later_layers=layers,
+        position=args.position,
+        chat=chat,
+    )
+    written = stats.save(output_dir(args.out), png=True)
+    print(stats.to_markdown().split("\n\n| layer")[0])
     _print_written(written)
     return 0
 

@@ -22,9 +22,10 @@ from typing import Any
 
 from lens_heads._io import write_atomic
 from lens_heads.evaluate import EvaluationResult, evaluate
-from lens_heads.lens import LogitLensResult, SimilarityResult, figure4_similarity, logit_lens
+from lens_heads.lens import LogitLensResult, logit_lens
 from lens_heads.models import load_model, model_name
 from lens_heads.prompts import INSTRUCTION_TEMPLATE, has_chat_template
+from lens_heads.similarity import SimilarityResult, figure4_similarity
 from lens_heads.sweep import SweepResult, removal_sweep
 from lens_heads.tasks import Task, get_task
 from lens_heads.training import MaskTrainingResult, TrainingConfig, train_mask

@@ -57,18 +57,24 @@ SETTINGS: dict[str, str] = {
     "other_mask": "w/ M of another model",
 }
 
-#: Metric keys with their column names. "answer_ce" is what the paper's tables call PPL: the
-#: mean cross-entropy of the answer tokens (not exp of it); "perplexity" is the true one,
+#: Metric keys with their column names. "accuracy" uses the paper's match rule (startswith /
+#: contains), which counts an echo of the input as correct; "exact_match" (the first answer
+#: segment equals the answer) and "echo_rate" (the output repeats the input) sit beside it
+#: (:func:`lens_heads.metrics.is_exact_match`, :func:`lens_heads.metrics.is_echo`).
+#: "answer_ce" is what the paper's tables call PPL: the mean cross-entropy of the answer tokens
+#: (not exp of it); "perplexity" is the true one,
 #: ``exp(total answer-token NLL / number of answer tokens)``.
 METRICS: dict[str, str] = {
     "accuracy": "accuracy",
+    "exact_match": "exact match",
+    "echo_rate": "echo rate",
     "answer_ce": "answer CE (paper: PPL)",
     "perplexity": "perplexity",
     "rouge_l": "ROUGE-L",
     "bleu": "BLEU",
     "chrf": "chrF++",
 }
-WORD_METRICS = ("accuracy", "answer_ce", "perplexity")
+WORD_METRICS = ("accuracy", "exact_match", "echo_rate", "answer_ce", "perplexity")
 TRANSLATION_METRICS = (*WORD_METRICS, "rouge_l", "bleu", "chrf")
 
 _MASK_SETTINGS = {"random": "mask", "mask": "mask", "mask+instruction": "mask"}
@@ -81,7 +87,8 @@ class EvaluationResult:
     """Per-example records and per-run metrics of :func:`evaluate`.
 
     ``records`` has one row per (setting, seed, example): ``input``, ``answer``, ``prompt``, the raw
-    ``generated`` text, the scored ``prediction`` (its first line), ``correct``, ``answer_ce``,
+    ``generated`` text, the scored ``prediction`` (its first line), ``correct`` (the paper's
+    rule), ``exact`` (exact match), ``echo`` (the output repeats the input), ``answer_ce``,
     ``n_answer_tokens``, ``boundary_merged`` and, for translation, ``rouge_l``. ``runs`` has one
     row per (setting, seed) with ``heads`` and each metric key of :data:`METRICS`; the random
     setting has one run per seed, every other setting one run (seed -1).
@@ -101,8 +108,10 @@ class EvaluationResult:
 
     @property
     def metrics(self) -> list[str]:
-        """The metric keys of this task kind, in column order."""
-        return list(TRANSLATION_METRICS if self.kind == "translation" else WORD_METRICS)
+        """The metric keys of this task kind that the runs have, in column order (results
+        saved before exact match and the echo rate existed lack those two)."""
+        keys = TRANSLATION_METRICS if self.kind == "translation" else WORD_METRICS
+        return [key for key in keys if key in self.runs.columns]
 
     @classmethod
     def example(cls) -> EvaluationResult:
@@ -501,7 +510,7 @@ def evaluate(
     >>> model = lh.load_model("smollm2-135m-instruct")  # doctest: +SKIP
     >>> lh.evaluate(model, "country-capital", n_eval=40).to_frame()  # doctest: +SKIP
     """
-    from lens_heads.metrics import bleu, chrf_pp, is_correct, rouge_l
+    from lens_heads.metrics import bleu, chrf_pp, is_correct, is_echo, is_exact_match, rouge_l
 
     task = task if isinstance(task, Task) else get_task(task, instruction=instruction)
     if instruction is not None and task.instruction != instruction:
@@ -560,6 +569,9 @@ def evaluate(
             is_correct(p, e.output, e.match or task.match)
             for p, e in zip(predictions, evaluation.examples, strict=True)
         ]
+        pairs = list(zip(texts, evaluation.examples, strict=True))
+        exact = [is_exact_match(text, e.output) for text, e in pairs]
+        echo = [is_echo(text, e.input, e.output) for text, e in pairs]
         n_answer = [len(e.answer_tokens) for e in encoded]
         heads = total_heads if run.mask is None else run.mask.n_selected
         total_nll = float(sum(loss * n for loss, n in zip(losses.tolist(), n_answer, strict=True)))
@@ -568,6 +580,8 @@ def evaluate(
             "seed": run.seed,
             "heads": heads,
             "accuracy": sum(correct) / len(correct),
+            "exact_match": sum(exact) / len(exact),
+            "echo_rate": sum(echo) / len(echo),
             "answer_ce": float(losses.mean()),
             "perplexity": math.exp(min(total_nll / sum(n_answer), 700.0)),
         }
@@ -597,6 +611,8 @@ def evaluate(
                 "generated": texts[index],
                 "prediction": predictions[index],
                 "correct": bool(correct[index]),
+                "exact": bool(exact[index]),
+                "echo": bool(echo[index]),
                 "answer_ce": float(losses[index]),
                 "n_answer_tokens": n_answer[index],
                 "boundary_merged": encoded[index].boundary_merged,

@@ -19,11 +19,9 @@ from lens_heads._decoding import decode_greedy, supports_kv_cache
 from lens_heads.hooks import maybe_mask
 from lens_heads.masks import HeadMask, MaskShapeError
 from lens_heads.models import ModelLike
-from lens_heads.prompts import encode_text
+from lens_heads.prompts import END_OF_TURN_TOKENS, encode_text
 
 __all__ = ["Generation", "generate", "greedy_generate", "stop_token_ids"]
-
-_END_OF_TURN = ("<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|endoftext|>", "<eos>")
 
 
 @dataclass(frozen=True)
@@ -39,7 +37,7 @@ def stop_token_ids(tokenizer: Any) -> list[int]:
     """The tokenizer's EOS id plus any end-of-turn tokens its vocabulary has."""
     ids = [] if tokenizer.eos_token_id is None else [int(tokenizer.eos_token_id)]
     vocab = tokenizer.get_vocab()
-    ids += [int(vocab[token]) for token in _END_OF_TURN if token in vocab]
+    ids += [int(vocab[token]) for token in END_OF_TURN_TOKENS if token in vocab]
     return sorted(set(ids))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Hashable, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
@@ -19,6 +20,8 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from lens_heads.prompts import END_OF_TURN_TOKENS
+
 __all__ = [
     "MatchRule",
     "accuracy",
@@ -26,7 +29,12 @@ __all__ = [
     "answer_token_logprobs",
     "bleu",
     "chrf_pp",
+    "echo_rate",
+    "exact_match",
+    "first_segment",
     "is_correct",
+    "is_echo",
+    "is_exact_match",
     "lcs_length",
     "perplexity",
     "rouge_l",
@@ -76,6 +84,100 @@ def accuracy(predictions: Sequence[str], answers: Sequence[str], rule: MatchRule
     _check_pairs(predictions, answers, "predictions", "answers")
     hits = sum(is_correct(p, a, rule) for p, a in zip(predictions, answers, strict=True))
     return hits / len(answers)
+
+
+# ---------------------------------------------------------------- answering vs copying
+# The paper's rules count an echo of the input as correct ("first word of the list" -> the whole
+# list starts with its first word) and ``contains`` accepts a one-letter answer anywhere in the
+# output. Exact match and the echo rate sit beside them in every settings table.
+
+
+def first_segment(text: str) -> str:
+    """The first answer segment of a generated text: up to an end-of-turn marker or the first
+    line break after the leading whitespace, stripped.
+
+    >>> first_segment("  Apple<|im_end|>junk"), first_segment("\\n\\nApple.\\nBanana")
+    ('Apple', 'Apple.')
+    """
+    for marker in END_OF_TURN_TOKENS:
+        text = text.split(marker, 1)[0]
+    text = text.strip()
+    return text.split("\n", 1)[0].strip()
+
+
+def _normalize(text: str) -> str:
+    """Strip surrounding whitespace and punctuation (Unicode categories P* and S*)."""
+    start, end = 0, len(text)
+    while start < end and _is_edge(text[start]):
+        start += 1
+    while end > start and _is_edge(text[end - 1]):
+        end -= 1
+    return text[start:end]
+
+
+def _is_edge(char: str) -> bool:
+    return char.isspace() or unicodedata.category(char)[0] in "PS"
+
+
+def is_exact_match(prediction: str, answer: str) -> bool:
+    """Does the first answer segment of ``prediction`` equal ``answer``, both stripped of
+    surrounding whitespace and punctuation (case-sensitive)? An answer that is only
+    punctuation or symbols ("?") must equal the stripped segment.
+
+    >>> is_exact_match(" Apple.<|im_end|>", "Apple"), is_exact_match("Apple pie", "Apple")
+    (True, False)
+    >>> is_exact_match("a, b", "a"), is_exact_match("«Paris»\\nLyon", "Paris")
+    (False, True)
+    """
+    if not answer.strip():
+        raise ValueError("the answer is empty: every prediction would match it")
+    target, segment = _normalize(answer), first_segment(prediction)
+    if not target:  # an answer made of punctuation or symbols is compared as it is
+        return segment == answer.strip()
+    return _normalize(segment) == target
+
+
+def _starts_as(text: str, prefix: str) -> bool:
+    """``text`` is ``prefix`` or begins with it followed by a non-alphanumeric character."""
+    return text == prefix or (text.startswith(prefix) and not text[len(prefix)].isalnum())
+
+
+def is_echo(prediction: str, source: str, answer: str) -> bool:
+    """Does the output repeat the input instead of answering? True when the first answer
+    segment (normalized as in :func:`is_exact_match`, case-sensitive) is the input's first line
+    or begins with it as a whole word ("apple apple apple" echoes "apple"; "apples" does not).
+    Never true when the answer itself would count as an echo (inputs equal to their answers).
+
+    >>> is_echo("apple", "apple", "Apple"), is_echo("Apple", "apple", "Apple")
+    (True, False)
+    >>> is_echo("cat, dog, bird", "cat, dog, bird", "cat"), is_echo("cats", "cat", "cats")
+    (True, False)
+    """
+    src = _normalize(first_segment(source))
+    if not src or _starts_as(_normalize(answer), src):
+        return False
+    return _starts_as(_normalize(first_segment(prediction)), src)
+
+
+def exact_match(predictions: Sequence[str], answers: Sequence[str]) -> float:
+    """Fraction of predictions whose first segment is exactly the answer (:func:`is_exact_match`).
+
+    >>> exact_match(["Apple<|im_end|>", "Apple. Apple. Apple."], ["Apple", "Apple"])
+    0.5
+    """
+    _check_pairs(predictions, answers, "predictions", "answers")
+    return sum(map(is_exact_match, predictions, answers)) / len(answers)
+
+
+def echo_rate(predictions: Sequence[str], sources: Sequence[str], answers: Sequence[str]) -> float:
+    """Fraction of predictions that repeat their input (:func:`is_echo`).
+
+    >>> echo_rate(["carrot", "carrots"], ["carrot", "carrot"], ["carrots", "carrots"])
+    0.5
+    """
+    _check_pairs(predictions, answers, "predictions", "answers")
+    _check_pairs(sources, answers, "sources", "answers")
+    return sum(map(is_echo, predictions, sources, answers)) / len(answers)
 
 
 # ---------------------------------------------------------------- answer cross-entropy

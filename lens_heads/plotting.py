@@ -442,12 +442,14 @@ def similarity_figure(
     tick_labels: Sequence[str] | None = None,
     tick_title: str = "layer",
     title: str = "",
+    band: tuple[Any, Any] | None = None,
 ) -> go.Figure:
     """Figure 4: cosine similarity per layer, one hue per comparison, the first hook (decoder
     outputs) dark and solid, the others (attention outputs) light and dotted; ``tick_labels``
     replace the layer numbers (e.g. with the logit-lens top-1 tokens under them).
 
-    ``cosine`` is ``[n_comparisons, n_hooks, n_layers]``.
+    ``cosine`` is ``[n_comparisons, n_hooks, n_layers]``; ``band=(low, high)`` of the same shape
+    shades an interval around each line (e.g. the 95 % interval over prompts).
 
     >>> import torch
     >>> figure = similarity_figure(torch.ones(2, 2, 3), comparisons=["a vs b", "a vs c"],
@@ -466,11 +468,30 @@ def similarity_figure(
     n_layers = values.shape[2]
     if tick_labels is not None and len(tick_labels) != n_layers:
         raise ValueError(f"{len(tick_labels)} tick labels for {n_layers} layers")
+    bands = None
+    if band is not None:
+        bands = [torch.as_tensor(b).float() for b in band]
+        if any(b.shape != values.shape for b in bands):
+            raise ValueError(f"band must be (low, high), each of shape {tuple(values.shape)}")
     figure = go.Figure()
     x = list(range(n_layers))
     for c, comparison in enumerate(comparisons):
         dark, light = _PAIRED[c % len(_PAIRED)]
         for h, hook in enumerate(hooks):
+            if bands is not None:
+                figure.add_trace(
+                    go.Scatter(
+                        x=x + x[::-1],
+                        y=bands[1][c, h].tolist() + bands[0][c, h].tolist()[::-1],
+                        fill="toself",
+                        fillcolor=dark if h == 0 else light,
+                        opacity=0.18,
+                        line={"width": 0},
+                        hoverinfo="skip",
+                        showlegend=False,
+                        name=f"{comparison} ({hook}) 95 %",
+                    )
+                )
             figure.add_trace(
                 go.Scatter(
                     x=x,

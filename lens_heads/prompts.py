@@ -23,8 +23,11 @@ if TYPE_CHECKING:
     from lens_heads.tasks import Task
 
 __all__ = [
+    "ANSWER_ENDS",
+    "END_OF_TURN_TOKENS",
     "EncodedExample",
     "PromptFormat",
+    "answer_end_tokens",
     "collate",
     "encode_example",
     "encode_examples",
@@ -36,6 +39,12 @@ __all__ = [
 ]
 
 INSTRUCTION_TEMPLATE = "{instruction}\n\nInput:\n\n{input}\n\nOutput:\n\n"
+
+#: Tokens that end a turn in common chat templates (generation stops at them and at EOS).
+END_OF_TURN_TOKENS = ("<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|endoftext|>", "<eos>")
+
+#: How a training target ends after the answer (see :func:`answer_end_tokens`).
+ANSWER_ENDS = ("auto", "turn", "eos", "separator", "none")
 
 
 def has_chat_template(tokenizer: Any) -> bool:
@@ -134,12 +143,70 @@ class EncodedExample:
         return self.tokens[self.answer_start :]
 
 
-def encode_example(tokenizer: Any, prompt: str, answer: str, *, chat: bool) -> EncodedExample:
-    """Encode ``prompt + answer`` and locate the answer tokens.
+def answer_end_tokens(
+    tokenizer: Any, *, chat: bool, answer_end: str = "auto", separator: str = "\n\n"
+) -> list[int]:
+    """The tokens that close an answer in a training target, so that a trained mask learns to
+    *stop* after the answer as well as to give it.
+
+    * ``"turn"``: what the chat template writes after an assistant message, up to its last
+      non-whitespace character -- ``<|im_end|>`` for SmolLM2 (the paper's code trains on the
+      assistant turn as the template renders it); the EOS token when the template adds nothing.
+    * ``"eos"``: the tokenizer's EOS token.
+    * ``"separator"``: the base-model prompt separator (``"\n\n"``), as in the k-shot format.
+    * ``"none"``: nothing (the answer alone; masked outputs then tend to run on).
+    * ``"auto"`` (default): ``"turn"`` for chat prompts, ``"eos"`` for base-model prompts.
+
+    >>> import lens_heads as lh
+    >>> tokenizer = lh.tiny_model().tokenizer
+    >>> tokenizer.decode(answer_end_tokens(tokenizer, chat=True))
+    '<|im_end|>'
+    >>> answer_end_tokens(tokenizer, chat=True, answer_end="none")
+    []
+    """
+    if answer_end not in ANSWER_ENDS:
+        raise ValueError(f"answer_end must be one of {', '.join(ANSWER_ENDS)}, got {answer_end!r}")
+    if answer_end == "auto":
+        answer_end = "turn" if chat else "eos"
+    if answer_end == "none":
+        return []
+    if answer_end == "separator":
+        if not separator:
+            raise ValueError("answer_end='separator' needs a non-empty separator")
+        return list(tokenizer(separator, add_special_tokens=False).input_ids)
+    if answer_end == "turn":
+        placeholder = "\ue000lens-heads-answer\ue000"
+        messages = [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": placeholder},
+        ]
+        if not has_chat_template(tokenizer):
+            raise ValueError(
+                "answer_end='turn' needs a chat template; use 'eos' or 'separator' for a base model"
+            )
+        rendered = tokenizer.apply_chat_template(messages, tokenize=False)
+        if rendered.count(placeholder) == 1:
+            suffix = rendered.split(placeholder)[1].rstrip()
+            if suffix:
+                return list(tokenizer(suffix, add_special_tokens=False).input_ids)
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise ValueError(
+            f"tokenizer {getattr(tokenizer, 'name_or_path', '?')!r} has no EOS token; use "
+            "answer_end='separator' or 'none'"
+        )
+    return [int(eos)]
+
+
+def encode_example(
+    tokenizer: Any, prompt: str, answer: str, *, chat: bool, end_tokens: Sequence[int] = ()
+) -> EncodedExample:
+    """Encode ``prompt + answer`` (+ ``end_tokens``) and locate the answer tokens.
 
     The answer is tokenized in context (so SentencePiece/BPE spacing is natural). If the
     tokenizer merges across the boundary, the prompt tokens would change; then the prompt is
     kept exactly as generation sees it and the answer is tokenized on its own after it.
+    ``end_tokens`` (e.g. :func:`answer_end_tokens`) are appended and belong to the answer span.
     """
     if not answer:
         raise ValueError(f"empty answer for prompt {prompt[:40]!r}")
@@ -150,10 +217,11 @@ def encode_example(tokenizer: Any, prompt: str, answer: str, *, chat: bool) -> E
     eos = tokenizer.eos_token_id
     if special and eos is not None and prompt_ids and prompt_ids[-1] == eos:
         prompt_ids, full_ids = prompt_ids[:-1], full_ids[:-1]
+    end = [int(token) for token in end_tokens]
     if full_ids[: len(prompt_ids)] == prompt_ids and len(full_ids) > len(prompt_ids):
-        return EncodedExample(full_ids, len(prompt_ids))
+        return EncodedExample(full_ids + end, len(prompt_ids))
     answer_ids = list(tokenizer(answer, add_special_tokens=False).input_ids)
-    return EncodedExample(prompt_ids + answer_ids, len(prompt_ids), boundary_merged=True)
+    return EncodedExample(prompt_ids + answer_ids + end, len(prompt_ids), boundary_merged=True)
 
 
 def encode_examples(

@@ -15,6 +15,7 @@ import difflib
 import json
 import os
 import random
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -33,6 +34,7 @@ __all__ = [
     "load_examples",
     "load_flores_dir",
     "load_parallel_tsv",
+    "match_rule_for",
     "parallel_corpus",
 ]
 
@@ -154,6 +156,33 @@ def _builtin_info(name: str) -> dict[str, Any]:
         return {}
 
 
+# The paper's evaluation notebook: ``startswith`` for these task names, ``contains`` otherwise.
+_STARTSWITH_NAMES = re.compile(
+    r"^(capitalize.*|lowercase.*|next_.*|prev_.*|.+_v_.+_\d+|choose_.*|conll2003_.*)$"
+)
+
+
+def match_rule_for(name: str) -> MatchRule:
+    """The paper's match rule for a task name: a built-in task's own rule, else by pattern --
+    ``startswith`` for ``capitalize*``, ``lowercase*``, ``next_*``, ``prev_*``, ``*_v_*_N``,
+    ``choose_*`` and ``conll2003_*``, ``contains`` for everything else.
+
+    >>> match_rule_for("capitalize_last_letter"), match_rule_for("fruit_v_tool_4")
+    ('startswith', 'startswith')
+    >>> match_rule_for("first_word_of_list")
+    'contains'
+    """
+    builtin = _builtin_info(name).get("match")
+    if builtin is not None:
+        return builtin
+    return "startswith" if _STARTSWITH_NAMES.match(name) else "contains"
+
+
+def _check_match(match: str | None) -> None:
+    if match is not None and match not in ("startswith", "contains"):
+        raise ValueError(f"match must be 'startswith' or 'contains', got {match!r}")
+
+
 def _is_language_pair(text: str) -> bool:
     parts = text.split("-")
     return len(parts) == 2 and parts[0] != parts[1] and all(p in LANGUAGE_NAMES for p in parts)
@@ -170,12 +199,29 @@ def list_tasks(kind: TaskKind | None = None) -> list[str]:
     return words + pairs
 
 
-def get_task(name: str | os.PathLike[str], *, instruction: str | None = None) -> Task:
+def get_task(
+    name: str | os.PathLike[str],
+    *,
+    instruction: str | None = None,
+    match: str | None = None,
+) -> Task:
     """A built-in task by name, or a task loaded from a data file (``.json``/``.jsonl``).
 
     For a file, the instruction comes from ``instruction`` or from the built-in task named
-    like the file's stem.
+    like the file's stem, and the match rule from ``match`` or :func:`match_rule_for` the stem
+    (the paper's rule by name pattern). ``match`` overrides a built-in task's rule too.
+
+    >>> get_task("capitalize", match="contains").match
+    'contains'
     """
+    _check_match(match)
+    task = _get_task(name, instruction)
+    if match is None or match == task.match:
+        return task
+    return replace(task, match=match)  # type: ignore[arg-type]
+
+
+def _get_task(name: str | os.PathLike[str], instruction: str | None) -> Task:
     text = os.fspath(name)
     if text.endswith((".json", ".jsonl")) or os.sep in text:
         path = Path(text)
@@ -199,7 +245,7 @@ def get_task(name: str | os.PathLike[str], *, instruction: str | None = None) ->
             name=stem,
             examples=examples,
             instruction=instruction or builtin.get("instruction"),
-            match=builtin.get("match", "contains"),
+            match=match_rule_for(stem),
             kind=builtin.get("kind", "word"),
             description=f"loaded from {path}",
         )

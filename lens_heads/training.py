@@ -46,8 +46,10 @@ from lens_heads.hooks import mask_hooks
 from lens_heads.masks import HeadMask, format_head
 from lens_heads.models import ModelLike, head_shape, model_name
 from lens_heads.prompts import (
+    ANSWER_ENDS,
     EncodedExample,
     PromptFormat,
+    answer_end_tokens,
     collate,
     encode_example,
     has_chat_template,
@@ -97,6 +99,12 @@ class TrainingConfig:
     (:func:`native_bf16`) and in float32 elsewhere: on a CPU without ``avx512_bf16``/``amx_bf16``
     bf16 autocast is about 3.5x *slower* than fp32 (measured); the resolved dtype is recorded.
 
+    ``answer_end`` says what closes each training target after the answer
+    (:func:`lens_heads.prompts.answer_end_tokens`): ``"auto"`` (default, the faithful choice)
+    trains on the chat template's end-of-turn token (``<|im_end|>`` for SmolLM2) for chat
+    prompts and on EOS for base-model prompts, so the masked model answers *and stops*;
+    ``"none"`` trains on the answer alone (masked outputs then run on: "Jungle. Jungle. ...").
+
     ``n_eval`` examples at the end of the task (after an optional shuffle with ``split_seed``,
     as :meth:`lens_heads.tasks.Task.split`) are held out and never trained on;
     :func:`lens_heads.evaluate` with the same ``n_eval``/``split_seed`` (or a smaller ``n_eval``)
@@ -135,6 +143,7 @@ class TrainingConfig:
     shots: int = 0
     chat: bool | None = None
     separator: str = "\n\n"
+    answer_end: str = "auto"
     trajectory_every: int | None = None
     ffn_masks: bool = False
     query_side: bool = False
@@ -186,6 +195,10 @@ class TrainingConfig:
         object.__setattr__(self, "dtype", _DTYPES[self.dtype])
         need(self.n_eval >= 0, f"n_eval must be >= 0, got {self.n_eval}")
         need(self.shots >= 0, f"shots must be >= 0, got {self.shots}")
+        need(
+            self.answer_end in ANSWER_ENDS,
+            f"answer_end must be one of {', '.join(ANSWER_ENDS)}, got {self.answer_end!r}",
+        )
         need(
             self.trajectory_every is None or self.trajectory_every > 0,
             f"trajectory_every must be positive (or None), got {self.trajectory_every}",
@@ -670,6 +683,9 @@ def _training_split(task: Task, config: TrainingConfig) -> Task:
 def _encode_training(model: ModelLike, train: Task, config: TrainingConfig) -> list[EncodedExample]:
     tokenizer = model.tokenizer
     chat = has_chat_template(tokenizer) if config.chat is None else config.chat
+    end = answer_end_tokens(
+        tokenizer, chat=chat, answer_end=config.answer_end, separator=config.separator
+    )
     encoded = []
     for index, example in enumerate(train.examples):
         demos: tuple[tuple[str, str], ...] = ()
@@ -679,7 +695,7 @@ def _encode_training(model: ModelLike, train: Task, config: TrainingConfig) -> l
             )
         fmt = PromptFormat(chat=chat, instruction=None, shots=demos, separator=config.separator)
         prompt = fmt.render(example.input, tokenizer)
-        encoded.append(encode_example(tokenizer, prompt, example.output, chat=chat))
+        encoded.append(encode_example(tokenizer, prompt, example.output, chat=chat, end_tokens=end))
     return encoded
 
 

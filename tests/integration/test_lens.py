@@ -8,7 +8,8 @@ import torch
 import lens_heads as lh
 from lens_heads.attention import AttentionResult
 from lens_heads.cli import main
-from lens_heads.lens import LogitLensResult, SimilarityResult, TopTokensResult, encode_prompt
+from lens_heads.lens import LogitLensResult, TopTokensResult, encode_prompt
+from lens_heads.similarity import SimilarityResult
 
 pytestmark = pytest.mark.integration
 

@@ -263,19 +263,25 @@ def test_defaults_masks_from_files_and_instruction_override(tiny, mask, tmp_path
 
 def test_markdown_plot_and_save_load(result, tmp_path):
     markdown = result.to_markdown()
-    assert "| setting | heads | accuracy | answer CE (paper: PPL) | perplexity |" in markdown
+    header = (
+        "| setting | heads | accuracy | exact match | echo rate | answer CE (paper: PPL) "
+        "| perplexity |"
+    )
+    assert header in markdown
     random_line = next(line for line in markdown.splitlines() if "w/ random M" in line)
-    assert random_line.count("±") == 3
+    assert random_line.count("±") == 5
     assert "w/ M of another model | 2 |" in markdown
     figure = result.plot()
     assert isinstance(figure, go.Figure)
-    assert len(figure.data) == 6 * 3  # one bar per setting in each metric panel
+    assert len(figure.data) == 6 * 5  # one bar per setting in each metric panel
     assert [a.text for a in figure.layout.annotations] == [
         "accuracy",
+        "exact match",
+        "echo rate",
         "answer CE (paper: PPL)",
         "perplexity",
     ]
-    assert sum(bar.error_y.array is not None for bar in figure.data) == 3  # random M only
+    assert sum(bar.error_y.array is not None for bar in figure.data) == 5  # random M only
     written = result.save(tmp_path / "out")
     names = sorted(path.name for path in written)
     assert names == [

@@ -14,18 +14,16 @@ from lens_heads.hooks import maybe_mask
 from lens_heads.lens import (
     LogitLensResult,
     Run,
-    SimilarityResult,
     TopTokensResult,
     _token_text,
     cosine_by_layer,
     encode_prompt,
-    figure4_similarity,
     layer_activations,
-    layer_similarity,
     lens_logits,
     logit_lens,
     top_tokens,
 )
+from lens_heads.similarity import SimilarityResult, figure4_similarity, layer_similarity
 from lens_heads.masks import MaskShapeError
 
 

@@ -217,7 +217,10 @@ def _planted(seed: int) -> tuple[object, Task, lh.HeadMask]:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_training_finds_the_planted_head(seed):
     model, task, solution = _planted(seed)
-    config = TrainingConfig(steps=60, batch_size=8, lr=0.5, n_eval=8, dtype="float32", seed=seed)
+    # the planted solution is about the answer token; the end-of-turn token is not planted
+    config = TrainingConfig(
+        steps=60, batch_size=8, lr=0.5, n_eval=8, dtype="float32", seed=seed, answer_end="none"
+    )
     result = train_mask(model, task, config, progress=False)
     assert result.mask == solution, f"found {result.mask.labels}, planted {solution.labels}"
     assert result.to_frame().iloc[0]["label"] == "L1H2", "the planted head has the lowest p"
@@ -227,7 +230,9 @@ def test_training_finds_the_planted_head(seed):
 
 def test_bf16_autocast_finds_the_planted_head_too():
     model, task, solution = _planted(0)
-    config = TrainingConfig(steps=60, batch_size=8, lr=0.5, n_eval=8, dtype="bf16", seed=0)
+    config = TrainingConfig(
+        steps=60, batch_size=8, lr=0.5, n_eval=8, dtype="bf16", seed=0, answer_end="none"
+    )
     result = train_mask(model, task, config, progress=False)
     assert result.config.dtype == "bfloat16"
     assert result.mask == solution
@@ -496,7 +501,8 @@ def test_few_shot_training_data(model, upper_task):
     trainer = MaskTrainer(model, upper_task, _config(shots=2))
     prompt = model.tokenizer.decode(trainer.encoded[0].prompt_tokens)
     assert prompt.count("<|im_start|>user") == 3, "two demonstrations as earlier chat turns"
-    assert model.tokenizer.decode(trainer.encoded[0].answer_tokens) == trainer.train_set.outputs[0]
+    answer = trainer.train_set.outputs[0]
+    assert model.tokenizer.decode(trainer.encoded[0].answer_tokens) == answer + "<|im_end|>"
 
 
 def test_base_model_format_without_a_chat_template(model, upper_task):
