@@ -29,6 +29,13 @@ from lens_heads.training import MaskTrainingResult, TrainingConfig
 
 SETTINGS = ["original", "instruction", "random", "mask"]
 LABELS = {"Original": "orig", "w/ instruction": "instr", "w/ random M": "rand", "w/ M": "M"}
+#: Column prefixes of the combined table and the evaluation-table columns they come from.
+COLUMNS = {
+    "acc": "accuracy",
+    "EM": "exact match",
+    "echo": "echo rate",
+    "CE": "answer CE (paper: PPL)",
+}
 
 
 def run_task(
@@ -69,8 +76,8 @@ def run_task(
         "heads": int(training.W.numel()),
     }
     for label, short in LABELS.items():
-        row[f"acc {short}"] = float(table.loc[label, "accuracy"])
-        row[f"CE {short}"] = float(table.loc[label, "answer CE (paper: PPL)"])
+        for prefix, column in COLUMNS.items():
+            row[f"{prefix} {short}"] = float(table.loc[label, column])
     row["train s"] = round(float(training.timing.get("seconds", math.nan)))
     row["steps"] = int(training.config.steps)
     row["dtype"] = training.config.dtype
@@ -98,19 +105,22 @@ def to_markdown(
         f"Schedule: {config.steps} steps, batch {config.batch_size}, lr {config.lr}, "
         f"dtype {rows['dtype'].iloc[0] if len(rows) else config.dtype}; evaluation on the last "
         f"held-out examples (greedy, 10 tokens, the task's match rule); random M: seeds "
-        f"{', '.join(map(str, seeds))}. acc = accuracy, CE = mean answer-token cross-entropy "
-        "(the paper's 'PPL').",
+        f"{', '.join(map(str, seeds))}. acc = accuracy by the paper's rule (startswith/contains), "
+        "EM = exact match of the first answer segment, echo = the output repeats the input, "
+        "CE = mean answer-token cross-entropy (the paper's 'PPL'). Training targets end with "
+        f"the end-of-turn token (answer_end={config.answer_end!r}).",
         "",
-        "| task | match | heads kept | acc orig | acc instr | acc rand | acc M "
-        "| CE orig | CE instr | CE rand | CE M | train s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    header = [f"{p} {s}" for p in COLUMNS for s in LABELS.values()]
+    lines += [
+        "| task | match | heads kept | " + " | ".join(header) + " | train s |",
+        "|" + "---|" * (len(header) + 4),
     ]
     for _, r in rows.iterrows():
+        cells = [f"{r[column]:.2f}" for column in header]
         lines.append(
             f"| {r['task']} | {r['match']} | {r['heads kept']}/{r['heads']} | "
-            + " | ".join(f"{r[f'acc {s}']:.2f}" for s in LABELS.values())
-            + " | "
-            + " | ".join(f"{r[f'CE {s}']:.2f}" for s in LABELS.values())
+            + " | ".join(cells)
             + f" | {r['train s']} |"
         )
     goals = summarize(rows)
@@ -134,12 +144,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n-eval", type=int, default=40, help="held-out examples evaluated")
     parser.add_argument("--holdout", type=int, default=100, help="examples held out of training")
     parser.add_argument("--seeds", default="0,1", help="seeds of the random masks")
+    parser.add_argument(
+        "--answer-end", default="auto", help="what ends a training target (TrainingConfig)"
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     tasks = lh.list_tasks("word") if args.tasks == "all" else args.tasks.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
     config = TrainingConfig.short(
-        steps=args.steps, lr=args.lr, batch_size=args.batch_size, n_eval=args.holdout
+        steps=args.steps,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        n_eval=args.holdout,
+        answer_end=args.answer_end,
     )
     out = Path(args.out)
     model = lh.load_model(args.model)
