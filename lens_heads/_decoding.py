@@ -42,11 +42,13 @@ LOGITS_BUDGET_BYTES = 1 << 30  # teacher-forced answer logits of a batch stay un
 
 @dataclass(frozen=True)
 class Decoded:
-    """Greedy new tokens per prompt (stop token excluded) and, when answers were given, each
-    prompt's mean answer-token cross-entropy (teacher forced after the prompt)."""
+    """Greedy new tokens per prompt (stop token excluded), the stop token that ended each
+    (None when ``max_new_tokens`` ran out) and, when answers were given, each prompt's mean
+    answer-token cross-entropy (teacher forced after the prompt)."""
 
     new_tokens: list[list[int]]
     answer_ce: Float[Tensor, " n"] | None
+    stopped_by: list[int | None] | None = None
 
 
 def supports_kv_cache(model: ModelLike) -> bool:
@@ -161,6 +163,7 @@ def decode_greedy(
     prefix = shared_prefix_length(prompts) if shared and len(prompts) > 1 else 0
     order = sorted(range(len(prompts)), key=lambda index: len(prompts[index]))
     new_tokens: list[list[int]] = [[] for _ in prompts]
+    stopped_by: list[int | None] = [None] * len(prompts)
     losses = torch.empty(len(prompts)) if answers is not None else None
     with maybe_mask(model, mask if shared else None):
         prefix_cache = None
@@ -181,11 +184,12 @@ def decode_greedy(
                 answers=None if answers is None else [answers[i] for i in indices],
                 masks=None if shared else per_example_masks[indices],
             )
-            for index, tokens in zip(indices, rows.new_tokens, strict=True):
-                new_tokens[index] = tokens
+            assert rows.stopped_by is not None
+            for index, tokens, stop in zip(indices, rows.new_tokens, rows.stopped_by, strict=True):
+                new_tokens[index], stopped_by[index] = tokens, stop
             if losses is not None and rows.answer_ce is not None:
                 losses[indices] = rows.answer_ce.float().cpu()
-    return Decoded(new_tokens, losses)
+    return Decoded(new_tokens, losses, stopped_by)
 
 
 def _decode_batch(
@@ -218,12 +222,15 @@ def _decode_batch(
     if answers is not None:
         losses = _answer_ce(model, last, answers, attention, cache, pad_id, masks)
     outputs: list[list[int]] = [[] for _ in suffixes]
+    stopped_by: list[int | None] = [None] * rows
     finished = [False] * rows
     for step in range(max_new_tokens):
         chosen = last.argmax(dim=-1)
         for row, token in enumerate(chosen.tolist()):
-            if finished[row] or token in stops:
-                finished[row] = True
+            if finished[row]:
+                continue
+            if token in stops:
+                finished[row], stopped_by[row] = True, token
             else:
                 outputs[row].append(token)
         if all(finished) or step == max_new_tokens - 1:
@@ -231,4 +238,4 @@ def _decode_batch(
         attention = torch.cat([attention, attention.new_ones((rows, 1))], dim=1)
         logits, cache = _step(model, chosen[:, None], attention, cache, 1, masks)
         last = logits[:, -1]
-    return Decoded(outputs, losses)
+    return Decoded(outputs, losses, stopped_by)

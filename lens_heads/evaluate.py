@@ -87,7 +87,8 @@ class EvaluationResult:
     """Per-example records and per-run metrics of :func:`evaluate`.
 
     ``records`` has one row per (setting, seed, example): ``input``, ``answer``, ``prompt``, the raw
-    ``generated`` text, the scored ``prediction`` (its first line), ``correct`` (the paper's
+    ``generated`` text, ``ended_by`` (the stop token that ended it, e.g. ``<|im_end|>``, or
+    ``"length"``), the scored ``prediction`` (its first line), ``correct`` (the paper's
     rule), ``exact`` (exact match), ``echo`` (the output repeats the input), ``answer_ce``,
     ``n_answer_tokens``, ``boundary_merged`` and, for translation, ``rouge_l``. ``runs`` has one
     row per (setting, seed) with ``heads`` and each metric key of :data:`METRICS`; the random
@@ -435,26 +436,29 @@ def _generate_and_score(
     batch_size: int,
     *,
     newline_stops: bool,
-) -> tuple[list[list[int]], Float[Tensor, " n"]]:
-    """Greedy new tokens and mean answer CE of each example, under ``mask``.
+) -> tuple[list[list[int]], Float[Tensor, " n"], list[int | None] | None]:
+    """Greedy new tokens, mean answer CE and the stop token that ended each output (None: the
+    token budget ran out; the whole list is None for a legacy model), under ``mask``.
 
-    On a bridge both come from one KV-cached pass per batch (the prompts' shared prefix run
-    once, the answer teacher forced on the prompt's cache); a legacy ``HookedTransformer``
-    generates and scores separately. With ``newline_stops`` (only the first line is scored)
-    generation also stops at a line-break token; rows whose output before it is blank are
-    generated again without those stops, so the first non-empty line is the same as without
-    them -- only faster (few-shot base models otherwise continue with new examples)."""
+    On a bridge the tokens and the CE come from one KV-cached pass per batch (the prompts'
+    shared prefix run once, the answer teacher forced on the prompt's cache); a legacy
+    ``HookedTransformer`` generates and scores separately. With ``newline_stops`` (only the first
+    line is scored) generation also stops at a line-break token; rows whose output before it is
+    blank are generated again without those stops, so the first non-empty line is the same as
+    without them -- only faster (few-shot base models otherwise continue with new examples)."""
     prompts = [example.prompt_tokens for example in encoded]
     tokenizer = model.tokenizer
     stops = stop_token_ids(tokenizer)
     if newline_stops:
         stops = sorted(set(stops) | set(_newline_tokens(tokenizer)))
     run = dict(max_new_tokens=max_new_tokens, mask=mask, batch_size=batch_size)
-    if supports_kv_cache(model):
+    cached = supports_kv_cache(model)
+    stopped_by: list[int | None] | None = None
+    if cached:
         answers = [example.answer_tokens for example in encoded]
         decoded = decode_greedy(model, prompts, stops=stops, answers=answers, **run)
-        generated, losses = decoded.new_tokens, decoded.answer_ce
-        assert losses is not None
+        generated, losses, stopped_by = decoded.new_tokens, decoded.answer_ce, decoded.stopped_by
+        assert losses is not None and stopped_by is not None
     else:
         generated = greedy_generate(model, prompts, stop_tokens=stops, **run)
         losses = _answer_nll(model, encoded, mask, batch_size)
@@ -466,10 +470,16 @@ def _generate_and_score(
         and not tokenizer.decode(tokens, skip_special_tokens=True).strip()
     ]
     if blank:
-        again = greedy_generate(model, [prompts[i] for i in blank], **run)
-        for i, tokens in zip(blank, again, strict=True):
-            generated[i] = tokens
-    return generated, losses
+        retry = [prompts[i] for i in blank]
+        if cached:
+            again = decode_greedy(model, retry, stops=stop_token_ids(tokenizer), **run)
+            assert stopped_by is not None and again.stopped_by is not None
+            for i, tokens, stop in zip(blank, again.new_tokens, again.stopped_by, strict=True):
+                generated[i], stopped_by[i] = tokens, stop
+        else:
+            for i, tokens in zip(blank, greedy_generate(model, retry, **run), strict=True):
+                generated[i] = tokens
+    return generated, losses, stopped_by
 
 
 def evaluate(
@@ -559,7 +569,7 @@ def evaluate(
                 separator=separator,
             )
         encoded = prompts[run.instructed]
-        generated, losses = _generate_and_score(  # the CE raises if it is not finite
+        generated, losses, stopped_by = _generate_and_score(  # the CE raises if not finite
             model, encoded, run.mask, new_tokens, batch_size, newline_stops=first_line
         )
         texts = [tokenizer.decode(tokens, skip_special_tokens=True) for tokens in generated]
@@ -609,6 +619,7 @@ def evaluate(
                 "answer": example.output,
                 "prompt": tokenizer.decode(encoded[index].prompt_tokens),
                 "generated": texts[index],
+                "ended_by": _ended_by(tokenizer, stopped_by, index),
                 "prediction": predictions[index],
                 "correct": bool(correct[index]),
                 "exact": bool(exact[index]),
@@ -648,6 +659,17 @@ def evaluate(
         records=pd.DataFrame(record_rows),
         config=config,
     )
+
+
+def _ended_by(tokenizer: Any, stopped_by: list[int | None] | None, index: int) -> str | None:
+    """How an output ended: its stop token as text (``<|im_end|>``, ``\\n``), ``"length"``
+    when the token budget ran out, None when the decoder could not tell (legacy model)."""
+    from lens_heads.lens import _token_text
+
+    if stopped_by is None:
+        return None
+    token = stopped_by[index]
+    return "length" if token is None else _token_text(tokenizer, int(token))
 
 
 def _mask_info(source: Any, mask: HeadMask | None) -> dict[str, Any] | None:

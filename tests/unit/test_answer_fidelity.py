@@ -278,3 +278,34 @@ def test_one_prompt_interval_is_nan(tiny):
     low, _ = result.ci95()
     assert math.isnan(float(low[0, 0, 0]))
     assert math.isnan(result.difference()["p_value"])
+
+
+def test_records_say_how_each_output_ended(tiny, upper):
+    from lens_heads._decoding import decode_greedy
+    from lens_heads.generation import stop_token_ids
+    from lens_heads.prompts import encode_text
+
+    result = lh.evaluate(tiny, upper, ["original"], n_eval=6, progress=False, first_line=False)
+    ended = result.records["ended_by"].tolist()
+    prompts = [encode_text(tiny.tokenizer, w, chat=True) for w in upper.inputs[-6:]]
+    decoded = decode_greedy(
+        tiny, prompts, max_new_tokens=10, stops=stop_token_ids(tiny.tokenizer), answers=None
+    )
+    assert decoded.stopped_by is not None
+    for label, tokens, stop in zip(ended, decoded.new_tokens, decoded.stopped_by, strict=True):
+        if stop is None:
+            assert label == "length" and len(tokens) == 10
+        else:
+            assert label == tiny.tokenizer.decode([stop]) and len(tokens) < 10
+
+
+def test_decoder_reports_the_stop_token(tiny):
+    from lens_heads._decoding import decode_greedy
+
+    prompts = [[5, 6, 7], [8, 9]]
+    free = decode_greedy(tiny, prompts, max_new_tokens=4, stops=[], answers=None)
+    assert free.stopped_by == [None, None]
+    third = free.new_tokens[0][2]  # stop row 0 at its third token
+    stopped = decode_greedy(tiny, prompts, max_new_tokens=4, stops=[third], answers=None)
+    assert stopped.stopped_by is not None
+    assert stopped.stopped_by[0] == third and stopped.new_tokens[0] == free.new_tokens[0][:2]
