@@ -93,6 +93,7 @@ def run_demo(
     sweep_every: int = 2,
     generate_tokens: int = 10,
     seed: int = 0,
+    answer_end: str = "auto",
     fresh: bool = False,
     progress: bool = True,
 ) -> DemoReport:
@@ -103,7 +104,9 @@ def run_demo(
     its prompt, that answer as the target and the instructed prompt as the reference (Figures
     2 and 5). Every stage is saved; running again with the same settings reuses the finished
     stages (and resumes an interrupted training), so a finished folder loads in seconds --
-    the notebooks rely on it. ``fresh=True`` recomputes everything.
+    the notebooks rely on it. ``fresh=True`` recomputes everything. ``answer_end`` is the
+    training target's end (:class:`~lens_heads.training.TrainingConfig`); a folder trained
+    before it was recorded (answer-only targets) is refused unless ``fresh``.
     """
     folder = Path(out)
     task = get_task(task) if isinstance(task, str) else task
@@ -121,6 +124,7 @@ def run_demo(
         sweep_every=sweep_every,
         generate_tokens=generate_tokens,
         seed=seed,
+        answer_end=answer_end,
     )
     _prepare_folder(folder, settings, fresh)
     seconds: dict[str, float] = {}
@@ -146,7 +150,9 @@ def run_demo(
         return result
 
     def train(where: Path) -> MaskTrainingResult:
-        config = TrainingConfig.short(steps=steps, lr=lr, n_eval=n_eval, seed=seed)
+        config = TrainingConfig.short(
+            steps=steps, lr=lr, n_eval=n_eval, seed=seed, answer_end=answer_end
+        )
         result = train_mask(
             the_model(), task, config, checkpoint_dir=where / "checkpoints", resume=True,
             progress=progress,
