@@ -37,8 +37,10 @@ def test_demo_evaluation_records_how_outputs_ended(demo_report):
     masked = evaluation.predictions("mask")
     assert (masked["ended_by"] == "<|im_end|>").mean() >= 0.75
     table = evaluation.to_frame()
-    assert table.loc["w/ M", "exact match"] >= 0.5
-    assert table.loc["w/ M", "echo rate"] <= 0.2
+    exact = table["exact match"]
+    assert exact["w/ M"] >= 0.5
+    assert exact["w/ M"] >= exact["Original"] + 0.3 and exact["w/ M"] >= exact["w/ random M"] + 0.3
+    print(f"\n{evaluation.to_markdown()}")
     # the paper's rule is never stricter than exact match
     assert (table["accuracy"] >= table["exact match"] - 1e-9).all()
 

@@ -23,8 +23,8 @@ from lens_heads.lens import (
     logit_lens,
     top_tokens,
 )
-from lens_heads.similarity import SimilarityResult, figure4_similarity, layer_similarity
 from lens_heads.masks import MaskShapeError
+from lens_heads.similarity import SimilarityResult, figure4_similarity, layer_similarity
 
 
 # -- capture helpers -----------------------------------------------------------------------------
