@@ -17,8 +17,9 @@ import lens_heads.cli as cli
 from lens_heads._checks import ContextLengthError, MaskSourceError, check_context, resolve_mask
 from lens_heads.cli import build_parser, main
 from lens_heads.evaluate import evaluate
-from lens_heads.lens import figure4_similarity, logit_lens
+from lens_heads.lens import logit_lens
 from lens_heads.masks import HeadMask, MaskShapeError
+from lens_heads.similarity import figure4_similarity
 from lens_heads.sweep import removal_sweep
 from lens_heads.tasks import Example, Task, TaskDataError, load_examples
 from lens_heads.training import TrainingConfig, train_mask
