@@ -274,10 +274,13 @@ def _narrative(report: DemoReport, task: Task) -> dict[str, str]:
         "(seeds 0, 1). The answer CE is what the paper's tables call PPL.",
         "sweep": f"Prompt {sweep.prompt!r}, target {sweep.target!r}; heads removed in ascending "
         f"trained weight, every {sweep.metadata['every']} heads. The target's rank goes from "
-        f"{sweep.target_ranks[0]} (full model) to {min(sweep.target_ranks)}; it is top-1 for "
-        f"three evaluated steps in a row from **{stay} heads removed** on"
-        f"{'' if stay is not None else ' (never)'}, and reaches rank {sweep.target_ranks[-1]} "
-        "once every head is gone.",
+        f"{sweep.target_ranks[0]} (full model) to {min(sweep.target_ranks)}; it is "
+        + (
+            f"top-1 for three evaluated steps in a row from **{stay} heads removed** on"
+            if stay is not None
+            else "**never** top-1 for three evaluated steps in a row"
+        )
+        + f", and reaches rank {sweep.target_ranks[-1]} once every head is gone.",
         "similarity": f"Mean cosine similarity over layers {n_layers // 2}-{n_layers - 1} at the "
         "last position:",
         "lens": "Top-1 token (probability) after each layer, final norm applied:",
@@ -430,7 +433,7 @@ def _html(report: DemoReport, task: Task) -> str:
         "<h2>Does the mask make the model do the task without being told? (Tables 1, 2)</h2>",
         _table(_settings_table(report.evaluation), index=False),
         f"<p>{_inline(text['evaluation'])}</p>",
-        figure("Settings table (Tables 1, 2)", report.evaluation.plot()),
+        figure("Each metric per setting", report.evaluation.plot()),
         "<h2>Removing heads one by one (Figures 2 and 5)</h2>",
         f"<p>{_inline(text['sweep'])}</p>",
         figure("Token ranks while removing heads (Figure 2)", sweep.plot_ranks()),
