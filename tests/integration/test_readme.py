@@ -68,17 +68,24 @@ TRAINED = {m for c in COMMANDS if RUN_ALL for m in re.findall(r"train-mask .*--o
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory, demo_report):
-    """A scratch folder holding what earlier README commands write: the demo folder (its
-    finished stages are reused, as the demo documents) and, unless train-mask runs, its
-    trained mask at every ``--mask runs/...`` folder the README names."""
-    folder = tmp_path_factory.mktemp("readme")
-    shutil.copytree(demo_report, folder / "demo-report")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("readme")
+
+
+def _needs_demo(command: str) -> bool:
+    return "lens-heads demo" in command or bool(re.search(r"--mask (runs/\S+)", command))
+
+
+def _provide(workdir: Path, demo_report: Path) -> None:
+    """What earlier README commands write: the demo folder (its finished stages are reused, as
+    the demo documents) and, unless train-mask runs, its trained mask at every
+    ``--mask runs/...`` folder the README names."""
+    if not (workdir / "demo-report").exists():
+        shutil.copytree(demo_report, workdir / "demo-report")
     for command in COMMANDS:
         for name in re.findall(r"--mask (runs/\S+)", command):
-            if name not in TRAINED and not (folder / name).exists():
-                shutil.copytree(demo_report / "training", folder / name)
-    return folder
+            if name not in TRAINED and not (workdir / name).exists():
+                shutil.copytree(demo_report / "training", workdir / name)
 
 
 def _params() -> list:
@@ -93,7 +100,9 @@ def _params() -> list:
 
 
 @pytest.mark.parametrize("command", _params())
-def test_readme_command_runs_as_written(command, workdir, monkeypatch, capsys):
+def test_readme_command_runs_as_written(command, workdir, request, monkeypatch, capsys):
+    if _needs_demo(command):  # the session's demo run (SmolLM2), only when a command needs it
+        _provide(workdir, request.getfixturevalue("demo_report"))
     monkeypatch.chdir(workdir)
     argv = shlex.split(command)[1:]
     started = time.perf_counter()
