@@ -29,6 +29,9 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 TOO_SLOW = {
     "lens-heads train-mask": "200 training steps on SmolLM2 and a 100-example evaluation: "
     "about 5 minutes; the demo (run once per session) trains the same mask on the CI schedule",
+    "lens-heads eval": "7 settings x 89 held-out country-capital examples (the README's default "
+    "--n-eval 100, halved by the split): about 90 s; the --mask folder form it uses is tested "
+    "through the CLI on the tiny model (tests/unit/test_rough_edges.py)",
     "lens-heads sweep": "a 270-step removal sweep with 20-token continuations: about 70 s "
     "(bench_sweep); tests/integration/test_sweep.py runs it with --every 2",
 }
