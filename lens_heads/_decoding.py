@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,6 +138,7 @@ def decode_greedy(
     per_example_masks: Tensor | None = None,
     answers: Sequence[Sequence[int]] | None = None,
     progress: bool = False,
+    on_rows: Callable[[int], None] | None = None,
 ) -> Decoded:
     """Greedy new tokens of each prompt, KV cached, with the prompts' shared prefix run once.
 
@@ -148,6 +149,7 @@ def decode_greedy(
     prompt: :attr:`Decoded.answer_ce`. Prompts are batched by length to keep padding small;
     with answers, a batch has fewer rows when their answer logits would pass
     :data:`LOGITS_BUDGET_BYTES` (a 262k-token vocabulary and 50-token answers).
+    ``on_rows(n)`` is called after each batch with its number of prompts (progress bars).
     """
     if answers is not None and len(answers) != len(prompts):
         raise ValueError(f"got {len(answers)} answers for {len(prompts)} prompts")
@@ -189,6 +191,8 @@ def decode_greedy(
                 new_tokens[index], stopped_by[index] = tokens, stop
             if losses is not None and rows.answer_ce is not None:
                 losses[indices] = rows.answer_ce.float().cpu()
+            if on_rows is not None:
+                on_rows(len(indices))
     return Decoded(new_tokens, losses, stopped_by)
 
 

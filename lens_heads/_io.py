@@ -64,8 +64,9 @@ def save_figures(
     folder: str | os.PathLike[str], figures: Mapping[str, Any], *, png: bool = False
 ) -> list[Path]:
     """Write each plotly figure as ``<name>.html`` (plotly.js included, opens offline) and,
-    with ``png``, as ``<name>.png`` when a static exporter works (kaleido needs a Chrome
-    binary: ``plotly_get_chrome``); a failed PNG export is logged once, never raised."""
+    with ``png``, as ``<name>.png`` when a static exporter works (kaleido and a Chrome or
+    Chromium: a system ``chromium`` is enough); a failed PNG export is logged once, never
+    raised (:func:`png_advice` says what is missing)."""
     folder = Path(folder)
     written = [
         write_atomic(folder / f"{name}.html", figure.to_html(include_plotlyjs=True))
@@ -86,13 +87,30 @@ _png_failure: str | None = None
 def _note_png_failure(error: Exception) -> None:
     """Remember that PNG export fails here (no more attempts in this process) and say so once."""
     global _png_failure
-    first_line = str(error).splitlines()[0] if str(error) else ""
+    first_line = str(error).strip().splitlines()[0] if str(error).strip() else "no message"
     _png_failure = f"{type(error).__name__}: {first_line}"
     logger.warning(
-        "PNG export skipped (%s); the .html files have the figures. kaleido needs Chrome: run "
-        "`plotly_get_chrome` to install one.",
-        _png_failure,
+        "PNG export skipped (%s); the .html files have the figures. %s", _png_failure, png_advice()
     )
+
+
+def png_advice() -> str:
+    """What PNG export needs on this machine: kaleido, then a Chrome or Chromium binary."""
+    import importlib.util
+    import shutil
+
+    if importlib.util.find_spec("kaleido") is None:
+        return (
+            "PNG export needs the kaleido package (`pip install kaleido`) and a Chrome or "
+            "Chromium: a system Chromium is enough (`apt-get install chromium`)."
+        )
+    names = ("chromium", "chromium-browser", "google-chrome", "chrome")
+    if not any(shutil.which(name) for name in names):
+        return (
+            "kaleido is installed but finds no Chrome or Chromium: a system Chromium is enough "
+            "(`apt-get install chromium`), or run `plotly_get_chrome` to download one."
+        )
+    return "kaleido and a Chromium are installed; the error above says why the export failed."
 
 
 def save_result_folder(

@@ -46,6 +46,9 @@ def _add_model_argument(parser: argparse.ArgumentParser, default: str | None = N
     )
 
 
+_MASK_HELP = "head-mask file, or a train-mask output folder (its mask.safetensors)"
+
+
 def _load(args: argparse.Namespace) -> Any:
     import torch
 
@@ -56,14 +59,9 @@ def _load(args: argparse.Namespace) -> Any:
 
 def _load_mask(path: str | None, model: Any) -> Any:
     """A head-mask file, or the ``mask.safetensors`` of a train-mask output folder."""
-    if path is None:
-        return None
-    from lens_heads.masks import HeadMask
+    from lens_heads._checks import resolve_mask
 
-    location = Path(path)
-    if location.is_dir():
-        location = location / "mask.safetensors"
-    return HeadMask.load(location, model=model)
+    return resolve_mask(path, model)
 
 
 def _chat_choice(value: str) -> bool | None:
@@ -74,9 +72,80 @@ def _add_chat_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--chat",
         choices=["auto", "yes", "no"],
+        nargs="?",
+        const="yes",
         default="auto",
-        help="use the chat template (auto: when the tokenizer has one)",
+        help="use the chat template: auto (default: when the tokenizer has one), yes (also "
+        "plain --chat) or no",
     )
+
+
+def _resolve_chat(args: argparse.Namespace, model: Any) -> bool:
+    """``--chat auto`` resolved: the chat template when the model's tokenizer has one."""
+    from lens_heads.prompts import has_chat_template
+
+    chat = _chat_choice(args.chat)
+    return has_chat_template(model.tokenizer) if chat is None else chat
+
+
+# -- argument checks: before any model loads (issue 17) ------------------------------------------
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+_positive = _int_at_least(1)
+_non_negative = _int_at_least(0)
+
+
+def _finite(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def _deprecated(parser: Any, old: str, new: str, dest: str, const: Any = None, **kw: Any) -> None:
+    """Keep ``old`` as a deprecated spelling of ``new``: it sets ``dest`` and says so once."""
+
+    class Alias(argparse.Action):
+        def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+            print(f"lens-heads: {old} is deprecated; use {new}", file=sys.stderr)
+            setattr(namespace, self.dest, const if const is not None else values)
+
+    nargs = {"nargs": 0} if const is not None else {}
+    parser.add_argument(old, dest=dest, action=Alias, help=f"deprecated: use {new}", **nargs, **kw)
+
+
+def _check_out(path: str | Path) -> Path:
+    """Refuse an ``--out`` that cannot become a writable folder, before any compute."""
+    import os
+
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file; give a folder (existing or new)")
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"--out {out}: {existing} is a file, so the folder cannot be created")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: {existing} is not writable; choose another folder")
+    return out
 
 
 # -- models -----------------------------------------------------------------------------------
@@ -116,9 +185,9 @@ def _add_generate(sub: Any) -> None:
     parser = sub.add_parser("generate", help="greedy generation, optionally under a head mask")
     _add_model_argument(parser)
     parser.add_argument("--prompt", action="append", required=True, help="repeat for a batch")
-    parser.add_argument("--mask", help="head-mask file (.safetensors) to apply")
-    parser.add_argument("--chat", action="store_true", help="wrap the prompt in the chat template")
-    parser.add_argument("--max-new-tokens", type=int, default=30)
+    parser.add_argument("--mask", help=_MASK_HELP)
+    _add_chat_argument(parser)
+    parser.add_argument("--max-new-tokens", type=_positive, default=30)
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
@@ -126,9 +195,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     model = _load(args)
     mask = _load_mask(args.mask, model)
-    outputs = generate(
-        model, args.prompt, chat=args.chat, max_new_tokens=args.max_new_tokens, mask=mask
-    )
+    chat = _resolve_chat(args, model)
+    outputs = generate(model, args.prompt, chat=chat, max_new_tokens=args.max_new_tokens, mask=mask)
     for prompt, output in zip(args.prompt, outputs, strict=True):
         print(f"> {prompt}\n{output.text}")
     return 0
@@ -161,27 +229,33 @@ def _add_eval(sub: Any) -> None:
     )
     _add_model_argument(parser)
     parser.add_argument("--task", required=True, help="built-in task name or a .json/.jsonl file")
-    parser.add_argument("--mask", help="trained head-mask file M (.safetensors)")
-    parser.add_argument("--other-mask", help="a mask trained on another model of the same shape")
+    parser.add_argument("--mask", help="the trained mask M: " + _MASK_HELP)
+    parser.add_argument(
+        "--other-mask", help="a mask trained on another model of the same shape (file or folder)"
+    )
     parser.add_argument(
         "--settings",
         help="comma-separated, from original,instruction,random,mask,mask+instruction,other_mask "
         "(default: every setting the given masks allow)",
     )
-    parser.add_argument("--n-eval", type=int, default=100, help="evaluate the last N examples")
+    parser.add_argument(
+        "--n-eval", type=_positive, default=100, help="evaluate the last N examples (default 100)"
+    )
     parser.add_argument("--split-seed", type=int, help="shuffle the task (seeded) before splitting")
     parser.add_argument(
         "--seeds", default="0,1,2", help="seeds of the random masks (comma-separated)"
     )
     parser.add_argument(
-        "--shots", type=int, default=0, help="k demonstrations from the train split"
+        "--shots", type=_non_negative, default=0, help="k demonstrations from the train split"
     )
     parser.add_argument("--shot-seed", type=int, default=0, help="seed of the demonstrations")
     parser.add_argument("--instruction", help="instruction text (for a task file without one)")
     _add_match_argument(parser)
     _add_chat_argument(parser)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--max-new-tokens", type=int, help="default: 10 (words), 50 (sentences)")
+    parser.add_argument("--batch-size", type=_positive, default=16)
+    parser.add_argument(
+        "--max-new-tokens", type=_positive, help="default: 10 (words), 50 (sentences)"
+    )
     parser.add_argument("--out", required=True, help="output directory")
 
 
@@ -193,10 +267,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
     except ValueError as error:
         raise ValueError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from error
+    task = get_task(args.task, instruction=args.instruction, match=args.match)
+    _check_out(args.out)
     model = _load(args)
     result = evaluate(
         model,
-        get_task(args.task, instruction=args.instruction, match=args.match),
+        task,
         args.settings,
         mask=args.mask,
         other_mask=args.other_mask,
@@ -230,24 +306,35 @@ def _add_train_mask(sub: Any) -> None:
         conflict_handler="resolve",
     )
     _add_model_argument(parser)
+    precision = dict(choices=["auto", "bf16", "fp32", "bfloat16", "float32"])
     parser.add_argument(
-        "--dtype",
+        "--precision",
         default=None,
-        choices=["auto", "bf16", "fp32", "bfloat16", "float32"],
+        **precision,
         help="training precision: bf16 = bfloat16 autocast on the fp32 weights, fp32 = full "
         "precision, auto (default) = bf16 where the hardware computes it natively, else fp32",
     )
+    # --dtype means the weights' dtype elsewhere; here it was the training precision
+    _deprecated(parser, "--dtype", "--precision", "precision", **precision)
     parser.add_argument("--task", required=True, help="built-in task name or a .json/.jsonl file")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--paper", action="store_true", help="start from the paper's schedule")
-    parser.add_argument("--steps", type=int, help="training steps")
-    parser.add_argument("--lr", type=float, help="peak learning rate")
-    parser.add_argument("--batch-size", type=int, help="examples per step")
+    parser.add_argument("--steps", type=_positive, help="training steps")
+    parser.add_argument("--lr", type=_finite, help="peak learning rate")
+    parser.add_argument("--batch-size", type=_positive, help="examples per step")
     parser.add_argument("--seed", type=int, help="seed of init, noise and batches")
-    parser.add_argument("--init-mean", type=float, help="mean of the W init (paper 4; Table 6: -3)")
-    parser.add_argument("--noise", choices=["example", "batch"], help="Gumbel noise per ...")
-    parser.add_argument("--sparsity", type=float, help="weight of the mean sigmoid(W) penalty")
-    parser.add_argument("--shots", type=int, help="k demonstrations before each training input")
+    parser.add_argument(
+        "--init-mean", type=_finite, help="mean of the W init (paper 4; Table 6: -3)"
+    )
+    parser.add_argument(
+        "--noise",
+        choices=["example", "batch"],
+        help="Gumbel noise drawn per example (the paper's, default) or once per batch",
+    )
+    parser.add_argument("--sparsity", type=_finite, help="weight of the mean sigmoid(W) penalty")
+    parser.add_argument(
+        "--shots", type=_non_negative, help="k demonstrations before each training input"
+    )
     parser.add_argument(
         "--answer-end",
         choices=["auto", "turn", "eos", "separator", "none"],
@@ -262,20 +349,27 @@ def _add_train_mask(sub: Any) -> None:
     )
     _add_match_argument(parser)
     parser.add_argument(
-        "--holdout", type=int, help="examples held out of training (default 100; 0 = none)"
+        "--holdout",
+        type=_non_negative,
+        help="examples held out of training (default 100; 0 = none)",
     )
     parser.add_argument("--split-seed", type=int, help="shuffle the task (seeded) before splitting")
     parser.add_argument("--ffn-masks", action="store_true", help="experimental: MLP masks too")
     parser.add_argument(
         "--query-side", action="store_true", help="experimental: mask inside the softmax"
     )
-    parser.add_argument("--checkpoint-every", type=int, default=50, help="steps per checkpoint")
+    parser.add_argument(
+        "--checkpoint-every", type=_positive, default=50, help="steps per checkpoint"
+    )
     parser.add_argument("--resume", action="store_true", help="continue from --out/checkpoints")
     parser.add_argument(
-        "--n-eval", type=int, default=40, help="held-out examples to evaluate (0: no evaluation)"
+        "--n-eval",
+        type=_non_negative,
+        help="held-out examples to evaluate afterwards (default: all held out, 100 like eval's "
+        "--n-eval; 0: no evaluation)",
     )
     parser.add_argument("--seeds", default="0,1", help="seeds of the random masks")
-    parser.add_argument("--eval-batch-size", type=int, default=16)
+    parser.add_argument("--eval-batch-size", type=_positive, default=16)
 
 
 def _cmd_train_mask(args: argparse.Namespace) -> int:
@@ -302,10 +396,12 @@ def _cmd_train_mask(args: argparse.Namespace) -> int:
         answer_end=args.answer_end,
         n_eval=args.holdout,
         split_seed=args.split_seed,
-        dtype=args.dtype,
+        dtype=args.precision,
         ffn_masks=args.ffn_masks or None,
         query_side=args.query_side or None,
     )
+    if args.n_eval is None:
+        args.n_eval = config.n_eval  # every held-out example
     if args.n_eval > 0 and config.n_eval and args.n_eval > config.n_eval:
         raise ValueError(
             f"--n-eval {args.n_eval} exceeds the {config.n_eval} examples held out of training "
@@ -314,6 +410,7 @@ def _cmd_train_mask(args: argparse.Namespace) -> int:
     if args.n_eval > 0 and config.n_eval == 0:
         raise ValueError("--holdout 0 trains on every example: pass --n-eval 0 as well")
     task = get_task(args.task, instruction=args.instruction, match=args.match)
+    _check_out(args.out)
     model = load_model(args.model)
     out = output_dir(args.out)
     result = train_mask(
@@ -384,13 +481,28 @@ def _add_sweep(sub: Any) -> None:
         "--reference-instruction",
         help="instead of --reference-prompt: the prompt in the instruction template (Table 10)",
     )
-    parser.add_argument("--influential-k", type=int, help="re-order only the first K heads")
-    parser.add_argument("--top-k", type=int, default=5, help="original top tokens to track")
-    parser.add_argument("--generate-tokens", type=int, default=20, help="0: no continuations")
-    parser.add_argument("--every", type=int, default=1, help="evaluate every K-th step")
-    parser.add_argument("--stay", type=int, default=3, help="steps the target must stay top-1")
-    parser.add_argument("--batch-size", type=int, help="steps per forward pass (default: auto)")
-    parser.add_argument("--no-chat", action="store_true", help="do not use the chat template")
+    parser.add_argument("--influential-k", type=_positive, help="re-order only the first K heads")
+    parser.add_argument(
+        "--top-k", type=_non_negative, default=5, help="original top tokens to track"
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        type=_non_negative,
+        default=20,
+        help="tokens of each step's continuation (0: no continuations)",
+    )
+    _deprecated(
+        parser, "--generate-tokens", "--max-new-tokens", "max_new_tokens", type=_non_negative
+    )
+    parser.add_argument("--every", type=_positive, default=1, help="evaluate every K-th step")
+    parser.add_argument(
+        "--stay", type=_positive, default=3, help="steps the target must stay top-1"
+    )
+    parser.add_argument(
+        "--batch-size", type=_positive, help="steps per forward pass (default: auto)"
+    )
+    _add_chat_argument(parser)
+    _deprecated(parser, "--no-chat", "--chat no", "chat", const="no")
     parser.add_argument("--out", required=True, help="output directory")
 
 
@@ -398,7 +510,6 @@ def _sweep_order(args: argparse.Namespace, model: Any) -> Any:
     """The ``order`` argument of removal_sweep from --mask / --heads / --influential."""
     import warnings
 
-    from lens_heads.masks import HeadMask
     from lens_heads.training import MaskTrainingResult
 
     if args.influential:
@@ -407,8 +518,10 @@ def _sweep_order(args: argparse.Namespace, model: Any) -> Any:
         return [label.strip() for label in args.heads.split(",") if label.strip()]
     path = Path(args.mask)
     if path.is_dir() or path.name == "training.safetensors":
-        return MaskTrainingResult.load(path if path.is_dir() else path.parent).W
-    mask = HeadMask.load(path, model=model)
+        folder = path if path.is_dir() else path.parent
+        if (folder / "training.safetensors").is_file():
+            return MaskTrainingResult.load(folder).W
+    mask = _load_mask(args.mask, model)
     if mask.is_binary:
         warnings.warn(
             f"{path} is a binary mask: the heads outside it go first, each group in head-index "
@@ -429,6 +542,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         reference = INSTRUCTION_TEMPLATE.format(
             instruction=args.reference_instruction, input=args.prompt
         )
+    _check_out(args.out)
     model = _load(args)
     result = removal_sweep(
         model,
@@ -437,9 +551,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         target=args.target,
         track_top_k=args.top_k,
         reference_prompt=reference,
-        generate_tokens=args.generate_tokens,
+        generate_tokens=args.max_new_tokens,
         every=args.every,
-        chat=not args.no_chat,
+        chat=_resolve_chat(args, model),
         batch_size=args.batch_size,
         influential_k=args.influential_k,
     )
@@ -461,9 +575,6 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 # -- logit-lens, similarity, attention (issue 6) ------------------------------------------------
-_MASK_HELP = "head-mask file, or a train-mask output folder (its mask.safetensors)"
-
-
 def _add_logit_lens(sub: Any) -> None:
     parser = sub.add_parser(
         "logit-lens",
@@ -479,7 +590,7 @@ def _add_logit_lens(sub: Any) -> None:
     parser.add_argument(
         "--target", action="append", help="token whose probability to follow (repeatable)"
     )
-    parser.add_argument("--top-k", type=int, default=5)
+    parser.add_argument("--top-k", type=_positive, default=5, help="top tokens per layer")
     parser.add_argument("--position", type=int, default=-1, help="token position (-1: last)")
     parser.add_argument(
         "--no-final-norm",
@@ -493,6 +604,7 @@ def _add_logit_lens(sub: Any) -> None:
 def _cmd_logit_lens(args: argparse.Namespace) -> int:
     from lens_heads.lens import logit_lens, top_tokens
 
+    _check_out(args.out)
     model = _load(args)
     mask = _load_mask(args.mask, model)
     common = dict(mask=mask, instruction=args.instruction, chat=_chat_choice(args.chat))
@@ -534,7 +646,10 @@ def _add_similarity(sub: Any) -> None:
         "--task", help="take the prompts from a built-in task or a .json/.jsonl task file"
     )
     parser.add_argument(
-        "--n-prompts", type=int, default=40, help="with --task: its last N inputs (default 40)"
+        "--n-prompts",
+        type=_positive,
+        default=40,
+        help="with --task: its last N inputs (default 40)",
     )
     parser.add_argument(
         "--instruction", help="the task instruction (default with --task: the task's own)"
@@ -555,9 +670,12 @@ def _layer_range(text: str | None) -> range | None:
         return None
     try:
         first, _, last = text.partition("-")
-        return range(int(first), int(last or first) + 1)
+        layers = range(int(first), int(last or first) + 1)
     except ValueError as error:
         raise ValueError(f"--layers must look like 15-29 or 7, got {text!r}") from error
+    if layers.start < 0 or not layers:
+        raise ValueError(f"--layers must be a non-empty range of layer indices, got {text!r}")
+    return layers
 
 
 def _cmd_similarity(args: argparse.Namespace) -> int:
@@ -567,7 +685,8 @@ def _cmd_similarity(args: argparse.Namespace) -> int:
         raise ValueError("give --prompt (once or several times) or --task, exactly one of them")
     if args.task is None and args.instruction is None:
         raise ValueError("--instruction is required with --prompt")
-    layers = _layer_range(args.layers)
+    layers = _layer_range(args.layers)  # checked before the model loads
+    _check_out(args.out)
     model = _load(args)
     mask = _load_mask(args.mask, model)
     chat = _chat_choice(args.chat)
@@ -612,12 +731,15 @@ def _add_attention(sub: Any) -> None:
     source.add_argument("--task", help="an extractive task, e.g. fruit_v_animal_3")
     source.add_argument("--prompt", action="append", help="a prompt (repeat with --target)")
     parser.add_argument("--target", action="append", help="its target word (one per --prompt)")
-    parser.add_argument("--n", type=int, default=40, help="task examples (the last N)")
+    parser.add_argument(
+        "--n-eval", type=_positive, default=40, help="task examples to use (the last N)"
+    )
+    _deprecated(parser, "--n", "--n-eval", "n_eval", type=_positive)
     parser.add_argument("--mask", help=_MASK_HELP)
     parser.add_argument("--instruction", help="instruction (default: the task's own)")
     parser.add_argument("--no-instruction", action="store_true", help="skip the instructed run")
     _add_chat_argument(parser)
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--batch-size", type=_positive, default=16)
     parser.add_argument("--out", required=True, help="output directory")
 
 
@@ -630,7 +752,7 @@ def _cmd_attention(args: argparse.Namespace) -> int:
         if args.target:
             raise ValueError("--target goes with --prompt; a task brings its own targets")
         task = get_task(args.task)
-        prompts, targets = extractive_targets(task, n=args.n)
+        prompts, targets = extractive_targets(task, n=args.n_eval)
         instruction = instruction or task.instruction
     else:
         prompts, targets = args.prompt, args.target or []
@@ -640,6 +762,7 @@ def _cmd_attention(args: argparse.Namespace) -> int:
             )
     if args.no_instruction:
         instruction = None
+    _check_out(args.out)
     model = _load(args)
     result = attention_on_target(
         model,
@@ -671,10 +794,10 @@ def _add_demo(sub: Any) -> None:
     )
     _add_model_argument(parser, default="smollm2-135m-instruct")
     parser.add_argument("--task", default="capitalize", help="built-in task or a data file")
-    parser.add_argument("--steps", type=int, default=100, help="mask-training steps")
-    parser.add_argument("--lr", type=float, default=0.2, help="peak learning rate")
-    parser.add_argument("--n-eval", type=int, default=40, help="held-out examples")
-    parser.add_argument("--sweep-every", type=int, default=2, help="evaluate every K heads")
+    parser.add_argument("--steps", type=_positive, default=100, help="mask-training steps")
+    parser.add_argument("--lr", type=_finite, default=0.2, help="peak learning rate")
+    parser.add_argument("--n-eval", type=_positive, default=40, help="held-out examples")
+    parser.add_argument("--sweep-every", type=_positive, default=2, help="evaluate every K heads")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--fresh", action="store_true", help="recompute every stage (default: reuse finished ones)"
@@ -685,6 +808,7 @@ def _add_demo(sub: Any) -> None:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from lens_heads.demo import run_demo
 
+    _check_out(args.out)
     report = run_demo(
         args.out,
         model=args.model if args.dtype == "float32" else _load(args),  # an alias loads lazily
@@ -734,7 +858,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {name: command for name, _, command in COMMANDS}
     try:
         return handlers[args.command](args)
-    except (ValueError, KeyError, FileNotFoundError, RuntimeError) as error:
+    except (ValueError, KeyError, OSError, RuntimeError) as error:  # one line, no traceback
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"lens-heads {args.command}: error: {message}", file=sys.stderr)
         return 2

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lens_heads._checks import check_context, check_int
 from lens_heads._decoding import LOGITS_BUDGET_BYTES, decode_greedy, supports_kv_cache
 from lens_heads._io import save_figures, write_atomic
 from lens_heads.generation import greedy_generate, stop_token_ids
@@ -259,11 +260,29 @@ class _Run:
 def _resolve_mask(
     value: HeadMask | str | os.PathLike[str] | None, model: ModelLike
 ) -> HeadMask | None:
-    if value is None:
-        return None
-    mask = value if isinstance(value, HeadMask) else HeadMask.load(value)
-    mask.check_model(model)
-    return mask
+    from lens_heads._checks import resolve_mask
+
+    return resolve_mask(value, model)  # a mask file or a train-mask output folder
+
+
+def _check_arguments(*, batch_size: Any, n_eval: Any, max_new_tokens: Any) -> None:
+    check_int("batch_size", batch_size, minimum=1)
+    check_int("n_eval", n_eval, minimum=1)
+    if max_new_tokens is not None:
+        check_int("max_new_tokens", max_new_tokens, minimum=1)
+
+
+def _check_fits(
+    model: ModelLike, encoded: Sequence[EncodedExample], evaluation: Task, new_tokens: int
+) -> None:
+    """Each prompt plus its generated (or teacher-forced answer) tokens fits the context."""
+    for index, (example, item) in enumerate(zip(evaluation.examples, encoded, strict=True)):
+        check_context(
+            model,
+            len(item.prompt_tokens),
+            new_tokens=max(new_tokens, len(item.answer_tokens)),
+            what=f"evaluation example {index} ({example.input[:40]!r})",
+        )
 
 
 def _plan(
@@ -436,6 +455,7 @@ def _generate_and_score(
     batch_size: int,
     *,
     newline_stops: bool,
+    on_rows: Callable[[int], None] | None = None,
 ) -> tuple[list[list[int]], Float[Tensor, " n"], list[int | None] | None]:
     """Greedy new tokens, mean answer CE and the stop token that ended each output (None: the
     token budget ran out; the whole list is None for a legacy model), under ``mask``.
@@ -456,12 +476,16 @@ def _generate_and_score(
     stopped_by: list[int | None] | None = None
     if cached:
         answers = [example.answer_tokens for example in encoded]
-        decoded = decode_greedy(model, prompts, stops=stops, answers=answers, **run)
+        decoded = decode_greedy(
+            model, prompts, stops=stops, answers=answers, on_rows=on_rows, **run
+        )
         generated, losses, stopped_by = decoded.new_tokens, decoded.answer_ce, decoded.stopped_by
         assert losses is not None and stopped_by is not None
     else:
         generated = greedy_generate(model, prompts, stop_tokens=stops, **run)
         losses = _answer_nll(model, encoded, mask, batch_size)
+        if on_rows is not None:
+            on_rows(len(encoded))
     blank = [
         i
         for i, tokens in enumerate(generated)
@@ -527,8 +551,7 @@ def evaluate(
         from dataclasses import replace
 
         task = replace(task, instruction=instruction)
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    _check_arguments(batch_size=batch_size, n_eval=n_eval, max_new_tokens=max_new_tokens)
     mask_ = _resolve_mask(mask, model)
     other_ = _resolve_mask(other_mask, model)
     if isinstance(settings, str):
@@ -547,30 +570,43 @@ def evaluate(
         chat = has_chat_template(tokenizer)
     if shots < 0:
         raise ValueError(f"shots must be >= 0, got {shots}")
-    new_tokens = max_new_tokens or task.max_new_tokens
+    new_tokens = task.max_new_tokens if max_new_tokens is None else max_new_tokens
     translation = task.kind == "translation"
     total_heads = head_shape(model)[0] * head_shape(model)[1]
 
     prompts: dict[bool, list[EncodedExample]] = {}
     run_rows: list[dict[str, Any]] = []
     record_rows: list[dict[str, Any]] = []
-    bar = tqdm(plan, desc=f"evaluating {task.name}", disable=not progress)
-    for run in bar:
+    for instructed in dict.fromkeys(run.instructed for run in plan):  # every prompt, before compute
+        prompts[instructed] = _encode(
+            model,
+            evaluation,
+            instructed=instructed,
+            chat=chat,
+            shots=shots,
+            shot_pool=train,
+            shot_seed=shot_seed,
+            separator=separator,
+        )
+        _check_fits(model, prompts[instructed], evaluation, new_tokens)
+    # the bar counts examples over all settings (a setting can take minutes)
+    bar = tqdm(
+        total=len(plan) * len(evaluation),
+        desc=f"evaluating {task.name}",
+        unit="example",
+        disable=not progress,
+    )
+    for run in plan:
         bar.set_postfix_str(f"{run.setting}" + (f" seed {run.seed}" if run.seed >= 0 else ""))
-        if run.instructed not in prompts:
-            prompts[run.instructed] = _encode(
-                model,
-                evaluation,
-                instructed=run.instructed,
-                chat=chat,
-                shots=shots,
-                shot_pool=train,
-                shot_seed=shot_seed,
-                separator=separator,
-            )
         encoded = prompts[run.instructed]
         generated, losses, stopped_by = _generate_and_score(  # the CE raises if not finite
-            model, encoded, run.mask, new_tokens, batch_size, newline_stops=first_line
+            model,
+            encoded,
+            run.mask,
+            new_tokens,
+            batch_size,
+            newline_stops=first_line,
+            on_rows=bar.update,
         )
         texts = [tokenizer.decode(tokens, skip_special_tokens=True) for tokens in generated]
         predictions = [_first_line(text) if first_line else text.strip() for text in texts]
@@ -634,6 +670,7 @@ def evaluate(
                 row["source"] = example.source
             record_rows.append(row)
 
+    bar.close()
     config = {
         "n_eval": len(evaluation),
         "split_seed": split_seed,

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from lens_heads._checks import check_context, check_int
 from lens_heads._decoding import decode_greedy, supports_kv_cache
 from lens_heads.hooks import maybe_mask
 from lens_heads.masks import HeadMask, MaskShapeError
@@ -78,10 +79,14 @@ def greedy_generate(
     the result) or after ``max_new_tokens``. The tokens equal those of generating each prompt
     alone; prompts are grouped by length to keep padding small.
     """
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+    check_int("max_new_tokens", max_new_tokens, minimum=1)
+    check_int("batch_size", batch_size, minimum=1)
+    if len(prompts) == 0:
+        raise ValueError("no prompts to generate from: pass at least one prompt")
     if any(len(prompt) == 0 for prompt in prompts):
         raise ValueError("cannot generate from an empty prompt")
+    for index, prompt in enumerate(prompts):  # before any compute
+        check_context(model, len(prompt), new_tokens=max_new_tokens, what=f"prompt {index}")
     stops = list(stop_token_ids(model.tokenizer) if stop_tokens is None else stop_tokens)
     shared, per_example = _batch_masks(mask, len(prompts))
     if supports_kv_cache(model):

@@ -38,6 +38,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lens_heads._checks import check_context
 from lens_heads._io import FolderResult
 from lens_heads.hooks import mask_hooks
 from lens_heads.masks import HeadMask, MaskShapeError, stack_masks
@@ -137,6 +138,7 @@ def encode_prompt(
         bad = [t for t in tokens if not 0 <= t < vocab]
         if bad:
             raise ValueError(f"token ids {bad[:5]} are outside the vocabulary [0, {vocab})")
+        check_context(model, len(tokens), what="the token prompt")
         return EncodedPrompt(tokens, tokenizer.decode(tokens), "")
     if not prompt:
         raise ValueError("the prompt is empty; pass the input text, e.g. 'apple'")
@@ -150,8 +152,13 @@ def encode_prompt(
     if not chat and eos is not None and len(tokens) > 1 and tokens[-1] == eos:
         tokens = tokens[:-1]  # tokenizers that append EOS: the prompt continues, it does not end
         spans = spans[:-1] if spans is not None else None
+    check_context(model, len(tokens), what=f"the prompt {_shorten(prompt)}")
     start = _input_start(fmt, tokenizer, prompt, text)
     return EncodedPrompt(tokens, text, prompt, start, spans)  # type: ignore[arg-type]
+
+
+def _shorten(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
 def _resolve_position(position: int, length: int, what: str = "the prompt") -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 import re
 import time
@@ -72,6 +73,19 @@ def parse_head(
     return layer, head
 
 
+def _pair(head: Any) -> tuple[int, int]:
+    """A ``(layer, head)`` pair of ints, or a ValueError naming the item."""
+    try:
+        layer, index = head
+        if isinstance(layer, bool) or isinstance(index, bool):
+            raise TypeError
+        return operator.index(layer), operator.index(index)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"head {head!r} is neither a label like 'L3H7' nor a (layer, head) pair of ints"
+        ) from None
+
+
 def _shape_of(model_or_layers: Any, n_heads: int | None) -> tuple[int, int]:
     if isinstance(model_or_layers, int):
         if n_heads is None:
@@ -104,6 +118,11 @@ class HeadMask:
             raise MaskShapeError(
                 f"a HeadMask needs values of shape [n_layers, n_heads], got {tuple(values.shape)}"
             )
+        if values.numel() == 0:
+            raise MaskShapeError(
+                f"a HeadMask needs at least one layer and one head, got shape "
+                f"{tuple(values.shape)}; build it for a model: HeadMask.ones(model)"
+            )
         values = values.to(torch.float32).cpu()
         if not torch.isfinite(values).all():
             raise ValueError("mask values contain NaN or inf; masks hold values in [0, 1]")
@@ -133,17 +152,28 @@ class HeadMask:
     ) -> HeadMask:
         """Binary mask of trained logits: a head is kept where ``sigmoid(W) >= threshold``."""
         weights = torch.as_tensor(weights).detach().float()
+        if not torch.isfinite(weights).all():
+            bad = (~torch.isfinite(weights)).nonzero().tolist()[:3]
+            raise ValueError(
+                f"trained weights W hold NaN or inf (at [layer, head] {bad}); the training "
+                "diverged or the file is corrupted: retrain, or resume from an earlier checkpoint"
+            )
         return cls((torch.sigmoid(weights) >= threshold).float())
 
     @classmethod
     def from_heads(
-        cls, heads: Iterable[str | tuple[int, int]], *, n_layers: int, n_heads: int
+        cls, heads: Iterable[str | tuple[int, ...]], *, n_layers: int, n_heads: int
     ) -> HeadMask:
         """Binary mask keeping exactly the named heads (labels ``"L3H7"`` or tuples)."""
+        if isinstance(heads, str):
+            raise ValueError(
+                f"heads must be a list of labels, got the string {heads!r}: write "
+                f"from_heads([{heads!r}], ...)"
+            )
         values = torch.zeros(n_layers, n_heads)
         for head in heads:
             layer, index = (
-                parse_head(head, n_layers, n_heads) if isinstance(head, str) else tuple(head)
+                parse_head(head, n_layers, n_heads) if isinstance(head, str) else _pair(head)
             )
             if not (0 <= layer < n_layers and 0 <= index < n_heads):
                 raise ValueError(

@@ -259,6 +259,15 @@ def _boot_hub(model_id: str, dtype: torch.dtype, device: Any) -> Any:
 def _load_hf_dir(path: Path) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if not (path / "config.json").is_file():
+        holds = ", ".join(sorted(child.name for child in path.iterdir())[:5]) or "empty"
+        raise ModelNotAvailableError(
+            f"directory {path} holds no model (contents: {holds}): a Hugging Face checkpoint "
+            "directory needs config.json, the weights "
+            "(model.safetensors or pytorch_model.bin) and the tokenizer files "
+            "(tokenizer.json or tokenizer.model, tokenizer_config.json); pass such a directory, "
+            "a .gguf file or an alias"
+        )
     tokenizer = AutoTokenizer.from_pretrained(path)
     hf_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     return hf_model, tokenizer

@@ -403,14 +403,17 @@ def logit_lens_figure(
         subplot_titles=[f"P({target!r})" for target in targets],
         vertical_spacing=0.12 if len(targets) > 1 else 0.0,
     )
+    # cells show the top-1 token cut to 5 characters (cells are narrow), hover the whole token
     text = [[str(token) for token in row] for row in top1]
+    short = [[_short_token(token) for token in row] for row in text]
     for index, target in enumerate(targets):
         figure.add_trace(
             go.Heatmap(
                 z=probs[:, :, index].numpy(),
                 x=list(layers),
                 y=list(settings),
-                text=text,
+                text=short,
+                customdata=text,
                 texttemplate="%{text}",
                 textfont={"size": 9},
                 zmin=0.0,
@@ -419,12 +422,13 @@ def logit_lens_figure(
                 showscale=index == 0,
                 colorbar={"title": "probability"},
                 hovertemplate=f"%{{y}}, after %{{x}}<br>P({target!r}) = %{{z:.3g}}<br>"
-                "top-1 %{text}<extra></extra>",
+                "top-1 %{customdata}<extra></extra>",
             ),
             row=index + 1,
             col=1,
         )
         figure.update_yaxes(autorange="reversed", row=index + 1, col=1)
+        figure.update_xaxes(tickfont={"size": 9}, row=index + 1, col=1)
     figure.update_layout(
         title=title or None,
         template="plotly_white",
@@ -432,6 +436,16 @@ def logit_lens_figure(
         width=max(640, 48 * len(layers) + 200),
     )
     return figure
+
+
+def _short_token(text: str, limit: int = 5) -> str:
+    """A token cut to ``limit`` characters (the last one an ellipsis) to fit a narrow cell."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _short_label(label: str, limit: int = 5) -> str:
+    """Each ``<br>`` line of a tick label cut to ``limit`` characters."""
+    return "<br>".join(_short_token(line, limit) for line in label.split("<br>"))
 
 
 def similarity_figure(
@@ -508,11 +522,16 @@ def similarity_figure(
                     "cosine %{y:.4f}<extra></extra>",
                 )
             )
+    # upright labels, each line at most 5 characters: rotated multi-line labels overlap
     figure.update_xaxes(
         title_text=tick_title,
         tickmode="array",
         tickvals=x,
-        ticktext=list(tick_labels) if tick_labels is not None else [str(i) for i in x],
+        ticktext=[_short_label(t) for t in tick_labels]
+        if tick_labels is not None
+        else [str(i) for i in x],
+        tickangle=0,
+        tickfont={"size": 9},
     )
     figure.update_layout(
         title=title or None,

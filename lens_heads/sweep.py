@@ -45,6 +45,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lens_heads._checks import check_context
 from lens_heads._io import save_figures, write_atomic, write_atomic_with
 from lens_heads.generation import greedy_generate
 from lens_heads.hooks import mask_hooks
@@ -793,6 +794,13 @@ def removal_sweep(
     shape = head_shape(model)
     d_vocab = int(model.cfg.d_vocab)
     prompt_ids = encode_text(tokenizer, prompt, chat=chat)
+    check_context(model, len(prompt_ids), new_tokens=generate_tokens, what=f"the prompt {prompt!r}")
+    if reference_prompt is not None:  # before any compute
+        check_context(
+            model,
+            len(encode_text(tokenizer, reference_prompt, chat=chat)),
+            what="the reference prompt",
+        )
     prompt_text = PromptFormat(chat=True).render(prompt, tokenizer) if chat else prompt
     target_id = None
     if target is not None:

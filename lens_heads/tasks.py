@@ -290,6 +290,17 @@ def _example(record: Any, where: str) -> Example:
     return Example(source, answer)
 
 
+def _read_text(path: Path) -> str:
+    """A data file's text; a file that is not UTF-8 is a TaskDataError naming it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise TaskDataError(
+            f"{path}: not UTF-8 text (byte {error.start}: {error.reason}); save the file as "
+            "UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
+        ) from error
+
+
 def load_examples(path: str | os.PathLike[str]) -> list[Example]:
     """Read ``{"input", "output"}`` examples from a JSON list (function-vector style, or an
     object with an ``"examples"`` list) or from JSONL (one object per line).
@@ -299,7 +310,7 @@ def load_examples(path: str | os.PathLike[str]) -> list[Example]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"task file {path} does not exist")
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path)
     if not text.strip():
         raise TaskDataError(
             f"{path}: the file is empty; it should hold {{'input', 'output'}} items"
@@ -401,7 +412,7 @@ def parallel_corpus() -> ParallelCorpus:
     sentences: dict[str, list[str]] = {}
     tokens: dict[str, list[list[str]]] = {}
     alignments: dict[str, list[Alignment]] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(_read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -422,7 +433,7 @@ def load_parallel_tsv(
     """A many-way parallel TSV (one column per language, as XNLI 15-way). The header names the
     languages unless ``languages`` is given."""
     path = Path(path)
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = [line for line in _read_text(path).splitlines() if line.strip()]
     if not lines:
         raise TaskDataError(f"{path}: empty file")
     start = 0
@@ -459,7 +470,7 @@ def load_flores_dir(path: str | os.PathLike[str], pattern: str = "*") -> Paralle
         raise FileNotFoundError(f"FLORES-style folder {folder} does not exist")
     for file in sorted(folder.glob(pattern)):
         if file.is_file():
-            lines = file.read_text(encoding="utf-8").rstrip("\n").split("\n")
+            lines = _read_text(file).rstrip("\n").split("\n")
             for number, line in enumerate(lines, start=1):
                 if not line.strip():
                     raise TaskDataError(f"{file}:{number}: empty line (one sentence per line)")
@@ -473,7 +484,7 @@ def load_alignments(path: str | os.PathLike[str]) -> list[Alignment]:
     """Word alignments in Pharaoh format (``0-0 1-2 2-1`` per sentence, as fast_align writes)."""
     path = Path(path)
     result = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(_read_text(path).splitlines(), start=1):
         pairs = []
         for item in line.split():
             try:

@@ -41,6 +41,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lens_heads._checks import check_context, check_numeric_fields
 from lens_heads._io import save_figures, write_atomic, write_atomic_with
 from lens_heads.hooks import mask_hooks
 from lens_heads.masks import HeadMask, format_head
@@ -153,6 +154,7 @@ class TrainingConfig:
             if not condition:
                 raise ValueError(message)
 
+        check_numeric_fields(self)  # 2.5 steps, lr=inf: a clear error before the ranges
         need(
             isinstance(self.steps, int) and self.steps > 0,
             f"steps must be a positive integer, got {self.steps}",
@@ -676,6 +678,12 @@ def _partial_unembed_works(model: ModelLike, tokens: Tensor, answer_mask: Tensor
 def _training_split(task: Task, config: TrainingConfig) -> Task:
     if config.n_eval == 0:
         return task
+    if len(task) <= config.n_eval:
+        raise ValueError(
+            f"task {task.name!r} has {len(task)} examples, not more than the n_eval="
+            f"{config.n_eval} held out of training (--holdout): pass a smaller n_eval, or "
+            "n_eval=0 (--holdout 0 --n-eval 0) to train on every example"
+        )
     train, _ = task.split(n_eval=config.n_eval, seed=config.split_seed)
     return train
 
@@ -696,6 +704,11 @@ def _encode_training(model: ModelLike, train: Task, config: TrainingConfig) -> l
         fmt = PromptFormat(chat=chat, instruction=None, shots=demos, separator=config.separator)
         prompt = fmt.render(example.input, tokenizer)
         encoded.append(encode_example(tokenizer, prompt, example.output, chat=chat, end_tokens=end))
+        check_context(
+            model,
+            len(encoded[-1].tokens),
+            what=f"training example {index} ({example.input[:40]!r})",
+        )
     return encoded
 
 

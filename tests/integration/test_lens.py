@@ -72,7 +72,7 @@ def test_cli_attention_table7_on_fruit_v_animal(demo_report, tmp_path):
     (the only one trained in CI), so the numbers illustrate the split M / 1-M, not Table 7."""
     out = tmp_path / "table7"
     argv = ["attention", "--model", "smollm2-135m-instruct", "--task", "fruit_v_animal_3"]
-    argv += ["--n", "20", "--mask", str(demo_report / "training"), "--out", str(out)]
+    argv += ["--n-eval", "20", "--mask", str(demo_report / "training"), "--out", str(out)]
     assert main(argv) == 0
     result = AttentionResult.load(out)
     assert result.settings == ["original", "instructed", "masked"]

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 def test_cli_sweep_shows_the_three_stages(demo_report, tmp_path, capsys):
     out = tmp_path / "sweep-apple"
     argv = ["sweep", "--model", "smollm2-135m-instruct", "--mask", str(demo_report / "training")]
-    argv += ["--prompt", "apple", "--target", "Apple", "--every", "2", "--generate-tokens", "10"]
+    argv += ["--prompt", "apple", "--target", "Apple", "--every", "2", "--max-new-tokens", "10"]
     argv += ["--reference-instruction", "Capitalize the given word.", "--out", str(out)]
     assert main(argv) == 0
     print(capsys.readouterr().out[-600:])

@@ -195,7 +195,7 @@ def test_cli_train_mask_keeps_the_instruction_row_and_takes_match(tmp_path, caps
     data.write_text(json.dumps([{"input": w, "output": w.upper()} for w in WORDS * 2]))
     out = tmp_path / "out"
     argv = ["train-mask", "--model", "tiny", "--task", str(data), "--steps", "2", "--out", str(out)]
-    argv += ["--batch-size", "2", "--holdout", "4", "--n-eval", "4", "--dtype", "fp32"]
+    argv += ["--batch-size", "2", "--holdout", "4", "--n-eval", "4", "--precision", "fp32"]
     argv += ["--instruction", "Write the word in capitals.", "--match", "startswith"]
     assert main(argv) == 0
     table = pd.read_csv(out / "eval" / "table.csv", index_col=0)

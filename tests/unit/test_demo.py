@@ -51,7 +51,7 @@ def test_demo_runs_every_stage_and_writes_the_report(loads, capitalize_file, tmp
         assert heading in markdown, heading
     assert "| w/ M |" in markdown and "| w/ random M |" in markdown
     page = (out / "report.html").read_text()
-    assert page.count("<h2>") >= 8 and page.count("Plotly.newPlot") == 7
+    assert page.count("<h2>") >= 7 and page.count("<h3>") == page.count("Plotly.newPlot") == 7
     assert SweepResult.load(out / "sweep").n_removed == [0, 3, 6, 8]
     assert report.sweep.reference_prompt.startswith("Capitalize")
 

@@ -232,7 +232,7 @@ def test_cli_sweep_with_a_training_folder_a_mask_file_and_labels(tiny_cli, tmp_p
     training = lh.train_mask(tiny_cli, upper, config, progress=False)
     training.save(tmp_path / "run")
     base = ["sweep", "--model", "tiny", "--prompt", "apple", "--target", "a"]
-    base += ["--generate-tokens", "3"]
+    base += ["--max-new-tokens", "3"]
     out = tmp_path / "from-folder"
     argv = [*base, "--mask", str(tmp_path / "run"), "--out", str(out)]
     argv += ["--reference-instruction", "Repeat the word."]

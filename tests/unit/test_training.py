@@ -394,7 +394,7 @@ def test_bad_configs_are_clear_errors(overrides, message):
 def test_a_batch_larger_than_the_training_split_is_a_clear_error(model):
     task = Task("small", tuple(Example(w, w.upper()) for w in _words(12)))
     with pytest.raises(ValueError, match="batch_size 8 is larger than the 6 training examples"):
-        train_mask(model, task, _config(batch_size=8, n_eval=100), progress=False)
+        train_mask(model, task, _config(batch_size=8, n_eval=6), progress=False)
     with pytest.raises(ValueError, match="checkpoint_every must be positive"):
         train_mask(model, task, _config(batch_size=2), checkpoint_every=0, progress=False)
 
@@ -529,7 +529,7 @@ def test_cli_train_mask_smoke(tmp_path, monkeypatch, upper_task, capsys):
     )
     out = tmp_path / "out"
     argv = ["train-mask", "--model", "tiny", "--task", str(data), "--steps", "6", "--out", str(out)]
-    argv += ["--batch-size", "4", "--holdout", "8", "--n-eval", "4", "--dtype", "fp32"]
+    argv += ["--batch-size", "4", "--holdout", "8", "--n-eval", "4", "--precision", "fp32"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "w/ random M" in printed and "w/ M" in printed and "kept" in printed
