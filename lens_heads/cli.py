@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from lens_heads._grid_cli import add_grid, cmd_grid
+
 __all__ = ["main"]
 
 
@@ -657,6 +659,7 @@ COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], 
     ("similarity", _add_similarity, _cmd_similarity),
     ("attention", _add_attention, _cmd_attention),
     ("demo", _add_demo, _cmd_demo),
+    ("grid", add_grid, cmd_grid),
 ]
 
 
