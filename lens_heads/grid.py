@@ -21,7 +21,8 @@ evaluated (and optionally swept) in its own folder, resumable, retried, assemble
 Each cell is one Ray task with the config's declared resources (``[resources] num_cpus``,
 ``num_gpus``). A cell writes into ``<out>/<cell path>/`` (the training result, its checkpoints,
 ``eval/``, ``sweep/<i>/``) and writes ``cell.json`` last, atomically: a folder with ``cell.json``
-is complete and is skipped by later runs; an interrupted cell resumes from its checkpoint.
+is complete and is skipped by later runs; an interrupted cell resumes from its checkpoint;
+``compute.log`` has a line per attempt that computed it.
 Before a cell starts it takes an atomic claim (``.claim.json``, created with ``O_EXCL``, kept
 fresh by a heartbeat), so two grid runs on one folder never train the same cell at once: the
 second waits for the first's cell and reuses it. A claim whose process died (same host) or whose
@@ -218,6 +219,7 @@ def run_cell(
             if done is not None:
                 return {"status": "done", "row": done["row"], "reused": True}
             started = time.perf_counter()
+            _log(folder, run_id)
             row = _compute(config, cell, folder)
             row["cell s"] = round(time.perf_counter() - started, 1)
             info = {
@@ -234,6 +236,13 @@ def run_cell(
             return {"status": "done", "row": row, "reused": False, "worker": info["worker"]}
     finally:
         release(folder, run_id)
+
+
+def _log(folder: Path, run_id: str) -> None:
+    """Append who computes the cell to ``compute.log`` (one line per attempt that ran)."""
+    line = json.dumps({"run": run_id, "host": socket.gethostname(), "pid": os.getpid()})
+    with open(folder / "compute.log", "a", encoding="utf-8") as file:
+        file.write(f"{line}\n")
 
 
 def _compute(config: GridConfig, cell: Cell, folder: Path) -> dict[str, Any]:
