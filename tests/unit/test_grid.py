@@ -84,7 +84,7 @@ def test_yaml_is_the_same_config():
 )
 def test_bad_configs_fail_with_the_line_and_the_fix(old, new, message):
     assert old in GOOD
-    with pytest.raises(GridConfigError, match="^grid.toml") as caught:
+    with pytest.raises(GridConfigError, match=r"^grid\.toml") as caught:
         _config(GOOD.replace(old, new))
     assert message in str(caught.value)
 
