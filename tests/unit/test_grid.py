@@ -184,3 +184,20 @@ def test_the_cli_runs_a_grid_and_checks_a_config(tmp_path, capsys):
     assert main(["grid", str(path), "--out", str(out), "--address", "local", "--quiet"]) == 0
     assert "| tiny-2x4 | tiny | 0 | capitalize |" in capsys.readouterr().out
     assert (out / "table.csv").is_file()
+
+
+def test_a_sweep_after_training_adds_its_folder_and_column(tmp_path):
+    config = _config(GOOD.replace('"antonym"]', "]") + "\n[sweep]\nexamples = 1\nevery = 4\n")
+    out = tmp_path / "out"
+    result = run_grid(config, out, address="local", progress=False)
+    assert "switch step" in result.to_frame().columns
+    sweep = lh.SweepResult.load(out / "capitalize" / "sweep" / "0")
+    assert sweep.n_removed[0] == 0 and sweep.n_removed[-1] == 8
+
+
+@pytest.mark.parametrize("name", ["laptop.toml", "heads_up_llama8b.toml"])
+def test_the_documented_grids_are_valid(name):
+    from pathlib import Path
+
+    config = lh.GridConfig.load(Path(__file__).resolve().parents[2] / "docs" / "grids" / name)
+    assert config.cells and all(c.path.endswith(c.task) for c in config.cells)
