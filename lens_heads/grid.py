@@ -404,12 +404,10 @@ class _RayExecutor:
         if not ray.is_initialized():
             root = str(Path(__file__).resolve().parents[1])
             path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-            ray.init(
-                address=address,
-                include_dashboard=False,
-                log_to_driver=False,
-                runtime_env={"env_vars": {"PYTHONPATH": path}},
-            )
+            options: dict[str, Any] = {"runtime_env": {"env_vars": {"PYTHONPATH": path}}}
+            if address is None:  # a new local instance: no dashboard, quiet workers
+                options.update(include_dashboard=False, log_to_driver=False)
+            ray.init(address=address, **options)
             self.started = True
         options: dict[str, Any] = {
             "num_cpus": resources.get("num_cpus", 1),
