@@ -63,7 +63,8 @@ _SETTING_SHORT = {
     "w/ M": "M",
     "w/ M + instruction": "M+instr",
 }
-_TIMING_COLUMNS = ("train s", "cell s")
+#: Columns that measure time (they differ between runs of the same cells).
+TIMING_COLUMNS = ("train s", "cell s")
 
 
 class GridCellError(RuntimeError):
@@ -128,6 +129,8 @@ def claim(folder: Path, run_id: str, stale_after: float = 120.0) -> bool:
                 # we moved a fresh claim someone made in between: put it back
                 try:
                     os.link(grave, path)
+                except FileExistsError:
+                    pass  # a third run claimed it meanwhile; either way it is not ours
                 finally:
                     grave.unlink(missing_ok=True)
                 return False

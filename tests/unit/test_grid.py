@@ -147,6 +147,8 @@ def test_a_local_grid_writes_cells_table_and_reuses_complete_cells(tmp_path):
     assert again.to_frame().equals(frame)
     assert lh.GridResult.load(out).to_frame()["task"].tolist() == ["capitalize", "antonym"]
     assert len((out / "antonym" / "compute.log").read_text().splitlines()) == 1
+    heatmap = result.plot().data[0]
+    assert list(heatmap.x) == ["antonym", "capitalize"] and heatmap.z.shape == (1, 2)
 
 
 def test_a_failing_cell_is_retried_then_reported_and_the_others_finish(tmp_path):

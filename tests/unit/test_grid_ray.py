@@ -17,7 +17,7 @@ import pytest
 import ray
 
 import lens_heads as lh
-from lens_heads.grid import CLAIM, DONE, run_cell, run_grid
+from lens_heads.grid import CLAIM, DONE, TIMING_COLUMNS, run_cell, run_grid
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = """\
@@ -63,7 +63,7 @@ def reference(config, tmp_path_factory) -> pd.DataFrame:
 
 
 def _table(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.drop(columns=["train s", "cell s"]).reset_index(drop=True)
+    return frame.drop(columns=list(TIMING_COLUMNS)).reset_index(drop=True)
 
 
 def _log(folder: Path) -> list[dict]:
