@@ -20,6 +20,7 @@ declares its arguments; :data:`COMMANDS` lists them in the order ``--help`` show
                           --instruction "Capitalize the given word." --out results/fig4-apple
     lens-heads attention --model smollm2-135m-instruct --task fruit_v_animal_3 --mask m.safetensors
                          --out results/table7
+    lens-heads grid docs/grids/laptop.toml --out runs/laptop [--address auto|ray://...|local]
 """
 
 from __future__ import annotations
