@@ -4,18 +4,23 @@ held-out examples; one combined table.
 
     python -m analyses.mask_table --model smollm2-135m-instruct --out runs/mask-table/smollm2
     python -m analyses.mask_table --model gemma-3-270m --out runs/mask-table/gemma
+    python -m analyses.mask_table --address auto --out runs/mask-table/smollm2   # on Ray
 
-Each task gets a folder ``<out>/<task>/`` (the training result, checkpoints, ``eval/``);
-finished tasks are reused and an interrupted one resumes from its checkpoint, so the command
-can be re-run until the table is complete. ``<out>/table.md`` and ``table.csv`` combine them.
+This is a grid config (:func:`grid_config`) run by :func:`lens_heads.run_grid`: one model,
+one schedule, one training seed, the tasks as cells. Each task gets a folder ``<out>/<task>/``
+(the training result, checkpoints, ``eval/``, ``cell.json`` when complete); finished tasks are
+reused and an interrupted one resumes from its checkpoint, so the command can be re-run until
+the table is complete. ``<out>/table.md`` and ``table.csv`` combine them; the evaluation
+columns (``<metric> <setting>``: ``acc M``, ``CE orig``, ``perplexity rand``, ...) come from
+the evaluation's own table, so a metric added to :func:`lens_heads.evaluate` becomes a column.
+By default the cells run in this process (``--address local``); ``--address`` takes a Ray
+address (``auto``, ``ray://host:10001``) or ``ray`` for a local Ray instance.
 Base models (no chat template) get the ``{input}\\n\\n`` format, as the reference code does.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,64 +29,44 @@ import pandas as pd
 
 import lens_heads as lh
 from lens_heads._io import write_atomic
-from lens_heads.evaluate import EvaluationResult
-from lens_heads.training import MaskTrainingResult, TrainingConfig
+from lens_heads.grid import GridConfig, GridResult, run_grid
 
 SETTINGS = ["original", "instruction", "random", "mask"]
-LABELS = {"Original": "orig", "w/ instruction": "instr", "w/ random M": "rand", "w/ M": "M"}
-#: Column prefixes of the combined table and the evaluation-table columns they come from.
-COLUMNS = {
-    "acc": "accuracy",
-    "EM": "exact match",
-    "echo": "echo rate",
-    "CE": "answer CE (paper: PPL)",
-}
+_GRID_ONLY = ["model", "schedule", "seed", "cell", "cell s"]
 
 
-def run_task(
-    model: Any,
-    task: str | lh.Task,
-    out: Path,
-    config: TrainingConfig,
-    n_eval: int,
-    seeds: Sequence[int],
-) -> dict[str, Any]:
-    """Train (or reuse) and evaluate (or reuse) one task (a built-in name or a data file); its
-    row of the combined table."""
-    task = lh.get_task(task)
-    folder = out / task.name
-    if (folder / "training.json").is_file():
-        training = MaskTrainingResult.load(folder)
-    else:
-        training = lh.train_mask(
-            model, task, config, checkpoint_dir=folder / "checkpoints", resume=True
-        )
-        training.save(folder)
-        training.save_figures(folder)
-    if (folder / "eval" / "result.json").is_file():
-        evaluation = EvaluationResult.load(folder / "eval")
-    else:
-        started = time.perf_counter()
-        evaluation = lh.evaluate(
-            model, task, SETTINGS, mask=training.mask, n_eval=n_eval, random_seeds=seeds
-        )
-        evaluation.config["seconds"] = round(time.perf_counter() - started, 1)
-        evaluation.save(folder / "eval")
-    table = evaluation.to_frame()
-    row: dict[str, Any] = {
-        "task": task.name,
-        "match": evaluation.config["match"],
-        "n_eval": evaluation.config["n_eval"],
-        "heads kept": training.mask.n_selected,
-        "heads": int(training.W.numel()),
-    }
-    for label, short in LABELS.items():
-        for prefix, column in COLUMNS.items():
-            row[f"{prefix} {short}"] = float(table.loc[label, column])
-    row["train s"] = round(float(training.timing.get("seconds", math.nan)))
-    row["steps"] = int(training.config.steps)
-    row["dtype"] = training.config.dtype
-    return row
+def grid_config(
+    model: str,
+    tasks: Sequence[str],
+    *,
+    steps: int = 200,
+    lr: float = 0.1,
+    batch_size: int = 8,
+    holdout: int = 100,
+    n_eval: int = 40,
+    seeds: Sequence[int] = (0, 1),
+    **schedule: Any,
+) -> GridConfig:
+    """The grid of this table: ``model`` × ``tasks``, the short schedule (``schedule`` may
+    override more :class:`~lens_heads.TrainingConfig` fields), evaluation of :data:`SETTINGS`
+    on ``n_eval`` held-out examples with random masks of ``seeds``."""
+    return GridConfig.from_values(
+        {
+            "name": "mask-table",
+            "models": [model],
+            "tasks": list(tasks),
+            "schedules": {
+                "short": {
+                    "steps": steps,
+                    "lr": lr,
+                    "batch_size": batch_size,
+                    "n_eval": holdout,
+                    **schedule,
+                }
+            },
+            "evaluate": {"settings": SETTINGS, "n_eval": n_eval, "random_seeds": list(seeds)},
+        }
+    )
 
 
 def summarize(rows: pd.DataFrame) -> dict[str, int]:
@@ -96,42 +81,56 @@ def summarize(rows: pd.DataFrame) -> dict[str, int]:
     }
 
 
-def to_markdown(
-    rows: pd.DataFrame, model: str, config: TrainingConfig, seeds: Sequence[int]
-) -> str:
+def table(result: GridResult) -> pd.DataFrame:
+    """The grid's table without the grid's own columns (one model, schedule and seed here)."""
+    frame = result.to_frame()
+    return frame.drop(columns=[c for c in _GRID_ONLY if c in frame.columns])
+
+
+def to_markdown(rows: pd.DataFrame, model: str, config: GridConfig, failures: pd.DataFrame) -> str:
+    schedule = next(iter(config.schedules.values()))
+    evaluate = config.evaluate or {}
+    seeds = evaluate.get("random_seeds", [])
+    dtype = rows["dtype"].iloc[0] if len(rows) else schedule.dtype
     lines = [
         f"# Head masks per task on {model}",
         "",
-        f"Schedule: {config.steps} steps, batch {config.batch_size}, lr {config.lr}, "
-        f"dtype {rows['dtype'].iloc[0] if len(rows) else config.dtype}; evaluation on the last "
-        f"held-out examples (greedy, 10 tokens, the task's match rule); random M: seeds "
-        f"{', '.join(map(str, seeds))}. acc = accuracy by the paper's rule (startswith/contains), "
-        "EM = exact match of the first answer segment, echo = the output repeats the input, "
-        "CE = mean answer-token cross-entropy (the paper's 'PPL'). Training targets end with "
-        f"the end-of-turn token (answer_end={config.answer_end!r}).",
+        f"Schedule: {schedule.steps} steps, batch {schedule.batch_size}, lr {schedule.lr}, "
+        f"dtype {dtype}; evaluation on the last held-out examples (greedy, 10 tokens, the task's "
+        f"match rule); random M: seeds {', '.join(map(str, seeds))}. acc = accuracy by the paper's "
+        "rule (startswith/contains), exact match = the first answer segment is the answer, echo "
+        "rate = the output repeats the input, CE = mean answer-token cross-entropy (the paper's "
+        "'PPL'); orig / instr / rand / M: Original, w/ instruction, w/ random M, w/ M. Training "
+        f"targets end with answer_end={schedule.answer_end!r} (the end-of-turn token by default).",
         "",
     ]
-    header = [f"{p} {s}" for p in COLUMNS for s in LABELS.values()]
-    lines += [
-        "| task | match | heads kept | " + " | ".join(header) + " | train s |",
-        "|" + "---|" * (len(header) + 4),
-    ]
-    for _, r in rows.iterrows():
-        cells = [f"{r[column]:.2f}" for column in header]
-        lines.append(
-            f"| {r['task']} | {r['match']} | {r['heads kept']}/{r['heads']} | "
-            + " | ".join(cells)
-            + f" | {r['train s']} |"
-        )
-    goals = summarize(rows)
-    lines += [
-        "",
-        f"Goals met (of {goals['tasks']} tasks): CE under M <= half the original's and below "
-        f"random M on **{goals['CE goal met']}**; accuracy >= 0.3 above both Original and "
-        f"random M on **{goals['accuracy goal met']}**.",
-        "",
-    ]
-    return "\n".join(lines)
+    if len(rows):
+        start = list(rows.columns).index("heads") + 1
+        stop = list(rows.columns).index("train s")
+        metrics = list(rows.columns[start:stop])
+        lines.append("| task | match | heads kept | " + " | ".join(metrics) + " | train s |")
+        lines.append("|" + "---|" * (len(metrics) + 4))
+        for _, r in rows.iterrows():
+            lines.append(
+                f"| {r['task']} | {r['match']} | {r['heads kept']}/{r['heads']} | "
+                + " | ".join(f"{r[m]:.2f}" for m in metrics)
+                + f" | {r['train s']} |"
+            )
+        if {"CE M", "CE orig", "CE rand", "acc M", "acc orig", "acc rand"} <= set(rows.columns):
+            goals = summarize(rows)
+            lines += [
+                "",
+                f"Goals met (of {goals['tasks']} tasks): CE under M <= half the original's and "
+                f"below random M on **{goals['CE goal met']}**; accuracy >= 0.3 above both "
+                f"Original and random M on **{goals['accuracy goal met']}**.",
+            ]
+    if len(failures):
+        lines += ["", f"Failed tasks ({len(failures)}):", ""]
+        lines += [
+            f"- {r['cell']} ({r['attempts']} attempts): {r['error']}"
+            for _, r in failures.iterrows()
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -145,30 +144,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--holdout", type=int, default=100, help="examples held out of training")
     parser.add_argument("--seeds", default="0,1", help="seeds of the random masks")
     parser.add_argument(
-        "--answer-end", default="auto", help="what ends a training target (TrainingConfig)"
+        "--answer-end",
+        default="auto",
+        choices=["auto", "turn", "eos", "separator", "none"],
+        help="what closes each training target (TrainingConfig.answer_end; default: the chat "
+        "template's end-of-turn, EOS for base models)",
+    )
+    parser.add_argument(
+        "--address",
+        default="local",
+        help="'local' (this process, the default), 'ray' (a local Ray instance), 'auto' or "
+        "'ray://host:10001' (a Ray cluster)",
     )
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     tasks = lh.list_tasks("word") if args.tasks == "all" else args.tasks.split(",")
-    seeds = [int(s) for s in args.seeds.split(",")]
-    config = TrainingConfig.short(
+    config = grid_config(
+        args.model,
+        tasks,
         steps=args.steps,
         lr=args.lr,
         batch_size=args.batch_size,
-        n_eval=args.holdout,
+        holdout=args.holdout,
+        n_eval=args.n_eval,
+        seeds=[int(s) for s in args.seeds.split(",")],
         answer_end=args.answer_end,
     )
     out = Path(args.out)
-    model = lh.load_model(args.model)
-    rows = []
-    for task in tasks:
-        print(f"== {task}", flush=True)
-        rows.append(run_task(model, task, out, config, args.n_eval, seeds))
-        frame = pd.DataFrame(rows)
-        write_atomic(out / "table.csv", frame.to_csv(index=False))
-        write_atomic(out / "table.md", to_markdown(frame, args.model, config, seeds))
+    address = None if args.address == "ray" else args.address
+    result = run_grid(config, out, address=address)
+    rows = table(result)
+    write_atomic(out / "table.csv", rows.to_csv(index=False))
+    write_atomic(out / "table.md", to_markdown(rows, args.model, config, result.failures))
     print((out / "table.md").read_text())
-    return 0
+    return 1 if len(result.failures) else 0
 
 
 if __name__ == "__main__":

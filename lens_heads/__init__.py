@@ -12,6 +12,7 @@
 from lens_heads.attention import attention_on_target
 from lens_heads.evaluate import EvaluationResult, evaluate
 from lens_heads.generation import Generation, generate, greedy_generate
+from lens_heads.grid import GridConfig, GridResult, run_grid
 from lens_heads.hooks import apply_mask, mask_hooks
 from lens_heads.lens import logit_lens, top_tokens
 from lens_heads.masks import HeadMask, expected_random_jaccard, jaccard
@@ -28,6 +29,8 @@ __all__ = [
     "MODEL_ALIASES",
     "EvaluationResult",
     "Generation",
+    "GridConfig",
+    "GridResult",
     "HeadMask",
     "MaskTrainingResult",
     "PromptFormat",
@@ -51,6 +54,7 @@ __all__ = [
     "logit_lens",
     "mask_hooks",
     "removal_sweep",
+    "run_grid",
     "tiny_model",
     "top_tokens",
     "train_mask",

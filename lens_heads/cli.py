@@ -20,6 +20,7 @@ declares its arguments; :data:`COMMANDS` lists them in the order ``--help`` show
                           --instruction "Capitalize the given word." --out results/fig4-apple
     lens-heads attention --model smollm2-135m-instruct --task fruit_v_animal_3 --mask m.safetensors
                          --out results/table7
+    lens-heads grid docs/grids/laptop.toml --out runs/laptop [--address auto|ray://...|local]
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from lens_heads._grid_cli import add_grid, cmd_grid
 
 __all__ = ["main"]
 
@@ -837,6 +840,7 @@ COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], 
     ("similarity", _add_similarity, _cmd_similarity),
     ("attention", _add_attention, _cmd_attention),
     ("demo", _add_demo, _cmd_demo),
+    ("grid", add_grid, cmd_grid),
 ]
 
 

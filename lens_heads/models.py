@@ -36,6 +36,8 @@ __all__ = [
     "load_model",
     "model_name",
     "prepare_model",
+    "resolve_device",
+    "resolve_dtype",
     "tiny_model",
 ]
 
@@ -183,8 +185,9 @@ def model_name(model: ModelLike) -> str:
 def load_model(
     spec: str | os.PathLike[str],
     *,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | str = torch.float32,
     device: str | torch.device = "cpu",
+    device_map: str | dict[str, Any] | None = None,
     freeze: bool = True,
 ) -> Any:
     """Load a model as a TransformerLens ``TransformerBridge``.
@@ -192,6 +195,16 @@ def load_model(
     ``spec`` is an offline alias (``"smollm2-135m-instruct"``, ``"gemma-3-270m"``), a ``.gguf``
     file, a local Hugging Face checkpoint directory or a Hugging Face model id. GGUF weights
     are dequantized once and cached as safetensors under :func:`cache_dir`.
+
+    ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ... or ``"auto"`` (CUDA when available);
+    ``dtype``: a ``torch.dtype``, its name (``"bfloat16"``) or ``"auto"`` (bfloat16 on a GPU
+    that computes it natively, float32 elsewhere). ``device_map`` (``"auto"`` or a module →
+    device dict; Hugging Face ids and checkpoint directories) splits a model that does not fit
+    one GPU over several, through TransformerLens's own device-map support.
+
+    >>> model = load_model("smollm2-135m-instruct", dtype="auto")  # doctest: +SKIP
+    >>> resolve_dtype("auto", "cpu"), resolve_device("cpu")
+    (torch.float32, device(type='cpu'))
 
     >>> model = load_model("smollm2-135m-instruct")  # doctest: +SKIP
     >>> head_shape(model)  # doctest: +SKIP
@@ -202,6 +215,8 @@ def load_model(
     lens_heads.models.ModelNotAvailableError: unknown model 'no-such-model': not an alias (...
     """
     spec_str = os.fspath(spec)
+    device = resolve_device(device)
+    dtype = resolve_dtype(dtype, device)
     path = Path(spec_str).expanduser()
     if spec_str in MODEL_ALIASES:
         source = MODEL_ALIASES[spec_str]
@@ -214,10 +229,11 @@ def load_model(
         hf_model, tokenizer = _load_gguf_cached(_file_sha256(path), lambda: path, None)
         hf_id = path.stem
     elif path.is_dir():
-        hf_model, tokenizer = _load_hf_dir(path)
+        hf_model, tokenizer = _load_hf_dir(path, device_map)
         hf_id = spec_str
     elif "/" in spec_str and not path.exists() and not spec_str.startswith((".", "/", "~")):
-        return _finish(_boot_hub(spec_str, dtype, device), spec_str, dtype, device, freeze)
+        bridge = _boot_hub(spec_str, dtype, device, device_map)
+        return _finish(bridge, spec_str, dtype, device, freeze)
     else:
         known = ", ".join(sorted(MODEL_ALIASES))
         raise ModelNotAvailableError(
@@ -230,10 +246,37 @@ def load_model(
     return _finish(bridge, spec_str, dtype, device, freeze)
 
 
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``"auto"``: CUDA when available, else the CPU; anything else as ``torch.device``."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: torch.dtype | str, device: str | torch.device = "cpu") -> torch.dtype:
+    """A ``torch.dtype`` from a dtype or its name; ``"auto"`` is bfloat16 on a CUDA device
+    with native bf16 and float32 elsewhere (on CPUs training uses bf16 *autocast* instead:
+    ``TrainingConfig(dtype="auto")``)."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        device = torch.device(device)
+        cuda_bf16 = device.type == "cuda" and torch.cuda.is_available()
+        return torch.bfloat16 if cuda_bf16 and torch.cuda.is_bf16_supported() else torch.float32
+    value = getattr(torch, str(dtype), None)
+    if not isinstance(value, torch.dtype) or not value.is_floating_point:
+        raise ValueError(
+            f"unknown dtype {dtype!r}; use 'auto', 'float32', 'bfloat16', 'float16' or a "
+            "torch.dtype"
+        )
+    return value
+
+
 def _finish(bridge: Any, name: str, dtype: torch.dtype, device: Any, freeze: bool) -> Any:
-    if dtype != torch.float32:
+    split = getattr(bridge.cfg, "n_devices", 1) > 1  # a device_map placed it already
+    if dtype != torch.float32 and not split:
         bridge.to(dtype)
-    if str(device) != "cpu":
+    if str(device) != "cpu" and not split:
         bridge.to(device)
     bridge.eval()
     if freeze:
@@ -243,10 +286,12 @@ def _finish(bridge: Any, name: str, dtype: torch.dtype, device: Any, freeze: boo
     return bridge
 
 
-def _boot_hub(model_id: str, dtype: torch.dtype, device: Any) -> Any:
+def _boot_hub(model_id: str, dtype: torch.dtype, device: Any, device_map: Any = None) -> Any:
     from transformer_lens.model_bridge import TransformerBridge
 
     try:
+        if device_map is not None:
+            return TransformerBridge.boot_transformers(model_id, dtype=dtype, device_map=device_map)
         return TransformerBridge.boot_transformers(model_id, dtype=dtype, device=device)
     except OSError as error:
         known = ", ".join(sorted(MODEL_ALIASES))
@@ -256,7 +301,7 @@ def _boot_hub(model_id: str, dtype: torch.dtype, device: Any) -> Any:
         ) from error
 
 
-def _load_hf_dir(path: Path) -> tuple[Any, Any]:
+def _load_hf_dir(path: Path, device_map: Any = None) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if not (path / "config.json").is_file():
@@ -269,7 +314,8 @@ def _load_hf_dir(path: Path) -> tuple[Any, Any]:
             "a .gguf file or an alias"
         )
     tokenizer = AutoTokenizer.from_pretrained(path)
-    hf_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    extra = {} if device_map is None else {"device_map": device_map}
+    hf_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, **extra)
     return hf_model, tokenizer
 
 
