@@ -9,6 +9,7 @@
 (1, 6)
 """
 
+from lens_heads.alignment import TranslationScores, translation_scores
 from lens_heads.attention import attention_on_target
 from lens_heads.evaluate import EvaluationResult, evaluate
 from lens_heads.generation import Generation, generate, greedy_generate
@@ -33,6 +34,7 @@ __all__ = [
     "SweepResult",
     "Task",
     "TrainingConfig",
+    "TranslationScores",
     "apply_mask",
     "attention_on_target",
     "evaluate",
@@ -52,4 +54,5 @@ __all__ = [
     "tiny_model",
     "top_tokens",
     "train_mask",
+    "translation_scores",
 ]
