@@ -9,6 +9,7 @@
 (1, 6)
 """
 
+from lens_heads.ablation import AblationResult, ablate_heads
 from lens_heads.alignment import TranslationScores, translation_scores
 from lens_heads.attention import attention_on_target
 from lens_heads.evaluate import EvaluationResult, evaluate
@@ -26,6 +27,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MODEL_ALIASES",
+    "AblationResult",
     "EvaluationResult",
     "Generation",
     "HeadMask",
@@ -35,6 +37,7 @@ __all__ = [
     "Task",
     "TrainingConfig",
     "TranslationScores",
+    "ablate_heads",
     "apply_mask",
     "attention_on_target",
     "evaluate",
