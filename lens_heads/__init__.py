@@ -22,6 +22,7 @@ from lens_heads.prompts import PromptFormat
 from lens_heads.sweep import SweepResult, removal_sweep
 from lens_heads.tasks import Task, get_task, list_tasks
 from lens_heads.training import MaskTrainingResult, TrainingConfig, train_mask
+from lens_heads.trater import TRaterResult, trater_scores
 
 __version__ = "0.1.0"
 
@@ -34,6 +35,7 @@ __all__ = [
     "MaskTrainingResult",
     "PromptFormat",
     "SweepResult",
+    "TRaterResult",
     "Task",
     "TrainingConfig",
     "TranslationScores",
@@ -58,4 +60,5 @@ __all__ = [
     "top_tokens",
     "train_mask",
     "translation_scores",
+    "trater_scores",
 ]
