@@ -279,3 +279,36 @@ def test_model_without_hook_pattern():
     model = SimpleNamespace(cfg=SimpleNamespace(model_name="bare"), hook_dict={})
     with pytest.raises(AlignmentError, match=r"exposes no 'blocks\.0\.attn\.hook_pattern'"):
         lh.translation_scores(model, "en-fr")
+
+
+# -- consistency across pairs and models -------------------------------------------------------
+def test_consistency_matrix(tiny, tmp_path):
+    from lens_heads.consistency import Consistency, alignment_consistency
+
+    result = alignment_consistency(tiny, ["en", "fr", "zh"], k=3, n=2, shots=1)
+    matrix = result.jaccard
+    assert list(matrix.index) == ["en-fr", "en-zh", "fr-en", "fr-zh", "zh-en", "zh-fr"]
+    assert (matrix.to_numpy().diagonal() == 1).all() and (matrix == matrix.T).all().all()
+    scores = lh.translation_scores(tiny, "fr-zh", n=2, shots=1)
+    assert result.top["fr-zh"] == scores.top(3)
+    a = lh.HeadMask.from_heads(result.top["en-fr"], n_layers=2, n_heads=4)
+    b = lh.HeadMask.from_heads(result.top["zh-en"], n_layers=2, n_heads=4)
+    assert matrix.loc["en-fr", "zh-en"] == lh.jaccard(a, b)
+    assert result.expected == lh.expected_random_jaccard(3, 3, n_heads=8)
+    result.save(tmp_path / "c")
+    assert Consistency.load(tmp_path / "c").jaccard.equals(matrix)
+    with pytest.raises(ValueError, match="k must lie"):
+        alignment_consistency(tiny, ["en", "fr"], k=99)
+
+
+def test_across_models(tiny):
+    from lens_heads.consistency import alignment_heads_across_models
+
+    other = lh.tiny_model(n_layers=3, n_heads=2, seed=1)
+    result = alignment_heads_across_models([tiny, other], "en-de", threshold=0.0, n=2, shots=1)
+    frame = result.to_frame()
+    assert list(frame["n_heads"]) == [8, 6]
+    for row in result.rows:
+        assert row["proportion"] == row["n_alignment"] / row["n_heads"]
+        assert all(0 <= d <= 1 for d in row["relative_depths"])
+    assert len(result.plot().data) == 3
