@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from lens_heads.cli_alignment import ALIGNMENT_COMMANDS
+
 __all__ = ["main"]
 
 
@@ -658,6 +660,7 @@ COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], 
     ("attention", _add_attention, _cmd_attention),
     ("demo", _add_demo, _cmd_demo),
 ]
+COMMANDS += ALIGNMENT_COMMANDS  # translation-scores, ablate-heads, trater (issue 13)
 
 
 def build_parser() -> argparse.ArgumentParser:
