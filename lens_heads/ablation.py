@@ -95,16 +95,20 @@ def identify_language(text: str, languages: Sequence[str] = ("en", "fr", "es", "
     return str(_identifier(tuple(sorted(set(languages)))).classify(text)[0])
 
 
-def failure_category(output: str, before: str, target_lang: str, languages: Sequence[str]) -> str:
+def failure_category(
+    output: str, before: str, target_lang: str, languages: Sequence[str], prompt: str = ""
+) -> str:
     """How an output damaged by ablation fails (the paper's appendix): ``"no translation"``
-    (empty, or not in the target language: a copy of the source or of a demonstration),
+    (empty, a copy of text in the ``prompt`` -- the source or a demonstration -- or not in the
+    target language),
     ``"target language, missing details"`` (target language, fewer words than the output
     before ablation), or ``"other"``.
 
     >>> failure_category("", "Le chien.", "fr", ["en", "fr"])
     'no translation'
     """
-    if not output.strip() or identify_language(output, languages) != target_lang:
+    text = output.strip()
+    if not text or (prompt and text in prompt) or identify_language(text, languages) != target_lang:
         return CATEGORIES[0]
     if len(output.split()) < len(before.split()):
         return CATEGORIES[1]
@@ -276,6 +280,7 @@ def ablate_heads(
                 }
             )
             frame = records[["index", "input", "answer", "prediction", "correct"]].copy()
+            prompts = list(records["prompt"])
             frame.insert(0, "task", current.name)
             frame.insert(1, "setting", setting)
             frame.insert(2, "seed", run_seed)
@@ -292,12 +297,12 @@ def ablate_heads(
                     languages = sorted({current.source_lang or "en", *LANGUAGES})
                     frame["category"] = [
                         failure_category(
-                            p, outputs_before[i], current.target_lang or "en", languages
+                            p, outputs_before[i], current.target_lang or "en", languages, q
                         )
                         if before[i] - c >= DAMAGE
                         else ""
-                        for i, p, c in zip(
-                            frame["index"], frame["prediction"], frame["chrf"], strict=True
+                        for i, p, c, q in zip(
+                            frame["index"], frame["prediction"], frame["chrf"], prompts, strict=True
                         )
                     ]
             record_frames.append(frame)
