@@ -9,6 +9,8 @@
 (1, 6)
 """
 
+from lens_heads.ablation import AblationResult, ablate_heads
+from lens_heads.alignment import TranslationScores, translation_scores
 from lens_heads.attention import attention_on_target
 from lens_heads.evaluate import EvaluationResult, evaluate
 from lens_heads.generation import Generation, generate, greedy_generate
@@ -22,11 +24,13 @@ from lens_heads.similarity import SimilarityStats, figure4_similarity, layer_sim
 from lens_heads.sweep import SweepResult, removal_sweep
 from lens_heads.tasks import Task, get_task, list_tasks
 from lens_heads.training import MaskTrainingResult, TrainingConfig, train_mask
+from lens_heads.trater import TRaterResult, trater_scores
 
 __version__ = "0.1.0"
 
 __all__ = [
     "MODEL_ALIASES",
+    "AblationResult",
     "EvaluationResult",
     "Generation",
     "GridConfig",
@@ -36,8 +40,11 @@ __all__ = [
     "PromptFormat",
     "SimilarityStats",
     "SweepResult",
+    "TRaterResult",
     "Task",
     "TrainingConfig",
+    "TranslationScores",
+    "ablate_heads",
     "apply_mask",
     "attention_on_target",
     "evaluate",
@@ -58,4 +65,6 @@ __all__ = [
     "tiny_model",
     "top_tokens",
     "train_mask",
+    "translation_scores",
+    "trater_scores",
 ]

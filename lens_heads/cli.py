@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from lens_heads._grid_cli import add_grid, cmd_grid
+from lens_heads.cli_alignment import ALIGNMENT_COMMANDS
 
 __all__ = ["main"]
 
@@ -842,6 +843,7 @@ COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], 
     ("demo", _add_demo, _cmd_demo),
     ("grid", add_grid, cmd_grid),
 ]
+COMMANDS += ALIGNMENT_COMMANDS  # translation-scores, ablate-heads, trater (issue 13)
 
 
 def build_parser() -> argparse.ArgumentParser:
