@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from lens_heads import lahis_cli
+
 __all__ = ["main"]
 
 
@@ -251,6 +253,7 @@ def _add_train_mask(sub: Any) -> None:
     )
     parser.add_argument("--seeds", default="0,1", help="seeds of the random masks")
     parser.add_argument("--eval-batch-size", type=int, default=16)
+    lahis_cli.add_soft_arguments(parser)  # --soft --heads FILE|top:N --importance DIR
 
 
 def _cmd_train_mask(args: argparse.Namespace) -> int:
@@ -279,6 +282,8 @@ def _cmd_train_mask(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         ffn_masks=args.ffn_masks or None,
         query_side=args.query_side or None,
+        soft=args.soft or None,
+        trainable=lahis_cli.trainable_from_args(args),
     )
     if args.n_eval > 0 and config.n_eval and args.n_eval > config.n_eval:
         raise ValueError(
@@ -320,7 +325,7 @@ def _cmd_train_mask(args: argparse.Namespace) -> int:
             separator=config.separator,
             settings=["original"]
             + (["instruction"] if task.instruction else [])
-            + (["random"] if seeds else [])
+            + (["random"] if seeds and not config.soft else [])
             + ["mask"],
         )
         written += evaluation.save(out / "eval", png=True)
@@ -657,6 +662,7 @@ COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], 
     ("similarity", _add_similarity, _cmd_similarity),
     ("attention", _add_attention, _cmd_attention),
     ("demo", _add_demo, _cmd_demo),
+    *lahis_cli.COMMANDS,  # importance, language-heads, language-perplexity, transfer (issue 14)
 ]
 
 
