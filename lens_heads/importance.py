@@ -365,11 +365,12 @@ def head_importance(
             ones = torch.ones(len(batch), n_layers, n_heads, device=device, requires_grad=True)
             with torch.enable_grad(), _autocast(dtype, device):
                 per_doc = _losses(model, tokens, valid, mask_hooks(ones, model), partial)
-            if not bool(torch.isfinite(per_doc).all()):
-                raise FloatingPointError(
-                    f"non-finite loss in the importance pass (dtype {dtype}); use dtype='float32'"
-                )
-            (grad,) = torch.autograd.grad(per_doc.sum(), ones)
+                if not bool(torch.isfinite(per_doc).all()):
+                    raise FloatingPointError(
+                        f"non-finite loss in the importance pass (dtype {dtype}); use "
+                        "dtype='float32'"
+                    )
+                (grad,) = torch.autograd.grad(per_doc.sum(), ones)
             gradients[batch] = grad.float().cpu()
             losses[batch] = per_doc.detach().float().cpu()
     finally:

@@ -42,12 +42,16 @@ __all__ = [
 
 # -- language identification -------------------------------------------------------------------
 @cache
-def _identifier(languages: tuple[str, ...]) -> Any:
+def _langid() -> Any:
     try:
         from langid import langid
     except ImportError as error:  # pragma: no cover - a declared dependency
         raise ImportError("language identification needs langid: pip install langid") from error
-    identifier = langid.LanguageIdentifier.from_modelstring(langid.model, norm_probs=False)
+    return langid.LanguageIdentifier.from_modelstring(langid.model, norm_probs=False)
+
+
+def _identifier(languages: tuple[str, ...]) -> Any:
+    identifier = _langid()
     identifier.set_languages(list(languages))
     return identifier
 

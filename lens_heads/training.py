@@ -139,7 +139,9 @@ class TrainingConfig:
     ffn_masks: bool = False
     query_side: bool = False
     soft: bool = False  # LAHIS soft mask: multipliers >= 0 from 1, no noise (issue 14)
-    trainable: tuple[str, ...] | None = None  # soft: the heads trained ("L3H7"); None = all
+    trainable: Sequence[str] | None = (
+        None  # soft (a tuple once validated): the heads trained ("L3H7"); None = all
+    )
 
     def __post_init__(self) -> None:
         def need(condition: bool, message: str) -> None:
