@@ -381,3 +381,27 @@ def test_identify_language():
 def test_mask_file_error_for_missing_scale(tmp_path):
     with pytest.raises(MaskFileError, match="does not exist"):
         HeadScale.load(tmp_path / "none.safetensors")
+
+
+def test_train_mask_soft_cli_arguments(tmp_path):
+    from lens_heads.cli import build_parser
+    from lens_heads.lahis_cli import trainable_from_args
+
+    parser = build_parser()
+    base = ["train-mask", "--model", "m", "--task", "t", "--out", str(tmp_path)]
+    HeadImportance.example().save(tmp_path / "imp")
+    args = parser.parse_args(
+        [*base, "--soft", "--heads", "top:2", "--importance", str(tmp_path / "imp")]
+    )
+    assert trainable_from_args(args) == ("L1H0", "L0H1")
+    (tmp_path / "heads.txt").write_text("L0H1, L1H0\n", encoding="utf-8")
+    args = parser.parse_args([*base, "--soft", "--heads", str(tmp_path / "heads.txt")])
+    assert trainable_from_args(args) == ("L0H1", "L1H0")
+    with pytest.raises(ValueError, match="add --soft"):
+        trainable_from_args(parser.parse_args([*base, "--heads", "top:2"]))
+    with pytest.raises(ValueError, match="--importance DIR"):
+        trainable_from_args(parser.parse_args([*base, "--soft", "--heads", "top:2"]))
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        trainable_from_args(parser.parse_args([*base, "--soft", "--heads", "missing.txt"]))
+    for command in ("importance", "language-heads", "language-perplexity", "transfer"):
+        assert command in parser._subparsers._group_actions[0].choices
