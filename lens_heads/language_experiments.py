@@ -415,7 +415,8 @@ def attention_transfer(
     task = corpus.translation_task(source, target)
     if not 1 <= n_eval < len(task):
         raise ImportanceInputError(f"n_eval must lie in [1, {len(task) - 1}], got {n_eval}")
-    pool, evaluation = task.examples[:-n_eval], task.examples[-n_eval:]
+    evaluation = task.examples[-n_eval:]
+    pool = [(example.input, example.output) for example in task.examples[:-n_eval]]
     prompts = []
     for index, example in enumerate(evaluation):
         demos = sample_shots(pool, shots, seed=index) if shots else ()

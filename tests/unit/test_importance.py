@@ -405,3 +405,19 @@ def test_train_mask_soft_cli_arguments(tmp_path):
         trainable_from_args(parser.parse_args([*base, "--soft", "--heads", "missing.txt"]))
     for command in ("importance", "language-heads", "language-perplexity", "transfer"):
         assert command in parser._subparsers._group_actions[0].choices
+
+
+def test_attention_transfer_plumbing(model):
+    from lens_heads.language_experiments import attention_transfer
+
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.rand(5, 2, 4, generator=generator)
+    heads = LanguageHeads(["en", "fr", "es", "de", "zh"], scores, 0.75, 4, "x", "tiny")
+    assert heads.specific["fr"] == ["L0H1"] and heads.specific["en"] == ["L0H1"]
+    result = attention_transfer(
+        model, heads, source="en", target="fr", factors=(3.0,), n_eval=2, shots=1, max_new_tokens=3
+    )
+    assert result.to_frame()["setting"].tolist() == ["original", "x3"]
+    assert len(result.outputs) == 4
+    with pytest.raises(ImportanceInputError, match="factors is empty"):
+        attention_transfer(model, heads, factors=())
