@@ -364,7 +364,7 @@ def transfer_scale(
     heads: LanguageHeads, target: str, weaken: str | None, factor: float
 ) -> HeadScale:
     """The scale of attention transfer: ``target``'s specific heads x``factor``, ``weaken``'s
-    specific heads x0, every other head x1."""
+    specific heads x0 (except those also specific to ``target``), every other head x1."""
     n_layers, n_heads = heads.shape
     strengthen = heads.specific[target] if target in heads.languages else None
     if strengthen is None:
@@ -378,8 +378,12 @@ def transfer_scale(
     if weaken is not None:
         if weaken not in heads.languages:
             raise ImportanceInputError(f"no language {weaken!r} in these heads ({heads.languages})")
-        scale = scale.scaled(heads.specific[weaken], 0.0)
+        scale = scale.scaled(_weakened(heads, target, weaken), 0.0)
     return scale
+
+
+def _weakened(heads: LanguageHeads, target: str, weaken: str) -> list[str]:
+    return [head for head in heads.specific[weaken] if head not in heads.specific[target]]
 
 
 def attention_transfer(
@@ -448,7 +452,7 @@ def attention_transfer(
                 "off_target": sum(lang != target for lang in found) / len(found),
                 "chrf_pp": chrf_pp(texts, references),
                 "strengthened": " ".join(heads.specific[target]) if scale is not None else "",
-                "weakened": " ".join(heads.specific[weaken])
+                "weakened": " ".join(_weakened(heads, target, weaken))
                 if scale is not None and weaken
                 else "",
             }

@@ -284,6 +284,10 @@ def test_transfer_scale_and_errors():
     assert scale.values[0, 0].item() == 1.0  # general heads untouched
     with pytest.raises(ImportanceInputError, match="no language 'xx'"):
         transfer_scale(heads, "xx", None, 3.0)
+    shared = LanguageHeads(["en", "fr", "de"], _hand_scores(), 0.5, 3, "x", "m")
+    assert shared.specific["fr"] == ["L1H0", "L1H2"] and shared.specific["de"] == ["L1H1", "L1H2"]
+    both = transfer_scale(shared, "fr", "de", 3.0)  # L1H2 is specific to both: stays x3
+    assert both.values[1].tolist() == [3.0, 0.0, 3.0]
     with pytest.raises(ScaleValueError):
         transfer_scale(heads, "fr", None, -3.0)
 
