@@ -16,10 +16,13 @@ from lens_heads.evaluate import EvaluationResult, evaluate
 from lens_heads.generation import Generation, generate, greedy_generate
 from lens_heads.grid import GridConfig, GridResult, run_grid
 from lens_heads.hooks import apply_mask, mask_hooks
+from lens_heads.importance import HeadImportance, head_importance
+from lens_heads.languages import LanguageHeads, language_heads
 from lens_heads.lens import logit_lens, top_tokens
 from lens_heads.masks import HeadMask, expected_random_jaccard, jaccard
 from lens_heads.models import MODEL_ALIASES, head_shape, load_model, tiny_model
 from lens_heads.prompts import PromptFormat
+from lens_heads.scales import HeadScale
 from lens_heads.similarity import SimilarityStats, figure4_similarity, layer_similarity
 from lens_heads.sweep import SweepResult, removal_sweep
 from lens_heads.tasks import Task, get_task, list_tasks
@@ -35,7 +38,10 @@ __all__ = [
     "Generation",
     "GridConfig",
     "GridResult",
+    "HeadImportance",
     "HeadMask",
+    "HeadScale",
+    "LanguageHeads",
     "MaskTrainingResult",
     "PromptFormat",
     "SimilarityStats",
@@ -53,8 +59,10 @@ __all__ = [
     "generate",
     "get_task",
     "greedy_generate",
+    "head_importance",
     "head_shape",
     "jaccard",
+    "language_heads",
     "layer_similarity",
     "list_tasks",
     "load_model",

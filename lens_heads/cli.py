@@ -32,8 +32,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lens_heads._grid_cli import add_grid, cmd_grid
+from lens_heads import cli_lahis
 from lens_heads.cli_alignment import ALIGNMENT_COMMANDS
+from lens_heads.cli_grid import add_grid, cmd_grid
 
 __all__ = ["main"]
 
@@ -374,6 +375,7 @@ def _add_train_mask(sub: Any) -> None:
     )
     parser.add_argument("--seeds", default="0,1", help="seeds of the random masks")
     parser.add_argument("--eval-batch-size", type=_positive, default=16)
+    cli_lahis.add_soft_arguments(parser)  # --soft --heads FILE|top:N --importance DIR
 
 
 def _cmd_train_mask(args: argparse.Namespace) -> int:
@@ -403,6 +405,8 @@ def _cmd_train_mask(args: argparse.Namespace) -> int:
         dtype=args.precision,
         ffn_masks=args.ffn_masks or None,
         query_side=args.query_side or None,
+        soft=args.soft or None,
+        trainable=cli_lahis.trainable_from_args(args),
     )
     if args.n_eval is None:
         args.n_eval = config.n_eval  # every held-out example
@@ -447,7 +451,7 @@ def _cmd_train_mask(args: argparse.Namespace) -> int:
             separator=config.separator,
             settings=["original"]
             + (["instruction"] if task.instruction else [])
-            + (["random"] if seeds else [])
+            + (["random"] if seeds and not config.soft else [])
             + ["mask"],
         )
         written += evaluation.save(out / "eval", png=True)
@@ -842,6 +846,7 @@ COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], 
     ("attention", _add_attention, _cmd_attention),
     ("demo", _add_demo, _cmd_demo),
     ("grid", add_grid, cmd_grid),
+    *cli_lahis.COMMANDS,  # importance, language-heads, language-perplexity, transfer (issue 14)
 ]
 COMMANDS += ALIGNMENT_COMMANDS  # translation-scores, ablate-heads, trater (issue 13)
 

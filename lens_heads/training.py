@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 from lens_heads._checks import check_context, check_numeric_fields
 from lens_heads._io import save_figures, write_atomic, write_atomic_with
 from lens_heads.hooks import mask_hooks
-from lens_heads.masks import HeadMask, format_head
+from lens_heads.masks import HeadMask, format_head, parse_head
 from lens_heads.models import ModelLike, head_shape, model_name
 from lens_heads.prompts import (
     ANSWER_ENDS,
@@ -148,6 +148,10 @@ class TrainingConfig:
     trajectory_every: int | None = None
     ffn_masks: bool = False
     query_side: bool = False
+    soft: bool = False  # LAHIS soft mask: multipliers >= 0 from 1, no noise (issue 14)
+    trainable: Sequence[str] | None = (
+        None  # soft (a tuple once validated): the heads trained ("L3H7"); None = all
+    )
 
     def __post_init__(self) -> None:
         def need(condition: bool, message: str) -> None:
@@ -197,6 +201,7 @@ class TrainingConfig:
         object.__setattr__(self, "dtype", _DTYPES[self.dtype])
         need(self.n_eval >= 0, f"n_eval must be >= 0, got {self.n_eval}")
         need(self.shots >= 0, f"shots must be >= 0, got {self.shots}")
+        _check_soft(self)
         need(
             self.answer_end in ANSWER_ENDS,
             f"answer_end must be one of {', '.join(ANSWER_ENDS)}, got {self.answer_end!r}",
@@ -234,7 +239,10 @@ class TrainingConfig:
         return replace(self, dtype="bfloat16" if native_bf16(device) else "float32")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        values = asdict(self)
+        if values["trainable"] is not None:  # JSON has no tuples: keep checkpoints comparable
+            values["trainable"] = list(values["trainable"])
+        return values
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainingConfig:
@@ -243,6 +251,24 @@ class TrainingConfig:
         if unknown:
             raise ValueError(f"unknown TrainingConfig field(s) {unknown}")
         return cls(**values)
+
+
+def _check_soft(config: TrainingConfig) -> None:
+    """Validate (and normalise to a tuple) the soft-mask fields of ``config``."""
+    if config.trainable is None:
+        return
+    if not config.soft:
+        raise ValueError("trainable heads are for soft masks: pass soft=True with trainable")
+    if isinstance(config.trainable, str):
+        raise ValueError("trainable must be a list of head labels like ['L3H7'], not one string")
+    labels = tuple(str(label) for label in config.trainable)
+    if not labels:
+        raise ValueError("trainable is empty: give at least one head (or None for all heads)")
+    for label in labels:
+        parse_head(label)
+    object.__setattr__(config, "trainable", labels)
+    if config.query_side or config.ffn_masks:
+        raise ValueError("soft masks train head multipliers only: drop query_side / ffn_masks")
 
 
 def native_bf16(device: str | torch.device = "cpu") -> bool:
@@ -393,12 +419,19 @@ class MaskTrainingResult:
 
     @property
     def probabilities(self) -> Float[Tensor, "n_layers n_heads"]:
-        """``sigmoid(W)``: the keep probability of each head (Figure 7)."""
-        return torch.sigmoid(self.W)
+        """``sigmoid(W)``: the keep probability of each head (Figure 7); for a soft mask
+        (``config.soft``) the trained multipliers themselves."""
+        return self.W.clamp_min(0) if self.config.soft else torch.sigmoid(self.W)
 
     @property
     def mask(self) -> HeadMask:
-        """The final binary mask: heads with ``sigmoid(W) >= 0.5`` (no noise)."""
+        """The final binary mask: heads with ``sigmoid(W) >= 0.5`` (no noise); for a soft mask
+        a :class:`lens_heads.scales.HeadScale` of the trained multipliers."""
+        if self.config.soft:
+            from lens_heads.scales import HeadScale
+
+            meta = {"model": self.model, "task": self.task, "trained_with": "soft"}
+            return HeadScale(self.W.detach().clamp_min(0), metadata=meta)
         metadata = {
             "model": self.model,
             "task": self.task,
@@ -712,6 +745,17 @@ def _encode_training(model: ModelLike, train: Task, config: TrainingConfig) -> l
     return encoded
 
 
+def _trainable_heads(labels: Sequence[str] | None, n_layers: int, n_heads: int) -> Tensor:
+    """Boolean ``[n_layers, n_heads]`` of the soft mask's trainable heads (all when None)."""
+    if labels is None:
+        return torch.ones(n_layers, n_heads, dtype=torch.bool)
+    chosen = torch.zeros(n_layers, n_heads, dtype=torch.bool)
+    for label in labels:
+        layer, head = parse_head(label, n_layers, n_heads)
+        chosen[layer, head] = True
+    return chosen
+
+
 def _batch_indices(step: int, n: int, batch_size: int, seed: int) -> list[int]:
     """Examples of batch ``step``: epochs of seeded permutations, the last partial batch of an
     epoch dropped. A pure function of its arguments, so a resumed run sees the same batches."""
@@ -759,6 +803,10 @@ class MaskTrainer:
         init = torch.empty(n_layers, n_heads).normal_(
             config.init_mean, config.init_std, generator=self.generator
         )
+        self.trainable: Tensor | None = None
+        if config.soft:
+            init = torch.ones(n_layers, n_heads)
+            self.trainable = _trainable_heads(config.trainable, n_layers, n_heads).to(self.device)
         self.W = init.to(self.device).requires_grad_(True)
         self.ffn_W: Tensor | None = None
         parameters = [self.W]
@@ -773,7 +821,7 @@ class MaskTrainer:
         )
         self.step_index = 0
         self.history: list[tuple[int, float, float, float, int]] = []
-        self.trajectory: list[Tensor] = [torch.sigmoid(self.W.detach()).float().cpu()]
+        self.trajectory: list[Tensor] = [self._probabilities()]
         self.trajectory_steps: list[int] = [0]
         self.elapsed = 0.0
         self.partial = True
@@ -791,6 +839,15 @@ class MaskTrainer:
         noise = gumbel_noise(shape, self.generator).to(weights.device)
         return straight_through_mask(weights, noise, tau_at(self.step_index, self.config))
 
+    def _soft_values(self) -> Tensor:
+        """Soft mask: the multipliers, >= 0, exactly 1 on the heads not trained."""
+        assert self.trainable is not None
+        return torch.where(self.trainable, self.W.clamp_min(0), torch.ones_like(self.W))
+
+    def _probabilities(self) -> Tensor:
+        values = self._soft_values() if self.config.soft else torch.sigmoid(self.W)
+        return values.detach().float().cpu()
+
     def batch(self, step: int) -> tuple[Tensor, Tensor]:
         """``(tokens, answer_mask)`` of batch ``step`` (right-padded)."""
         indices = _batch_indices(step, len(self.encoded), self.config.batch_size, self.config.seed)
@@ -807,7 +864,7 @@ class MaskTrainer:
         lr = lr_at(step, config)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        mask = self._sample(self.W, tokens.shape[0])
+        mask = self._soft_values() if config.soft else self._sample(self.W, tokens.shape[0])
         hooks = _query_side_hooks(mask) if config.query_side else mask_hooks(mask, self.model)
         if self.ffn_W is not None:
             hooks += _ffn_hooks(self._sample(self.ffn_W, tokens.shape[0]))
@@ -828,8 +885,11 @@ class MaskTrainer:
         self.optimizer.zero_grad(set_to_none=True)
         total.backward()
         self.optimizer.step()
+        if config.soft:
+            with torch.no_grad():
+                self.W.copy_(self._soft_values())
         self.step_index += 1
-        probabilities = torch.sigmoid(self.W.detach()).float().cpu()
+        probabilities = self._probabilities()
         kept = int((probabilities >= 0.5).sum())
         value = float(loss.detach())
         self.history.append((self.step_index, value, tau_at(step, config), lr, kept))
