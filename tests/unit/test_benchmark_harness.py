@@ -38,3 +38,15 @@ def test_unreadable_summary_is_rewritten(tmp_path):
     path.write_text("{not json")
     write_summary([BenchmarkResult("a", 1, 1, 1.0, 2.0)], path, merge=True)
     assert [e["name"] for e in json.loads(path.read_text())["results"]] == ["a"]
+
+
+def test_a_benchmark_that_cannot_run_here_is_skipped(tmp_path, monkeypatch, capsys):
+    """A GPU benchmark returns None without a GPU: reported as skipped, not as a missed target."""
+    import torch
+
+    from benchmarks import run
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert run.main(["--only", "bench_gpu", "--out", str(tmp_path / "s.json")]) == 0
+    assert "skipped bench_gpu.bench_gpu_training_step_and_sweep" in capsys.readouterr().out
+    assert run.main(["--only", "no_such_benchmark", "--out", str(tmp_path / "t.json")]) == 1
