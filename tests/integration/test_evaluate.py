@@ -99,9 +99,11 @@ def test_cli_writes_the_table_for_a_word_task_and_a_translation_pair(smollm2, tm
     argv += ["--settings", "original,instruction", "--n-eval", "6", "--out", str(sentences)]
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert (
-        "| setting | heads | accuracy | answer CE (paper: PPL) | perplexity | ROUGE-L |" in printed
+    header = (
+        "| setting | heads | accuracy | exact match | echo rate | answer CE (paper: PPL) "
+        "| perplexity | ROUGE-L |"
     )
+    assert header in printed
     result = EvaluationResult.load(sentences)
     assert result.kind == "translation" and result.config["shots"] == 3
     assert result.config["chat"] is False  # Gemma 3 270M is a base model: plain format
