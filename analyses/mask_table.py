@@ -20,14 +20,15 @@ Base models (no chat template) get the ``{input}\\n\\n`` format, as the referenc
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 import lens_heads as lh
+from analyses._common import DEFAULT_MODEL, help_of, parse
 from lens_heads._io import write_atomic
 from lens_heads.grid import GridConfig, GridResult, run_grid
 
@@ -133,50 +134,63 @@ def to_markdown(rows: pd.DataFrame, model: str, config: GridConfig, failures: pd
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analyses.mask_table", description=__doc__)
-    parser.add_argument("--model", default="smollm2-135m-instruct")
-    parser.add_argument("--tasks", default="all", help="comma-separated, or 'all' word tasks")
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--lr", type=float, default=0.1)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--n-eval", type=int, default=40, help="held-out examples evaluated")
-    parser.add_argument("--holdout", type=int, default=100, help="examples held out of training")
-    parser.add_argument("--seeds", default="0,1", help="seeds of the random masks")
-    parser.add_argument(
-        "--answer-end",
+@dataclass
+class Config:
+    model: str = field(default=DEFAULT_MODEL, metadata=help_of("model alias or path"))
+    tasks: tuple[str, ...] = field(
+        default=("all",),
+        metadata=help_of("comma-separated task names or files, or 'all' word tasks"),
+    )
+    steps: int = field(default=200, metadata=help_of("training steps"))
+    lr: float = field(default=0.1, metadata=help_of("peak learning rate"))
+    batch_size: int = field(default=8, metadata=help_of("training batch size"))
+    n_eval: int = field(default=40, metadata=help_of("held-out examples evaluated"))
+    holdout: int = field(default=100, metadata=help_of("examples held out of training"))
+    seeds: tuple[int, ...] = field(default=(0, 1), metadata=help_of("seeds of the random masks"))
+    answer_end: str = field(
         default="auto",
-        choices=["auto", "turn", "eos", "separator", "none"],
-        help="what closes each training target (TrainingConfig.answer_end; default: the chat "
-        "template's end-of-turn, EOS for base models)",
+        metadata=help_of(
+            "what closes each training target: auto|turn|eos|separator|none (default: the chat "
+            "template's end-of-turn, EOS for base models)"
+        ),
     )
-    parser.add_argument(
-        "--address",
+    address: str = field(
         default="local",
-        help="'local' (this process, the default), 'ray' (a local Ray instance), 'auto' or "
-        "'ray://host:10001' (a Ray cluster)",
+        metadata=help_of(
+            "'local' (this process), 'ray' (a local Ray instance), 'auto' or 'ray://host:10001'"
+        ),
     )
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    tasks = lh.list_tasks("word") if args.tasks == "all" else args.tasks.split(",")
-    config = grid_config(
-        args.model,
+    out: str = field(default="runs/mask-table", metadata=help_of("output folder"))
+
+
+def run(config: Config) -> GridResult:
+    """Train and evaluate every task (resuming), write ``table.csv`` and ``table.md``."""
+    tasks = lh.list_tasks("word") if config.tasks == ("all",) else list(config.tasks)
+    grid = grid_config(
+        config.model,
         tasks,
-        steps=args.steps,
-        lr=args.lr,
-        batch_size=args.batch_size,
-        holdout=args.holdout,
-        n_eval=args.n_eval,
-        seeds=[int(s) for s in args.seeds.split(",")],
-        answer_end=args.answer_end,
+        steps=config.steps,
+        lr=config.lr,
+        batch_size=config.batch_size,
+        holdout=config.holdout,
+        n_eval=config.n_eval,
+        seeds=config.seeds,
+        answer_end=config.answer_end,
     )
-    out = Path(args.out)
-    address = None if args.address == "ray" else args.address
-    result = run_grid(config, out, address=address)
+    out = Path(config.out)
+    address = None if config.address == "ray" else config.address
+    result = run_grid(grid, out, address=address)
     rows = table(result)
     write_atomic(out / "table.csv", rows.to_csv(index=False))
-    write_atomic(out / "table.md", to_markdown(rows, args.model, config, result.failures))
-    print((out / "table.md").read_text())
+    write_atomic(out / "table.md", to_markdown(rows, config.model, grid, result.failures))
+    write_atomic(out / "summary.md", (out / "table.md").read_text(encoding="utf-8"))
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    config = parse(Config, argv, __doc__)
+    result = run(config)
+    print((Path(config.out) / "table.md").read_text(encoding="utf-8"))
     return 1 if len(result.failures) else 0
 
 

@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 __all__ = [
     "FolderResult",
+    "Stages",
     "load_result_folder",
+    "markdown_table",
     "save_figures",
     "save_result_folder",
     "write_atomic",
@@ -218,3 +222,60 @@ class FolderResult:
         """Read a folder written by :meth:`save` (a clear error for anything else)."""
         meta, tensors = load_result_folder(directory, cls._format)
         return cls._from_saved(meta, tensors)
+
+
+class Stages:
+    """The named stages of a result folder, each computed once.
+
+    ``stages(name, compute, load)`` returns ``load(folder / name)`` when that stage finished
+    before (its ``.complete`` marker exists), else ``compute(folder / name)`` and then writes the
+    marker with the compute time; ``stages.seconds`` holds every stage's time (``nan`` for one
+    finished by an older run without it). An interrupted stage has no marker and runs again
+    (training resumes from its checkpoint inside ``compute``).
+
+    >>> import tempfile
+    >>> stages = Stages(tempfile.mkdtemp())
+    >>> stages("answer", lambda where: 42, lambda where: -1)
+    42
+    >>> stages("answer", lambda where: 42, lambda where: -1)  # reloaded, not recomputed
+    -1
+    """
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
+        self.seconds: dict[str, float] = {}
+
+    def done(self, name: str) -> bool:
+        return (self.folder / name / ".complete").is_file()
+
+    def __call__(
+        self, name: str, compute: Callable[[Path], Any], load: Callable[[Path], Any]
+    ) -> Any:
+        where = self.folder / name
+        marker = where / ".complete"
+        if marker.is_file():
+            recorded = json.loads(marker.read_text() or "{}").get("seconds", math.nan)
+            self.seconds[name] = float(recorded)
+            return load(where)
+        start = time.perf_counter()
+        result = compute(where)
+        self.seconds[name] = round(time.perf_counter() - start, 1)
+        write_atomic(marker, json.dumps({"seconds": self.seconds[name]}))
+        return result
+
+
+def markdown_table(frame: Any, digits: int = 3) -> str:
+    """A pandas frame (its columns, not its index) as a markdown table: floats to ``digits``
+    places (NaN empty), ``|`` and newlines in cells escaped; ``(none)`` when it is empty."""
+    if not len(frame):
+        return "(none)"
+
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return "" if math.isnan(value) else f"{value:.{digits}f}"
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
+    for _, values in frame.iterrows():
+        lines.append("| " + " | ".join(cell(v) for v in values) + " |")
+    return "\n".join(lines)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lens_heads._io import write_atomic
+from lens_heads._io import Stages, write_atomic
 from lens_heads.evaluate import EvaluationResult, evaluate
 from lens_heads.lens import LogitLensResult, logit_lens
 from lens_heads.models import load_model, model_name
@@ -128,7 +128,8 @@ def run_demo(
         answer_end=answer_end,
     )
     _prepare_folder(folder, settings, fresh)
-    seconds: dict[str, float] = {}
+    stage = Stages(folder)
+    seconds = stage.seconds
     loaded: list[Any] = [] if isinstance(model, str) else [model]
 
     def the_model() -> Any:  # loaded only when a stage has to compute
@@ -137,18 +138,6 @@ def run_demo(
             loaded.append(load_model(model))
             _timed(seconds, "load model", start)
         return loaded[0]
-
-    def stage(name: str, compute: Any, load: Any) -> Any:
-        """Reuse the stage's saved result (its marker holds the compute time) or compute it."""
-        done = folder / name / ".complete"
-        if done.is_file():
-            seconds[name] = float(json.loads(done.read_text() or "{}").get("seconds", math.nan))
-            return load(folder / name)
-        start = time.perf_counter()
-        result = compute(folder / name)
-        _timed(seconds, name, start)
-        write_atomic(done, json.dumps({"seconds": seconds[name]}))
-        return result
 
     def train(where: Path) -> MaskTrainingResult:
         config = TrainingConfig.short(
@@ -183,7 +172,7 @@ def run_demo(
         return has_chat_template(the_model().tokenizer)
 
     def example() -> Any:
-        return _sweep_example(the_model(), task.split(n_eval=n_eval)[1], chat())
+        return sweep_example(the_model(), task.split(n_eval=n_eval)[1], chat())
 
     def run_sweep(where: Path) -> SweepResult:
         chosen = example()
@@ -233,7 +222,7 @@ def run_demo(
     return report
 
 
-def _sweep_example(model: Any, held_out: Task, chat: bool) -> Any:
+def sweep_example(model: Any, held_out: Task, chat: bool) -> Any:
     """The first held-out example whose answer is one token (so the tracked target is the whole
     answer), else the first one."""
     from lens_heads.prompts import PromptFormat, encode_example

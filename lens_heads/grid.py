@@ -49,7 +49,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from lens_heads._grid_config import _TINY, Cell, GridConfig, GridConfigError
-from lens_heads._io import write_atomic
+from lens_heads._io import markdown_table, write_atomic
 
 __all__ = ["Cell", "GridConfig", "GridConfigError", "GridResult", "run_cell", "run_grid"]
 
@@ -458,10 +458,10 @@ class GridResult:
 
     def to_markdown(self, digits: int = 2) -> str:
         lines = [f"# Grid {self.name}: {len(self.table)} of {self.cells} cells complete", ""]
-        lines.append(_markdown_table(self.table, digits))
+        lines.append(markdown_table(self.table, digits))
         if len(self.failures):
             lines += ["", f"## Failed cells ({len(self.failures)})", ""]
-            lines.append(_markdown_table(self.failures, digits))
+            lines.append(markdown_table(self.failures, digits))
         return "\n".join(lines) + "\n"
 
     def plot(self) -> Any:
@@ -513,21 +513,6 @@ class GridResult:
             out=str(folder),
             seconds=meta["seconds"],
         )
-
-
-def _markdown_table(frame: pd.DataFrame, digits: int) -> str:
-    if not len(frame):
-        return "(none)"
-
-    def cell(value: Any) -> str:
-        if isinstance(value, float):
-            return "" if math.isnan(value) else f"{value:.{digits}f}"
-        return str(value).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
-    for _, values in frame.iterrows():
-        lines.append("| " + " | ".join(cell(v) for v in values) + " |")
-    return "\n".join(lines)
 
 
 def assemble(config: GridConfig, out: str | os.PathLike[str]) -> pd.DataFrame:

@@ -1,0 +1,257 @@
+"""What every analysis shares: its config as a command line, the lazily loaded model, the
+trained mask as a resumable stage, and the files every analysis writes.
+
+An analysis module holds a ``Config`` dataclass (every field a command-line option: ``steps``
+becomes ``--steps``; tuples are comma-separated; booleans take ``--x/--no-x``), a
+``run(config) -> result`` function and ``main = command_line(Config, run, __doc__)``.
+
+>>> from dataclasses import dataclass
+>>> @dataclass
+... class Config:
+...     out: str
+...     steps: int = 100
+...     tasks: tuple[str, ...] = ("capitalize",)
+>>> parse(Config, ["--out", "runs/x", "--steps", "5", "--tasks", "antonym,synonym"])
+Config(out='runs/x', steps=5, tasks=('antonym', 'synonym'))
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import lens_heads as lh
+from lens_heads._io import Stages, markdown_table, save_figures, write_atomic
+from lens_heads.training import MaskTrainingResult
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "LazyModel",
+    "MaskedTaskConfig",
+    "Stages",
+    "command_line",
+    "help_of",
+    "markdown_table",
+    "mask_of",
+    "parse",
+    "trained_mask",
+    "write_outputs",
+]
+
+
+def help_of(text: str) -> dict[str, Any]:
+    """Field metadata carrying an option's help: ``field(default=3, metadata=help_of("..."))``."""
+    return {"help": text}
+
+
+def _converter(kind: Any) -> Callable[[str], Any]:
+    if kind is bool:
+        raise TypeError("booleans are flags")
+    return kind if kind in (int, float, str) else str
+
+
+def _element_type(hint: Any) -> Any:
+    arguments = [a for a in typing.get_args(hint) if a is not Ellipsis and a is not type(None)]
+    return arguments[0] if arguments else str
+
+
+def _add_option(parser: argparse.ArgumentParser, field: dataclasses.Field, hint: Any) -> None:
+    flag = "--" + field.name.replace("_", "-")
+    help_text = field.metadata.get("help", "")
+    required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+    default = None if required else _default(field)
+    origin = typing.get_origin(hint)
+    if hint is bool or isinstance(default, bool):
+        parser.add_argument(
+            flag, action=argparse.BooleanOptionalAction, default=default, help=help_text
+        )
+        return
+    if origin is tuple or isinstance(default, tuple):
+        kind = _converter(_element_type(hint))
+
+        def split(text: str) -> tuple[Any, ...]:
+            return tuple(kind(part.strip()) for part in text.split(",") if part.strip())
+
+        shown = ",".join(str(value) for value in default) if default else "none"
+        parser.add_argument(
+            flag, type=split, default=default, required=required, help=f"{help_text} [{shown}]"
+        )
+        return
+    arguments = [a for a in typing.get_args(hint) if a is not type(None)]
+    kind = _converter(arguments[0] if origin is not None and arguments else hint)
+    parser.add_argument(
+        flag, type=kind, default=default, required=required, help=f"{help_text} [{default}]"
+    )
+
+
+def _default(field: dataclasses.Field) -> Any:
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return field.default
+
+
+def parse(config_type: type, argv: Sequence[str] | None, doc: str | None = None) -> Any:
+    """The ``config_type`` instance the command line ``argv`` describes."""
+    hints = typing.get_type_hints(config_type)
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {config_type.__module__}",
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    for field in dataclasses.fields(config_type):
+        _add_option(parser, field, hints[field.name])
+    return config_type(**vars(parser.parse_args(argv)))
+
+
+def command_line(
+    config_type: type, run: Callable[[Any], Any], doc: str | None
+) -> Callable[[Sequence[str] | None], int]:
+    """``main(argv)``: parse the config, run, print the summary the run wrote."""
+
+    def main(argv: Sequence[str] | None = None) -> int:
+        config = parse(config_type, argv, doc)
+        run(config)
+        summary = Path(config.out) / "summary.md"
+        if summary.is_file():
+            print(summary.read_text(encoding="utf-8"))
+        print(f"results in {config.out}")
+        return 0
+
+    return main
+
+
+class LazyModel:
+    """The model of ``spec``, loaded on first call (a finished analysis reloads its results
+    without loading the model at all)."""
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+        self._model: Any = None if isinstance(spec, (str, os.PathLike)) else spec
+
+    def __call__(self) -> Any:
+        if self._model is None:
+            self._model = lh.load_model(self.spec)
+        return self._model
+
+    @property
+    def name(self) -> str:
+        return str(self.spec) if isinstance(self.spec, (str, os.PathLike)) else "model"
+
+
+def trained_mask(
+    stages: Stages,
+    model: LazyModel,
+    task: Any,
+    *,
+    steps: int,
+    lr: float,
+    seed: int = 0,
+    mask: str | os.PathLike[str] | None = None,
+    name: str = "training",
+    progress: bool = True,
+    **config: Any,
+) -> MaskTrainingResult:
+    """The mask of ``task``: loaded from ``mask`` (a ``train-mask`` / training folder) when
+    given, else trained once with :func:`lens_heads.train_mask` into the stage ``name`` (the
+    short CPU schedule with ``steps``, ``lr``, ``seed`` and any other
+    :class:`~lens_heads.TrainingConfig` field), resuming an interrupted training from its
+    checkpoint."""
+    if mask is not None:
+        folder = Path(mask)
+        if not (folder / "training.json").is_file():
+            raise FileNotFoundError(
+                f"{folder} is not a training folder (no training.json); pass the folder "
+                "`lens-heads train-mask --out` or an analysis's training/ folder wrote"
+            )
+        return MaskTrainingResult.load(folder)
+
+    def train(where: Path) -> MaskTrainingResult:
+        schedule = lh.TrainingConfig.short(steps=steps, lr=lr, seed=seed, **config)
+        result = lh.train_mask(
+            model(),
+            task,
+            schedule,
+            checkpoint_dir=where / "checkpoints",
+            resume=True,
+            progress=progress,
+        )
+        result.save(where)
+        result.save_figures(where)
+        return result
+
+    return stages(name, train, MaskTrainingResult.load)
+
+
+def write_outputs(
+    out: str | os.PathLike[str],
+    *,
+    title: str,
+    markdown: str,
+    figures: Mapping[str, Any] = {},
+    numbers: Mapping[str, Any] | None = None,
+    command: Sequence[str] | None = None,
+) -> Path:
+    """``summary.md`` (``title``, the command, ``markdown`` and links to the figures),
+    ``<figure>.html`` for each figure and ``numbers.json``; returns the summary's path."""
+    folder = Path(out)
+    save_figures(folder, figures)
+    argv = command if command is not None else sys.argv
+    links = "\n".join(f"- [{name}]({name}.html)" for name in figures)
+    text = f"# {title}\n\n`{' '.join(argv)}`\n\n{markdown.strip()}\n"
+    if links:
+        text += f"\nFigures (interactive HTML):\n\n{links}\n"
+    if numbers is not None:
+        write_atomic(folder / "numbers.json", json.dumps(numbers, indent=2, default=str))
+    return write_atomic(folder / "summary.md", text)
+
+
+@dataclasses.dataclass
+class MaskedTaskConfig:
+    """The options every mask analysis shares (subclasses add theirs and set ``out``)."""
+
+    model: str = dataclasses.field(default=DEFAULT_MODEL, metadata=help_of("model alias or path"))
+    task: str = dataclasses.field(default="capitalize", metadata=help_of("task name or file"))
+    steps: int = dataclasses.field(default=100, metadata=help_of("training steps"))
+    lr: float = dataclasses.field(default=0.2, metadata=help_of("peak learning rate"))
+    seed: int = dataclasses.field(default=0, metadata=help_of("training seed"))
+    mask: str | None = dataclasses.field(
+        default=None, metadata=help_of("a training folder to reuse instead of training")
+    )
+    n_eval: int = dataclasses.field(default=40, metadata=help_of("held-out examples"))
+    progress: bool = dataclasses.field(default=True, metadata=help_of("progress bars"))
+    out: str = dataclasses.field(default="runs/analysis", metadata=help_of("output folder"))
+
+    def task_object(self) -> Any:
+        return lh.get_task(self.task)
+
+    def held_out(self) -> Any:
+        """The held-out examples (the last ``n_eval``), never seen in training."""
+        return self.task_object().split(n_eval=self.n_eval)[1]
+
+
+def mask_of(config: MaskedTaskConfig, stages: Stages, model: LazyModel, **overrides: Any) -> Any:
+    """:func:`trained_mask` with ``config``'s schedule (``overrides``: other TrainingConfig
+    fields, e.g. ``init_mean=-3.0`` with ``name="training_negative"``)."""
+    name = overrides.pop("name", "training")
+    return trained_mask(
+        stages,
+        model,
+        config.task_object(),
+        steps=config.steps,
+        lr=config.lr,
+        seed=config.seed,
+        mask=config.mask if name == "training" else None,
+        name=name,
+        progress=config.progress,
+        n_eval=config.n_eval,
+        **overrides,
+    )

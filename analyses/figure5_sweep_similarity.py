@@ -1,0 +1,63 @@
+"""Heads up! Figure 5: along the removal sweep of Figure 2, the cosine similarity of each
+layer's output (decoder block and attention) at the last position to the full model's run on
+the *instructed* prompt: removing the unselected heads moves the hidden states toward the
+instructed ones.
+
+    python -m analyses.figure5_sweep_similarity --model smollm2-135m-instruct --out runs/figure5
+
+The same sweep as :mod:`analyses.figure2_sweep` (same options; pass ``--out`` of a Figure 2 run
+to reuse its sweep). Resumable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from analyses import figure2_sweep
+from analyses._common import LazyModel, Stages, command_line, help_of, mask_of, write_outputs
+from lens_heads._io import markdown_table
+from lens_heads.sweep import SweepResult
+
+
+@dataclass
+class Config(figure2_sweep.Config):
+    out: str = field(default="runs/figure5", metadata=help_of("output folder"))
+
+
+def run(config: Config) -> SweepResult:
+    stages, model = Stages(config.out), LazyModel(config.model)
+    training = mask_of(config, stages, model)
+    sweep = figure2_sweep.sweep_of(config, stages, model, training.W)
+    frame = sweep.similarity_frame()
+    table = frame.pivot_table(index="n_removed", columns="kind", values="cosine")
+    rows = table.iloc[:: max(1, len(table) // 10)].reset_index()
+    last = int(frame["layer"].max())
+    final = frame[frame["layer"] == last].pivot_table(
+        index="n_removed", columns="kind", values="cosine"
+    )
+    numbers = {
+        "start": final.iloc[0].round(4).to_dict(),
+        "end": final.iloc[-1].round(4).to_dict(),
+        "max": final.max().round(4).to_dict(),
+        "switch_step": sweep.switch,
+    }
+    text = (
+        f"Cosine similarity to the instructed prompt, mean over layers, every "
+        f"{max(1, len(table) // 10)}-th evaluated step:\n\n{markdown_table(rows, 4)}\n\n"
+        f"Last layer ({last}): {numbers['start']} at the start, {numbers['end']} at the end "
+        f"(switch step {sweep.switch})."
+    )
+    write_outputs(
+        config.out,
+        title=f"Figure 5: similarity along the removal sweep ({config.task}, {sweep.model})",
+        markdown=text,
+        figures={"figure5_similarity": sweep.plot_similarity()},
+        numbers=numbers,
+    )
+    return sweep
+
+
+main = command_line(Config, run, __doc__)
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,133 @@
+"""Every analysis module runs end to end from its command line on a tiny model, writes its
+summary, figures and numbers, and reuses its finished stages on a second run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import lens_heads as lh
+from analyses import __main__ as registry
+from analyses import (
+    figure2_sweep,
+    figure3_trajectories,
+    figure4_similarity,
+    figure5_sweep_similarity,
+    figure7_mask_weights,
+    logit_lens_tables,
+    table3_few_shot,
+    table7_attention,
+)
+from analyses._common import parse
+
+TINY = ["--steps", "3", "--n-eval", "4", "--no-progress"]
+
+
+@pytest.fixture()
+def tiny_everywhere(monkeypatch, tiny):
+    monkeypatch.setattr(lh, "load_model", lambda spec, **kw: tiny)
+    return tiny
+
+
+CASES = [
+    (
+        figure2_sweep,
+        ["--task", "capitalize", "--every", "8", "--generate-tokens", "2"],
+        "figure2_ranks",
+    ),
+    (figure3_trajectories, ["--task", "capitalize"], "figure3_trajectories"),
+    (figure4_similarity, ["--task", "capitalize", "--n-prompts", "3"], "figure4_similarity"),
+    (
+        figure5_sweep_similarity,
+        ["--task", "capitalize", "--every", "8", "--generate-tokens", "0"],
+        "figure5_similarity",
+    ),
+    (figure7_mask_weights, ["--task", "capitalize"], "figure7_mask_weights"),
+    (logit_lens_tables, ["--task", "capitalize"], "logit_lens"),
+    (table7_attention, ["--task", "fruit_v_animal_3", "--n-prompts", "3"], "table7_attention"),
+    (
+        table3_few_shot,
+        [
+            "--tasks",
+            "capitalize,next_item",
+            "--shots",
+            "1",
+            "--n-per-task",
+            "4",
+            "--random-seeds",
+            "0",
+        ],
+        "training_loss",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("module", "options", "figure"), CASES, ids=lambda v: getattr(v, "__name__", "")
+)
+def test_analysis_runs_from_its_command_line_and_resumes(
+    tiny_everywhere, tmp_path, capsys, module, options, figure
+):
+    out = tmp_path / "out"
+    argv = [*TINY, *options, "--out", str(out)]
+    assert module.main(argv) == 0
+    printed = capsys.readouterr().out
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith("# ") and summary.strip() in printed
+    assert (out / f"{figure}.html").stat().st_size > 1000
+    assert isinstance(json.loads((out / "numbers.json").read_text()), dict)
+    markers = sorted(out.glob("*/.complete"))
+    assert markers, "every analysis computes through resumable stages"
+    stamps = {m: m.stat().st_mtime_ns for m in markers}
+    assert module.main(argv) == 0
+    assert {m: m.stat().st_mtime_ns for m in markers} == stamps, "finished stages are reused"
+
+
+def test_reusing_a_trained_mask_skips_training(tiny_everywhere, tmp_path):
+    first = tmp_path / "first"
+    assert figure3_trajectories.main([*TINY, "--out", str(first)]) == 0
+    second = tmp_path / "second"
+    argv = [*TINY, "--mask", str(first / "training"), "--out", str(second)]
+    assert figure7_mask_weights.main(argv) == 0
+    assert not (second / "training").exists()
+    numbers = json.loads((second / "numbers.json").read_text())
+    trained = json.loads((first / "numbers.json").read_text())
+    assert numbers["heads kept"] == trained["heads_kept"]
+
+
+def test_a_mask_folder_that_is_not_a_training_folder_is_refused(tiny_everywhere, tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a training folder"):
+        figure7_mask_weights.main([*TINY, "--mask", str(tmp_path), "--out", str(tmp_path / "o")])
+
+
+def test_table3_needs_a_family_of_tasks():
+    with pytest.raises(ValueError, match="at least two tasks"):
+        parse(table3_few_shot.Config, ["--tasks", "capitalize"])
+
+
+def test_table7_needs_a_task_whose_answer_is_in_the_input(tiny_everywhere, tmp_path):
+    with pytest.raises(ValueError, match="chooses one of the given words"):
+        table7_attention.main([*TINY, "--task", "capitalize", "--out", str(tmp_path)])
+
+
+def test_the_registry_lists_every_analysis_and_names_them_on_a_typo(capsys):
+    assert registry.main([]) == 0
+    listed = capsys.readouterr().out
+    for name in ["figure2_sweep", "figure7_mask_weights", "mask_table", "table7_attention"]:
+        assert name in listed
+    assert registry.main(["figure99"]) == 2
+    error = capsys.readouterr().err
+    assert "no analysis named 'figure99'" in error and "figure2_sweep" in error
+
+
+def test_config_options_come_from_the_dataclass():
+    config = parse(figure2_sweep.Config, ["--task", "antonym", "--every", "3", "--no-progress"])
+    assert (config.task, config.every, config.progress, config.out) == (
+        "antonym",
+        3,
+        False,
+        "runs/figure2",
+    )
+    with pytest.raises(SystemExit):
+        parse(figure2_sweep.Config, ["--every", "three"])
