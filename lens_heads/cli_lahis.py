@@ -1,6 +1,6 @@
 """The LAHIS subcommands of ``lens-heads``: ``importance``, ``language-heads``,
-``language-perplexity`` and ``transfer`` (registered in :func:`lens_heads.cli.build_parser`),
-and the ``--soft --heads`` options of ``train-mask``."""
+``language-perplexity``, ``transfer`` and ``soft-mask-experiment`` (registered in
+:func:`lens_heads.cli.build_parser`), and the ``--soft --heads`` options of ``train-mask``."""
 
 from __future__ import annotations
 
@@ -242,6 +242,123 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- the soft-mask experiment ---------------------------------------------------------------
+def _add_soft_mask_experiment(sub: Any) -> None:
+    parser = sub.add_parser(
+        "soft-mask-experiment",
+        help="soft mask on a language's top heads vs no mask vs soft masks on random heads",
+        description="Trains a soft mask (multipliers from 1) on the top --fraction heads of a "
+        "language's importance ranking and one per seed on as many random heads, on --n-train "
+        "examples of --task for --epochs epochs, then evaluates no mask and each mask on "
+        "--n-eval held-out examples (answer CE, chrF++, BLEU). The ranking: --importance DIR "
+        "(written by `lens-heads importance` or `language-heads`), else the importance of "
+        "--language (default: the task's target) on --n-docs built-in corpus sentences that are "
+        "not held out. Writes table.csv/table.md, result.json + tensors.safetensors "
+        "(SoftMaskExperiment.load) and figure.html to --out, each condition's training and "
+        "evaluation in a subfolder; a second run with the same arguments resumes.",
+    )
+    _cli()._add_model_argument(parser)
+    parser.add_argument("--task", default="en-fr", help="translation task (default en-fr)")
+    parser.add_argument(
+        "--importance", help="folder written by `lens-heads importance` or `language-heads`"
+    )
+    parser.add_argument(
+        "--language",
+        help="the language whose heads are ranked (default: the task's target language)",
+    )
+    parser.add_argument(
+        "--n-docs", type=int, default=32, help="corpus sentences for the importance (no DIR)"
+    )
+    parser.add_argument("--fraction", type=float, default=0.02, help="top share of all heads")
+    parser.add_argument("--n-random-seeds", type=int, default=2, help="random head sets")
+    parser.add_argument("--n-train", type=int, default=200, help="training examples")
+    parser.add_argument("--epochs", type=int, default=2, help="passes over --n-train")
+    parser.add_argument("--n-eval", type=int, default=20, help="held-out examples evaluated")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--lr", type=float, default=1e-2, help="AdamW, constant")
+    parser.add_argument("--shots", type=int, default=0, help="demonstrations in every prompt")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the batch order")
+    parser.add_argument("--split-seed", type=int, help="shuffle the task before holding out")
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "bf16", "fp32", "bfloat16", "float32"],
+        help="training precision (auto = bf16 autocast where native)",
+    )
+    parser.add_argument("--max-new-tokens", type=int, help="generated tokens (default: task's)")
+    parser.add_argument("--eval-batch-size", type=int, default=16)
+    parser.add_argument("--out", required=True, help="output directory (resumable)")
+
+
+def _ranking_from_args(args: argparse.Namespace, model: Any, task: Any) -> tuple[Any, list[Path]]:
+    """The ranking named by ``--importance DIR`` or computed for ``--language``."""
+    import json
+
+    from lens_heads.importance import HeadImportance, head_importance
+    from lens_heads.languages import LanguageHeads, load_texts_by_language
+
+    folder = Path(args.importance) if args.importance else Path(args.out) / "importance"
+    if args.importance or (folder / "result.json").is_file():
+        path = folder / "result.json"
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"--importance {folder} holds no result.json; write it with `lens-heads "
+                "importance` or `lens-heads language-heads`"
+            )
+        tag = json.loads(path.read_text(encoding="utf-8")).get("format", "")
+        kind = LanguageHeads if tag == LanguageHeads._format else HeadImportance
+        return kind.load(folder), []
+    language = args.language or task.target_lang
+    corpus = load_texts_by_language()
+    if language not in corpus:
+        raise ValueError(
+            f"--language {language!r} is not in the built-in corpus ({list(corpus)}); pass "
+            "--importance DIR computed on your own text"
+        )
+    _, held_out = task.split(n_eval=args.n_eval, seed=args.split_seed)
+    excluded = set(held_out.outputs) | set(held_out.inputs)
+    documents = [text for text in corpus[language] if text not in excluded][: args.n_docs]
+    importance = head_importance(model, documents)
+    return importance, importance.save(folder, png=False)
+
+
+def _cmd_soft_mask_experiment(args: argparse.Namespace) -> int:
+    from lens_heads.soft_mask_experiment import soft_mask_config, soft_mask_experiment
+    from lens_heads.tasks import get_task
+
+    _cli()._check_out(args.out)
+    task = get_task(args.task)
+    config = soft_mask_config(
+        lr=args.lr,
+        batch_size=args.batch_size,
+        shots=args.shots,
+        seed=args.seed,
+        dtype=args.precision,
+    )
+    model = _cli()._load(args)
+    ranking, written = _ranking_from_args(args, model, task)
+    result = soft_mask_experiment(
+        model,
+        task,
+        ranking,
+        language=args.language,
+        fraction=args.fraction,
+        n_random_seeds=args.n_random_seeds,
+        config=config,
+        n_train=args.n_train,
+        epochs=args.epochs,
+        n_eval=args.n_eval,
+        split_seed=args.split_seed,
+        eval_batch_size=args.eval_batch_size,
+        max_new_tokens=args.max_new_tokens,
+        out=args.out,
+    )
+    written += result.save(args.out, png=True)
+    print(result.to_markdown())
+    _cli()._print_written(written)
+    return 0
+
+
 # -- train-mask --soft ------------------------------------------------------------------------
 def add_soft_arguments(parser: argparse.ArgumentParser) -> None:
     """``--soft`` and ``--heads FILE|top:N`` (with ``--importance DIR``) for ``train-mask``."""
@@ -290,4 +407,5 @@ COMMANDS = [
     ("language-heads", _add_language_heads, _cmd_language_heads),
     ("language-perplexity", _add_perplexity, _cmd_perplexity),
     ("transfer", _add_transfer, _cmd_transfer),
+    ("soft-mask-experiment", _add_soft_mask_experiment, _cmd_soft_mask_experiment),
 ]
