@@ -307,7 +307,6 @@ def _markdown(report: DemoReport, task: Task) -> str:
         "",
         _figure_links("sweep", ["ranks", "similarity"], report.out),
         "",
-        report.sweep.outputs_markdown(),
         "## Hidden-state similarity to the instructed run (Figure 4)",
         "",
         text["similarity"],
@@ -324,6 +323,9 @@ def _markdown(report: DemoReport, task: Task) -> str:
         "",
         _figure_links("logit_lens", ["figure"], report.out),
         "",
+        "## Removal sweep outputs (Figure 2, right)",
+        "",
+        _collapsed_markdown(report.sweep.outputs_markdown(), "the continuations"),
         "## Time",
         "",
         text["time"],
@@ -339,6 +341,23 @@ def _markdown(report: DemoReport, task: Task) -> str:
 PAGE_WIDTH = 1040
 #: rows of a long table shown before the rest is collapsed
 SHOWN_ROWS = 8
+
+
+def _collapsed_markdown(text: str, what: str) -> str:
+    """A markdown table (and any text before it) with its first :data:`SHOWN_ROWS` rows shown
+    and the whole table in a closed ``<details>`` block (rendered by GitHub and most viewers)."""
+    lines = text.strip().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("|")), len(lines))
+    table = lines[start:]
+    if len(table) <= SHOWN_ROWS + 2:
+        return text
+    before = "\n".join(lines[:start])
+    shown = "\n".join(table[: SHOWN_ROWS + 2])
+    whole = "\n".join(table)
+    return (
+        f"{before}\n{shown}\n\n<details><summary>All {len(table) - 2} rows of {what}"
+        f"</summary>\n\n{whole}\n\n</details>\n"
+    )
 
 
 def _inline(text: str) -> str:

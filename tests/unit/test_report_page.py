@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.demo import PAGE_WIDTH, SHOWN_ROWS, _collapsed_table, run_demo
+from lens_heads.demo import PAGE_WIDTH, SHOWN_ROWS, _collapsed_markdown, _collapsed_table, run_demo
 from lens_heads.plotting import logit_lens_figure, similarity_figure
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "screenshot_report.sh"
@@ -113,3 +113,22 @@ def test_the_page_renders_in_headless_chromium(report, tmp_path):
     width, height = struct.unpack(">II", header[16:24])
     assert (width, height) == (1280, 3000)
     assert shot.stat().st_size > 50_000  # rendered figures, not a blank page
+
+
+def test_report_md_puts_the_long_outputs_table_last_and_collapsed(report):
+    markdown = (report / "report.md").read_text(encoding="utf-8")
+    outputs = markdown.index("## Removal sweep outputs")
+    for section in ("## Removing heads one by one", "## Hidden-state similarity", "## Logit lens"):
+        assert markdown.index(section) < outputs, section
+    assert markdown.index("## Time") > outputs
+    tail = markdown[outputs : markdown.index("## Time")]
+    shown = tail[: tail.index("<details>")]
+    assert sum(line.startswith("| ") for line in shown.splitlines()) == SHOWN_ROWS + 1
+    assert " std |" not in markdown
+
+
+def test_collapsed_markdown_keeps_short_tables_whole():
+    table = "| a |\n|---|\n" + "".join(f"| {i} |\n" for i in range(3 * SHOWN_ROWS))
+    assert "<details>" in _collapsed_markdown(table, "x")
+    short = "| a |\n|---|\n| 1 |\n"
+    assert _collapsed_markdown(short, "x") == short
