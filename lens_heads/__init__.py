@@ -19,8 +19,16 @@ from lens_heads.hooks import apply_mask, mask_hooks
 from lens_heads.importance import HeadImportance, head_importance
 from lens_heads.languages import LanguageHeads, language_heads
 from lens_heads.lens import logit_lens, top_tokens
+from lens_heads.mask_stats import (
+    MaskStatistics,
+    TasksPerHead,
+    load_masks,
+    mask_statistics,
+    tasks_per_head,
+)
 from lens_heads.masks import HeadMask, expected_random_jaccard, jaccard
 from lens_heads.models import MODEL_ALIASES, head_shape, load_model, tiny_model
+from lens_heads.pathways import PathwaysResult, functional_pathways, train_family_masks
 from lens_heads.prompts import PromptFormat
 from lens_heads.scales import HeadScale
 from lens_heads.similarity import SimilarityStats, figure4_similarity, layer_similarity
@@ -42,12 +50,15 @@ __all__ = [
     "HeadMask",
     "HeadScale",
     "LanguageHeads",
+    "MaskStatistics",
     "MaskTrainingResult",
+    "PathwaysResult",
     "PromptFormat",
     "SimilarityStats",
     "SweepResult",
     "TRaterResult",
     "Task",
+    "TasksPerHead",
     "TrainingConfig",
     "TranslationScores",
     "ablate_heads",
@@ -56,6 +67,7 @@ __all__ = [
     "evaluate",
     "expected_random_jaccard",
     "figure4_similarity",
+    "functional_pathways",
     "generate",
     "get_task",
     "greedy_generate",
@@ -65,13 +77,17 @@ __all__ = [
     "language_heads",
     "layer_similarity",
     "list_tasks",
+    "load_masks",
     "load_model",
     "logit_lens",
     "mask_hooks",
+    "mask_statistics",
     "removal_sweep",
     "run_grid",
+    "tasks_per_head",
     "tiny_model",
     "top_tokens",
+    "train_family_masks",
     "train_mask",
     "translation_scores",
     "trater_scores",
