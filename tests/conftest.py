@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import lens_heads as lh
@@ -26,12 +28,16 @@ def tiny():
 
 
 @pytest.fixture(scope="session")
-def demo_report(tmp_path_factory):
+def demo_report():
     """The README's first command, ``lens-heads demo``, run once on SmolLM2: it trains the
     capitalize mask on the CI schedule (100 steps, batch 8, lr 0.2), evaluates it, sweeps head
-    removal and writes the report. Tests of training, sweeps and the lens reuse its mask."""
+    removal and writes the report. Tests of training, sweeps and the lens reuse its mask.
+
+    It writes where the README's command does (``demo-report/`` at the repository root), so the
+    notebooks, which run after the tests, reuse it instead of training again (a finished
+    folder with the same settings loads in seconds)."""
     from lens_heads.cli import main
 
-    out = tmp_path_factory.mktemp("demo-report")
+    out = Path(__file__).resolve().parents[1] / "demo-report"
     assert main(["demo", "--out", str(out)]) == 0
     return out
