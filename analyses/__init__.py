@@ -5,4 +5,6 @@ Each module runs as ``python -m analyses.<name> --model ... --out DIR``, writes 
 
 * :mod:`analyses.mask_table` -- Heads up! Tables 1/2: a mask trained per built-in word task,
   Original / w/ instruction / w/ random M / w/ M.
+* :mod:`analyses.figure6_alpha` -- Heads up! Figure 6 and Table 8: a mask's removed heads
+  scaled by alpha, the instructed answer CE per alpha and the best-alpha comparison.
 """
