@@ -11,6 +11,7 @@
 
 from lens_heads.ablation import AblationResult, ablate_heads
 from lens_heads.alignment import TranslationScores, translation_scores
+from lens_heads.alpha import AlphaCurve, alpha_curve
 from lens_heads.attention import attention_on_target
 from lens_heads.evaluate import EvaluationResult, evaluate
 from lens_heads.generation import Generation, generate, greedy_generate
@@ -32,7 +33,7 @@ from lens_heads.pathways import PathwaysResult, functional_pathways, train_famil
 from lens_heads.prompts import PromptFormat
 from lens_heads.scales import HeadScale
 from lens_heads.similarity import SimilarityStats, figure4_similarity, layer_similarity
-from lens_heads.sweep import SweepResult, removal_sweep
+from lens_heads.sweep import SweepResult, plot_sweeps, removal_sweep
 from lens_heads.tasks import Task, get_task, list_tasks
 from lens_heads.training import MaskTrainingResult, TrainingConfig, train_mask
 from lens_heads.trater import TRaterResult, trater_scores
@@ -42,6 +43,7 @@ __version__ = "0.1.0"
 __all__ = [
     "MODEL_ALIASES",
     "AblationResult",
+    "AlphaCurve",
     "EvaluationResult",
     "Generation",
     "GridConfig",
@@ -62,6 +64,7 @@ __all__ = [
     "TrainingConfig",
     "TranslationScores",
     "ablate_heads",
+    "alpha_curve",
     "apply_mask",
     "attention_on_target",
     "evaluate",
@@ -82,6 +85,7 @@ __all__ = [
     "logit_lens",
     "mask_hooks",
     "mask_statistics",
+    "plot_sweeps",
     "removal_sweep",
     "run_grid",
     "tasks_per_head",

@@ -35,9 +35,19 @@ from lens_heads.metrics import answer_ce
 from lens_heads.models import ModelLike
 from lens_heads.prompts import pad_token_id
 
-__all__ = ["Decoded", "decode_greedy", "shared_prefix_length", "supports_kv_cache"]
+__all__ = [
+    "Decoded",
+    "answer_rows_budget",
+    "decode_greedy",
+    "shared_prefix_length",
+    "supports_kv_cache",
+]
 
 LOGITS_BUDGET_BYTES = 1 << 30  # teacher-forced answer logits of a batch stay under ~1 GiB
+#: With ``drop_finished``, batches of at least this many rows drop finished rows from the
+#: cache while decoding (a quarter of them at a time): stacked masks make batches of hundreds of
+#: rows whose steps are compute-bound; below it a step's cost is reading the weights.
+PRUNE_ROWS = 64
 
 
 @dataclass(frozen=True)
@@ -92,11 +102,21 @@ def _step(
         )
 
 
-def _batch_cache(prefix_cache: Any, rows: int) -> Any:
+def answer_rows_budget(model: ModelLike, answers: Sequence[Sequence[int]]) -> int:
+    """How many rows of teacher-forced ``answers`` fit :data:`LOGITS_BUDGET_BYTES` at once."""
+    row_bytes = max(len(answer) for answer in answers) * int(model.cfg.d_vocab) * 4
+    return max(1, LOGITS_BUDGET_BYTES // row_bytes)
+
+
+def _batch_cache(prefix_cache: Any, rows: int, groups: Tensor | None = None) -> Any:
+    """A copy of the prefix cache for a batch of ``rows``: the one prefix repeated, or, with
+    ``groups`` (one index per row into the prefix cache's batch), each row's own prefix."""
     if prefix_cache is None:
         return None
     cache = copy.deepcopy(prefix_cache)
-    if rows > 1:
+    if groups is not None:
+        cache.reorder_cache(groups)
+    elif rows > 1:
         cache.batch_repeat_interleave(rows)
     return cache
 
@@ -136,6 +156,8 @@ def decode_greedy(
     batch_size: int = 16,
     mask: Any = None,
     per_example_masks: Tensor | None = None,
+    prefix_per_mask: bool = False,
+    drop_finished: bool = False,
     answers: Sequence[Sequence[int]] | None = None,
     progress: bool = False,
     on_rows: Callable[[int], None] | None = None,
@@ -145,8 +167,14 @@ def decode_greedy(
     ``mask`` is shared by all prompts (a :class:`~lens_heads.HeadMask` or ``[n_layers,
     n_heads]`` tensor); ``per_example_masks`` (``[n_prompts, n_layers, n_heads]``) gives each
     prompt its own, in which case no prefix is shared (a mask changes every later layer's
-    keys and values). ``answers`` (token ids per prompt) are scored teacher forced after their
-    prompt: :attr:`Decoded.answer_ce`. Prompts are batched by length to keep padding small;
+    keys and values) -- unless ``prefix_per_mask``: then the shared prefix runs once per
+    distinct mask (one batched pass) and each row continues from its own mask's prefix, as
+    if each mask's prompts were decoded on their own (:func:`lens_heads.evaluate` with
+    ``stack_masks=True`` and :func:`lens_heads.alpha_curve`, where few masks repeat over many
+    prompts). ``drop_finished``: batches of :data:`PRUNE_ROWS` rows or more drop the rows that
+    have stopped from the cache as they decode (the same tokens, less compute). ``answers``
+    (token ids per prompt) are scored teacher forced after their prompt:
+    :attr:`Decoded.answer_ce`. Prompts are batched by length to keep padding small;
     with answers, a batch has fewer rows when their answer logits would pass
     :data:`LOGITS_BUDGET_BYTES` (a 262k-token vocabulary and 50-token answers).
     ``on_rows(n)`` is called after each batch with its number of prompts (progress bars).
@@ -159,10 +187,16 @@ def decode_greedy(
     stop_set = set(stops)
     pad = pad_token_id(model.tokenizer)
     if answers is not None:
-        row_bytes = max(len(answer) for answer in answers) * model.cfg.d_vocab * 4
-        batch_size = max(1, min(batch_size, LOGITS_BUDGET_BYTES // row_bytes))
+        batch_size = min(batch_size, answer_rows_budget(model, answers))
     shared = per_example_masks is None
-    prefix = shared_prefix_length(prompts) if shared and len(prompts) > 1 else 0
+    groups: Tensor | None = None  # per row: its mask's row in the prefix cache
+    prefix_masks: Tensor | None = None
+    if not shared and prefix_per_mask:
+        assert per_example_masks is not None
+        prefix_masks, groups = torch.unique(per_example_masks, dim=0, return_inverse=True)
+    prefix = (
+        shared_prefix_length(prompts) if (shared or groups is not None) and len(prompts) > 1 else 0
+    )
     order = sorted(range(len(prompts)), key=lambda index: len(prompts[index]))
     new_tokens: list[list[int]] = [[] for _ in prompts]
     stopped_by: list[int | None] = [None] * len(prompts)
@@ -171,7 +205,9 @@ def decode_greedy(
         prefix_cache = None
         if prefix:
             head = torch.tensor([list(prompts[0][:prefix])], dtype=torch.long, device=device)
-            _, prefix_cache = _step(model, head, torch.ones_like(head), None, 1)
+            if prefix_masks is not None:  # one prefix row per distinct mask
+                head = head.expand(prefix_masks.shape[0], -1).contiguous()
+            _, prefix_cache = _step(model, head, torch.ones_like(head), None, 1, prefix_masks)
         starts = range(0, len(order), batch_size)
         for start in tqdm(starts, desc="generating", disable=not progress, leave=False):
             indices = order[start : start + batch_size]
@@ -179,12 +215,17 @@ def decode_greedy(
                 model,
                 [prompts[index][prefix:] for index in indices],
                 prefix,
-                _batch_cache(prefix_cache, len(indices)),
+                _batch_cache(
+                    prefix_cache,
+                    len(indices),
+                    None if groups is None else groups[indices].to(device),
+                ),
                 max_new_tokens=max_new_tokens,
                 stops=stop_set,
                 pad_id=pad,
                 answers=None if answers is None else [answers[i] for i in indices],
                 masks=None if shared else per_example_masks[indices],
+                drop_finished=drop_finished,
             )
             assert rows.stopped_by is not None
             for index, tokens, stop in zip(indices, rows.new_tokens, rows.stopped_by, strict=True):
@@ -207,10 +248,13 @@ def _decode_batch(
     pad_id: int,
     answers: Sequence[Sequence[int]] | None,
     masks: Tensor | None,
+    drop_finished: bool = False,
 ) -> Decoded:
     """One batch after the shared prefix: its prompts' own tokens, the answer CE, then greedy
-    steps until every row has emitted a stop token or ``max_new_tokens``. (Dropping finished
-    rows from the cache was measured: no faster, since a step's cost is reading the weights.)"""
+    steps until every row has emitted a stop token or ``max_new_tokens``. With
+    ``drop_finished`` a batch of :data:`PRUNE_ROWS` rows or more drops its finished rows from
+    the cache as it goes (below that, measured: no faster, since a step's cost is reading the
+    weights)."""
     device = model.cfg.device
     rows, width = len(suffixes), max(len(suffix) for suffix in suffixes)
     tokens = torch.full((rows, width), pad_id, dtype=torch.long)
@@ -228,9 +272,10 @@ def _decode_batch(
     outputs: list[list[int]] = [[] for _ in suffixes]
     stopped_by: list[int | None] = [None] * rows
     finished = [False] * rows
+    active = list(range(rows))  # the batch rows still in the cache, in cache order
     for step in range(max_new_tokens):
         chosen = last.argmax(dim=-1)
-        for row, token in enumerate(chosen.tolist()):
+        for row, token in zip(active, chosen.tolist(), strict=True):
             if finished[row]:
                 continue
             if token in stops:
@@ -239,7 +284,15 @@ def _decode_batch(
                 outputs[row].append(token)
         if all(finished) or step == max_new_tokens - 1:
             break
-        attention = torch.cat([attention, attention.new_ones((rows, 1))], dim=1)
+        done = sum(finished[row] for row in active)
+        if drop_finished and len(active) >= PRUNE_ROWS and done >= max(1, len(active) // 4):
+            keep = [i for i, row in enumerate(active) if not finished[row]]
+            index = torch.tensor(keep, device=chosen.device)
+            cache.batch_select_indices(index)
+            attention, chosen = attention[index], chosen[index]
+            masks = None if masks is None else masks[keep]
+            active = [active[i] for i in keep]
+        attention = torch.cat([attention, attention.new_ones((len(active), 1))], dim=1)
         logits, cache = _step(model, chosen[:, None], attention, cache, 1, masks)
         last = logits[:, -1]
     return Decoded(outputs, losses, stopped_by)

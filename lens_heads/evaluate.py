@@ -30,7 +30,12 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads._checks import check_context, check_int
-from lens_heads._decoding import LOGITS_BUDGET_BYTES, decode_greedy, supports_kv_cache
+from lens_heads._decoding import (
+    LOGITS_BUDGET_BYTES,
+    answer_rows_budget,
+    decode_greedy,
+    supports_kv_cache,
+)
 from lens_heads._io import save_figures, write_atomic
 from lens_heads.generation import greedy_generate, stop_token_ids
 from lens_heads.hooks import maybe_mask
@@ -390,8 +395,10 @@ def _answer_nll(
     encoded: Sequence[EncodedExample],
     mask: HeadMask | None,
     batch_size: int,
+    per_example_masks: Tensor | None = None,
 ) -> Float[Tensor, " n"]:
-    """Mean answer-token CE of each example, teacher forced on right-padded batches.
+    """Mean answer-token CE of each example, teacher forced on right-padded batches (under
+    ``mask``, or under each example's row of ``per_example_masks``).
 
     Only the window from the position before the earliest answer token to the end of the
     batch is unembedded; :func:`lens_heads.metrics.answer_ce` scores that window (the same
@@ -420,7 +427,9 @@ def _answer_nll(
             indices = order[start:stop]
             tokens, answer_mask, _ = collate([encoded[i] for i in indices], pad_id)
             keep = window(indices)
-            logits = _logits_window(model, tokens.to(model.cfg.device), keep)
+            rows_masks = None if per_example_masks is None else per_example_masks[indices]
+            with maybe_mask(model, rows_masks):
+                logits = _logits_window(model, tokens.to(model.cfg.device), keep)
             losses = answer_ce(
                 logits,
                 tokens[:, -keep:].to(logits.device),
@@ -456,9 +465,12 @@ def _generate_and_score(
     *,
     newline_stops: bool,
     on_rows: Callable[[int], None] | None = None,
+    per_example_masks: Tensor | None = None,
 ) -> tuple[list[list[int]], Float[Tensor, " n"], list[int | None] | None]:
     """Greedy new tokens, mean answer CE and the stop token that ended each output (None: the
-    token budget ran out; the whole list is None for a legacy model), under ``mask``.
+    token budget ran out; the whole list is None for a legacy model), under ``mask`` or, with
+    ``per_example_masks`` ``[n, n_layers, n_heads]``, each row under its own (the prompts'
+    shared prefix then runs once per distinct mask, and large batches drop finished rows).
 
     On a bridge the tokens and the CE come from one KV-cached pass per batch (the prompts'
     shared prefix run once, the answer teacher forced on the prompt's cache); a legacy
@@ -471,19 +483,30 @@ def _generate_and_score(
     stops = stop_token_ids(tokenizer)
     if newline_stops:
         stops = sorted(set(stops) | set(_newline_tokens(tokenizer)))
-    run = dict(max_new_tokens=max_new_tokens, mask=mask, batch_size=batch_size)
     cached = supports_kv_cache(model)
+
+    def run(rows: Sequence[int] | None = None) -> dict[str, Any]:
+        """Keywords of a decoding call over all prompts, or over ``rows`` of them."""
+        keywords: dict[str, Any] = dict(max_new_tokens=max_new_tokens, batch_size=batch_size)
+        if per_example_masks is None:
+            return {**keywords, "mask": mask}
+        masks = per_example_masks if rows is None else per_example_masks[list(rows)]
+        if not cached:  # greedy_generate: a 3-d mask is one mask per prompt
+            return {**keywords, "mask": masks}
+        stacked = {"prefix_per_mask": True, "drop_finished": True}
+        return {**keywords, "per_example_masks": masks, **stacked}
+
     stopped_by: list[int | None] | None = None
     if cached:
         answers = [example.answer_tokens for example in encoded]
         decoded = decode_greedy(
-            model, prompts, stops=stops, answers=answers, on_rows=on_rows, **run
+            model, prompts, stops=stops, answers=answers, on_rows=on_rows, **run()
         )
         generated, losses, stopped_by = decoded.new_tokens, decoded.answer_ce, decoded.stopped_by
         assert losses is not None and stopped_by is not None
     else:
-        generated = greedy_generate(model, prompts, stop_tokens=stops, **run)
-        losses = _answer_nll(model, encoded, mask, batch_size)
+        generated = greedy_generate(model, prompts, stop_tokens=stops, **run())
+        losses = _answer_nll(model, encoded, mask, batch_size, per_example_masks)
         if on_rows is not None:
             on_rows(len(encoded))
     blank = [
@@ -496,12 +519,12 @@ def _generate_and_score(
     if blank:
         retry = [prompts[i] for i in blank]
         if cached:
-            again = decode_greedy(model, retry, stops=stop_token_ids(tokenizer), **run)
+            again = decode_greedy(model, retry, stops=stop_token_ids(tokenizer), **run(blank))
             assert stopped_by is not None and again.stopped_by is not None
             for i, tokens, stop in zip(blank, again.new_tokens, again.stopped_by, strict=True):
                 generated[i], stopped_by[i] = tokens, stop
         else:
-            for i, tokens in zip(blank, greedy_generate(model, retry, **run), strict=True):
+            for i, tokens in zip(blank, greedy_generate(model, retry, **run(blank)), strict=True):
                 generated[i] = tokens
     return generated, losses, stopped_by
 
@@ -524,6 +547,7 @@ def evaluate(
     separator: str = "\n\n",
     max_new_tokens: int | None = None,
     first_line: bool = True,
+    stack_masks: bool = False,
     progress: bool = True,
 ) -> EvaluationResult:
     """Evaluate ``task`` on its last ``n_eval`` examples under each setting.
@@ -540,12 +564,15 @@ def evaluate(
     base-model format ``{input}\\n\\n``; ``shots=k`` prepends k demonstrations drawn (seeded by
     ``shot_seed``, per example) from the task's training split.
 
+    ``stack_masks=True`` decodes the runs that share a prompt set (e.g. Original, the random
+    masks and M, all uninstructed) in one pass with one per-example mask per row: fewer,
+    larger batches; the same generations and scores, the answer CE to float rounding (a
+    matrix product's sums may depend on how many rows its batch has).
+
     >>> import lens_heads as lh
     >>> model = lh.load_model("smollm2-135m-instruct")  # doctest: +SKIP
     >>> lh.evaluate(model, "country-capital", n_eval=40).to_frame()  # doctest: +SKIP
     """
-    from lens_heads.metrics import bleu, chrf_pp, is_correct, is_echo, is_exact_match, rouge_l
-
     task = task if isinstance(task, Task) else get_task(task, instruction=instruction)
     if instruction is not None and task.instruction != instruction:
         from dataclasses import replace
@@ -562,21 +589,68 @@ def evaluate(
     if len(set(chosen)) != len(chosen):
         raise ValueError(f"settings repeat: {chosen}")
     plan = _plan(chosen, mask_, other_, random_seeds, task)
+    run_rows, record_rows, config = _run_plan(
+        model,
+        task,
+        plan,
+        n_eval=n_eval,
+        split_seed=split_seed,
+        batch_size=batch_size,
+        chat=chat,
+        shots=shots,
+        shot_seed=shot_seed,
+        separator=separator,
+        max_new_tokens=max_new_tokens,
+        first_line=first_line,
+        stack_masks=stack_masks,
+        progress=progress,
+    )
+    config["random_seeds"] = list(random_seeds) if "random" in chosen else []
+    config["mask"] = _mask_info(mask, mask_)
+    config["other_mask"] = _mask_info(other_mask, other_)
+    return EvaluationResult(
+        model=model_name(model),
+        task=task.name,
+        kind=task.kind,
+        settings=chosen,
+        runs=pd.DataFrame(run_rows),
+        records=pd.DataFrame(record_rows),
+        config=config,
+    )
+
+
+_Outputs = tuple[list[list[int]], Float[Tensor, " n"], list[int | None] | None]
+
+
+def _run_plan(
+    model: ModelLike,
+    task: Task,
+    plan: Sequence[_Run],
+    *,
+    n_eval: int,
+    split_seed: int | None,
+    batch_size: int,
+    chat: bool | None,
+    shots: int,
+    shot_seed: int,
+    separator: str,
+    max_new_tokens: int | None,
+    first_line: bool,
+    stack_masks: bool,
+    progress: bool,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """Generate and score every run of ``plan`` on the task's held-out examples: ``(runs,
+    records, config)`` rows of :class:`EvaluationResult`. With ``stack_masks`` the runs that
+    share a prompt set are decoded together, one per-example mask per row."""
     train, evaluation = task.split(n_eval=n_eval, seed=split_seed)
-    tokenizer = model.tokenizer
     if chat is None:
         from lens_heads.prompts import has_chat_template
 
-        chat = has_chat_template(tokenizer)
+        chat = has_chat_template(model.tokenizer)
     if shots < 0:
         raise ValueError(f"shots must be >= 0, got {shots}")
     new_tokens = task.max_new_tokens if max_new_tokens is None else max_new_tokens
-    translation = task.kind == "translation"
-    total_heads = head_shape(model)[0] * head_shape(model)[1]
-
     prompts: dict[bool, list[EncodedExample]] = {}
-    run_rows: list[dict[str, Any]] = []
-    record_rows: list[dict[str, Any]] = []
     for instructed in dict.fromkeys(run.instructed for run in plan):  # every prompt, before compute
         prompts[instructed] = _encode(
             model,
@@ -596,85 +670,34 @@ def evaluate(
         unit="example",
         disable=not progress,
     )
-    for run in plan:
-        bar.set_postfix_str(f"{run.setting}" + (f" seed {run.seed}" if run.seed >= 0 else ""))
-        encoded = prompts[run.instructed]
-        generated, losses, stopped_by = _generate_and_score(  # the CE raises if not finite
-            model,
-            encoded,
-            run.mask,
-            new_tokens,
-            batch_size,
-            newline_stops=first_line,
-            on_rows=bar.update,
-        )
-        texts = [tokenizer.decode(tokens, skip_special_tokens=True) for tokens in generated]
-        predictions = [_first_line(text) if first_line else text.strip() for text in texts]
-        answers = evaluation.outputs
-        correct = [
-            is_correct(p, e.output, e.match or task.match)
-            for p, e in zip(predictions, evaluation.examples, strict=True)
-        ]
-        pairs = list(zip(texts, evaluation.examples, strict=True))
-        exact = [is_exact_match(text, e.output) for text, e in pairs]
-        echo = [is_echo(text, e.input, e.output) for text, e in pairs]
-        n_answer = [len(e.answer_tokens) for e in encoded]
-        heads = total_heads if run.mask is None else run.mask.n_selected
-        total_nll = float(sum(loss * n for loss, n in zip(losses.tolist(), n_answer, strict=True)))
-        metrics: dict[str, Any] = {
-            "setting": run.setting,
-            "seed": run.seed,
-            "heads": heads,
-            "accuracy": sum(correct) / len(correct),
-            "exact_match": sum(exact) / len(exact),
-            "echo_rate": sum(echo) / len(echo),
-            "answer_ce": float(losses.mean()),
-            "perplexity": math.exp(min(total_nll / sum(n_answer), 700.0)),
-        }
-        rouge = []
-        if translation:
-            for prediction, answer in zip(predictions, answers, strict=True):
-                rouge.append(
-                    rouge_l(
-                        tokenizer(prediction, add_special_tokens=False).input_ids,
-                        tokenizer(answer, add_special_tokens=False).input_ids,
-                    )
-                    if prediction
-                    else 0.0
-                )
-            metrics["rouge_l"] = sum(rouge) / len(rouge)
-            metrics["bleu"] = bleu(predictions, answers, target_lang=task.target_lang)
-            metrics["chrf"] = chrf_pp(predictions, answers)
-        run_rows.append(metrics)
-        for index, example in enumerate(evaluation.examples):
-            row = {
-                "setting": run.setting,
-                "seed": run.seed,
-                "index": index,
-                "input": example.input,
-                "answer": example.output,
-                "prompt": tokenizer.decode(encoded[index].prompt_tokens),
-                "generated": texts[index],
-                "ended_by": _ended_by(tokenizer, stopped_by, index),
-                "prediction": predictions[index],
-                "correct": bool(correct[index]),
-                "exact": bool(exact[index]),
-                "echo": bool(echo[index]),
-                "answer_ce": float(losses[index]),
-                "n_answer_tokens": n_answer[index],
-                "boundary_merged": encoded[index].boundary_merged,
-            }
-            if translation:
-                row["rouge_l"] = rouge[index]
-            if example.source is not None:  # mixed sets (hybrid few-shot)
-                row["source"] = example.source
-            record_rows.append(row)
-
+    decode = dict(newline_stops=first_line, on_rows=bar.update)
+    outputs: dict[int, _Outputs] = {}
+    if stack_masks:
+        for instructed, encoded in prompts.items():
+            members = [i for i, run in enumerate(plan) if run.instructed == instructed]
+            bar.set_postfix_str(f"{len(members)} runs stacked")
+            stacked = _generate_stacked(
+                model, encoded, [plan[i].mask for i in members], new_tokens, batch_size, **decode
+            )
+            outputs.update(zip(members, stacked, strict=True))
+    else:
+        for i, run in enumerate(plan):
+            bar.set_postfix_str(f"{run.setting}" + (f" seed {run.seed}" if run.seed >= 0 else ""))
+            outputs[i] = _generate_and_score(  # the CE raises if not finite
+                model, prompts[run.instructed], run.mask, new_tokens, batch_size, **decode
+            )
     bar.close()
+    run_rows: list[dict[str, Any]] = []
+    record_rows: list[dict[str, Any]] = []
+    for i, run in enumerate(plan):
+        metrics, records = _score_run(
+            model, task, evaluation, prompts[run.instructed], run, outputs[i], first_line
+        )
+        run_rows.append(metrics)
+        record_rows += records
     config = {
         "n_eval": len(evaluation),
         "split_seed": split_seed,
-        "random_seeds": list(random_seeds) if "random" in chosen else [],
         "batch_size": batch_size,
         "chat": chat,
         "shots": shots,
@@ -684,18 +707,142 @@ def evaluate(
         "first_line": first_line,
         "match": task.match,
         "instruction": task.instruction,
-        "mask": _mask_info(mask, mask_),
-        "other_mask": _mask_info(other_mask, other_),
+        "stack_masks": stack_masks,
     }
-    return EvaluationResult(
-        model=model_name(model),
-        task=task.name,
-        kind=task.kind,
-        settings=chosen,
-        runs=pd.DataFrame(run_rows),
-        records=pd.DataFrame(record_rows),
-        config=config,
+    return run_rows, record_rows, config
+
+
+def _generate_stacked(
+    model: ModelLike,
+    encoded: Sequence[EncodedExample],
+    masks: Sequence[HeadMask | None],
+    max_new_tokens: int,
+    batch_size: int,
+    *,
+    newline_stops: bool,
+    on_rows: Callable[[int], None] | None = None,
+) -> list[_Outputs]:
+    """:func:`_generate_and_score` of each mask on the same prompts, in one decoding pass:
+    the rows are (prompt, mask) pairs, prompt-major, each under its own multiplier.
+
+    A batch holds ``batch_size`` prompts with all their masks, so it pads exactly as one
+    mask's batch of the same prompts would, and each mask's shared prefix runs once."""
+    if len(masks) == 1:
+        return [
+            _generate_and_score(
+                model,
+                encoded,
+                masks[0],
+                max_new_tokens,
+                batch_size,
+                newline_stops=newline_stops,
+                on_rows=on_rows,
+            )
+        ]
+    shape = head_shape(model)
+    factors = torch.stack([torch.ones(shape) if m is None else m.multiplier() for m in masks])
+    n_masks = len(masks)
+    if supports_kv_cache(model):  # whole prompts per batch, within the answer-logits budget
+        budget = answer_rows_budget(model, [example.answer_tokens for example in encoded])
+        batch_size = max(1, min(batch_size, budget // n_masks))
+    generated, losses, stopped_by = _generate_and_score(
+        model,
+        [example for example in encoded for _ in range(n_masks)],
+        None,
+        max_new_tokens,
+        batch_size * n_masks,
+        newline_stops=newline_stops,
+        on_rows=on_rows,
+        per_example_masks=factors.repeat(len(encoded), 1, 1),
     )
+    return [
+        (
+            generated[k::n_masks],
+            losses[k::n_masks],
+            None if stopped_by is None else stopped_by[k::n_masks],
+        )
+        for k in range(n_masks)
+    ]
+
+
+def _score_run(
+    model: ModelLike,
+    task: Task,
+    evaluation: Task,
+    encoded: Sequence[EncodedExample],
+    run: _Run,
+    outputs: _Outputs,
+    first_line: bool,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One run's metrics row and per-example records from its generated tokens and CE."""
+    from lens_heads.metrics import bleu, chrf_pp, is_correct, is_echo, is_exact_match, rouge_l
+
+    generated, losses, stopped_by = outputs
+    tokenizer = model.tokenizer
+    texts = [tokenizer.decode(tokens, skip_special_tokens=True) for tokens in generated]
+    predictions = [_first_line(text) if first_line else text.strip() for text in texts]
+    answers = evaluation.outputs
+    correct = [
+        is_correct(p, e.output, e.match or task.match)
+        for p, e in zip(predictions, evaluation.examples, strict=True)
+    ]
+    pairs = list(zip(texts, evaluation.examples, strict=True))
+    exact = [is_exact_match(text, e.output) for text, e in pairs]
+    echo = [is_echo(text, e.input, e.output) for text, e in pairs]
+    n_answer = [len(e.answer_tokens) for e in encoded]
+    total_heads = head_shape(model)[0] * head_shape(model)[1]
+    heads = total_heads if run.mask is None else run.mask.n_selected
+    total_nll = float(sum(loss * n for loss, n in zip(losses.tolist(), n_answer, strict=True)))
+    metrics: dict[str, Any] = {
+        "setting": run.setting,
+        "seed": run.seed,
+        "heads": heads,
+        "accuracy": sum(correct) / len(correct),
+        "exact_match": sum(exact) / len(exact),
+        "echo_rate": sum(echo) / len(echo),
+        "answer_ce": float(losses.mean()),
+        "perplexity": math.exp(min(total_nll / sum(n_answer), 700.0)),
+    }
+    translation = task.kind == "translation"
+    rouge = []
+    if translation:
+        for prediction, answer in zip(predictions, answers, strict=True):
+            rouge.append(
+                rouge_l(
+                    tokenizer(prediction, add_special_tokens=False).input_ids,
+                    tokenizer(answer, add_special_tokens=False).input_ids,
+                )
+                if prediction
+                else 0.0
+            )
+        metrics["rouge_l"] = sum(rouge) / len(rouge)
+        metrics["bleu"] = bleu(predictions, answers, target_lang=task.target_lang)
+        metrics["chrf"] = chrf_pp(predictions, answers)
+    records = []
+    for index, example in enumerate(evaluation.examples):
+        row = {
+            "setting": run.setting,
+            "seed": run.seed,
+            "index": index,
+            "input": example.input,
+            "answer": example.output,
+            "prompt": tokenizer.decode(encoded[index].prompt_tokens),
+            "generated": texts[index],
+            "ended_by": _ended_by(tokenizer, stopped_by, index),
+            "prediction": predictions[index],
+            "correct": bool(correct[index]),
+            "exact": bool(exact[index]),
+            "echo": bool(echo[index]),
+            "answer_ce": float(losses[index]),
+            "n_answer_tokens": n_answer[index],
+            "boundary_merged": encoded[index].boundary_merged,
+        }
+        if translation:
+            row["rouge_l"] = rouge[index]
+        if example.source is not None:  # mixed sets (hybrid few-shot)
+            row["source"] = example.source
+        records.append(row)
+    return metrics, records
 
 
 def _ended_by(tokenizer: Any, stopped_by: list[int | None] | None, index: int) -> str | None:

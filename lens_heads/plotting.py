@@ -18,12 +18,14 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 __all__ = [
+    "alpha_curve_figure",
     "evaluation_figure",
     "head_score_figure",
     "logit_lens_figure",
     "mask_heatmap_figure",
     "mask_trajectory_figure",
     "similarity_figure",
+    "sweep_overlay_figure",
     "sweep_rank_figure",
     "sweep_similarity_figure",
     "top_tokens_figure",
@@ -300,6 +302,61 @@ def sweep_rank_figure(
         height=460,
         width=820,
         legend_title_text="token",
+    )
+    return figure
+
+
+_SWEEP_PALETTE = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+
+
+def sweep_overlay_figure(
+    curves: Sequence[dict[str, Any]], *, title: str = "", stay: int = 3
+) -> go.Figure:
+    """Figures 8 and 9: the target's rank (log axis) against the heads removed for several
+    sweeps on one plot, each sweep's switch step a dotted vertical line in its colour and
+    reported in the legend.
+
+    ``curves``: one dict per sweep with ``label``, ``n_removed``, ``ranks`` (the target's rank
+    per step), ``switch`` (heads removed at the switch, or None) and optionally ``target``.
+
+    >>> fig = sweep_overlay_figure([
+    ...     {"label": "ascending weight", "n_removed": [0, 1, 2], "ranks": [9, 3, 1], "switch": 2},
+    ...     {"label": "influential", "n_removed": [0, 1, 2], "ranks": [9, 1, 1], "switch": None},
+    ... ])
+    >>> [trace.name for trace in fig.data]
+    ['ascending weight (switch: 2 heads)', 'influential (no switch)']
+    """
+    if not curves:
+        raise ValueError("sweep_overlay_figure needs at least one sweep")
+    figure = go.Figure()
+    for index, curve in enumerate(curves):
+        colour = _SWEEP_PALETTE[index % len(_SWEEP_PALETTE)]
+        switch = curve.get("switch")
+        reported = "no switch" if switch is None else f"switch: {switch} heads"
+        target = curve.get("target")
+        figure.add_trace(
+            go.Scatter(
+                x=list(curve["n_removed"]),
+                y=list(curve["ranks"]),
+                mode="lines",
+                name=f"{curve['label']} ({reported})",
+                line={"color": colour, "width": 2.5},
+                hovertemplate=f"{curve['label']}"
+                + (f", target {target!r}" if target is not None else "")
+                + "<br>%{x} heads removed<br>rank %{y}<extra></extra>",
+            )
+        )
+        if switch is not None:
+            figure.add_vline(x=switch, line={"color": colour, "dash": "dot", "width": 1.5})
+    figure.update_layout(
+        title=title or None,
+        xaxis_title="heads removed",
+        yaxis_title="target rank (log)",
+        yaxis_type="log",
+        template="plotly_white",
+        height=460,
+        width=820,
+        legend_title_text=f"order (switch: top-1 for {stay} steps)",
     )
     return figure
 
@@ -659,5 +716,93 @@ def top_tokens_figure(frame: pd.DataFrame, *, title: str = "") -> go.Figure:
         template="plotly_white",
         height=max(320, 32 * int(frame["rank"].max()) + 140),
         width=max(420, 320 * len(settings)),
+    )
+    return figure
+
+
+# -- scaled masks: Figure 6 ----------------------------------------------------------------------
+def alpha_curve_figure(
+    curve: pd.DataFrame,
+    metrics: dict[str, str],
+    *,
+    reference: dict[str, float] | None = None,
+    reference_label: str = "no instruction",
+    best_alpha: float | None = None,
+    title: str = "",
+) -> go.Figure:
+    """Figure 6: each metric against alpha (one panel per metric), the un-instructed reference
+    point as a diamond at alpha 0 with a dashed horizontal line, the best alpha starred.
+
+    ``curve`` has an ``alpha`` column and one column per key of ``metrics`` (key -> axis
+    title); ``reference`` maps the same keys to the reference point's values.
+
+    >>> curve = pd.DataFrame({"alpha": [0.0, 0.5, 1.0], "answer_ce": [1.2, 1.1, 2.0]})
+    >>> fig = alpha_curve_figure(curve, {"answer_ce": "answer CE"}, reference={"answer_ce": 0.9},
+    ...                          best_alpha=0.5)
+    >>> [trace.name for trace in fig.data]
+    ['with instruction', 'no instruction', 'best alpha 0.5']
+    """
+    missing = [key for key in ["alpha", *metrics] if key not in curve.columns]
+    if missing:
+        raise KeyError(f"the curve has no column(s) {missing}; it has {list(curve.columns)}")
+    if not metrics:
+        raise ValueError("alpha_curve_figure needs at least one metric")
+    figure = make_subplots(rows=1, cols=len(metrics), subplot_titles=list(metrics.values()))
+    for column, (key, name) in enumerate(metrics.items(), start=1):
+        first = column == 1
+        figure.add_trace(
+            go.Scatter(
+                x=curve["alpha"],
+                y=curve[key],
+                mode="lines+markers",
+                name="with instruction",
+                legendgroup="curve",
+                showlegend=first,
+                line={"color": "#1f77b4", "width": 2.5},
+                hovertemplate=f"alpha %{{x:g}}<br>{name}: %{{y:.4g}}<extra>with instruction"
+                "</extra>",
+            ),
+            row=1,
+            col=column,
+        )
+        if reference is not None and key in reference:
+            value = reference[key]
+            figure.add_trace(
+                go.Scatter(
+                    x=[0.0],
+                    y=[value],
+                    mode="markers",
+                    name=reference_label,
+                    legendgroup="reference",
+                    showlegend=first,
+                    marker={"color": "#d62728", "symbol": "diamond", "size": 11},
+                    hovertemplate=f"{reference_label}<br>{name}: %{{y:.4g}}<extra></extra>",
+                ),
+                row=1,
+                col=column,
+            )
+            figure.add_hline(
+                y=value, line={"color": "#d62728", "dash": "dash", "width": 1.5}, row=1, col=column
+            )
+        if best_alpha is not None and key == "answer_ce":
+            best = curve[curve["alpha"] == best_alpha]
+            figure.add_trace(
+                go.Scatter(
+                    x=best["alpha"],
+                    y=best[key],
+                    mode="markers",
+                    name=f"best alpha {best_alpha:g}",
+                    marker={"color": "#2ca02c", "symbol": "star", "size": 15},
+                    hovertemplate=f"best alpha %{{x:g}}<br>{name}: %{{y:.4g}}<extra></extra>",
+                ),
+                row=1,
+                col=column,
+            )
+    figure.update_xaxes(title_text="alpha (scale of the heads M removes)", range=[-0.05, 1.05])
+    figure.update_layout(
+        title=title or None,
+        template="plotly_white",
+        height=440,
+        width=max(560, 460 * len(metrics)),
     )
     return figure

@@ -34,7 +34,7 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ from lens_heads.metrics import token_ranks
 from lens_heads.models import ModelLike, head_shape, model_name
 from lens_heads.prompts import PromptFormat, encode_example, encode_text
 
-__all__ = ["SweepResult", "removal_order", "removal_sweep", "resolve_target"]
+__all__ = ["SweepResult", "plot_sweeps", "removal_order", "removal_sweep", "resolve_target"]
 
 _FORMAT = "lens_heads.removal_sweep/1"
 _LOGITS_BUDGET_BYTES = 1 << 28  # a chunk's full-sequence fp32 logits stay under ~256 MiB
@@ -524,6 +524,67 @@ def _labels_order(heads: Sequence[str | tuple[int, int]], shape: tuple[int, int]
         seen[(layer, index)] = position
         order.append((layer, index))
     return order
+
+
+def plot_sweeps(
+    sweeps: Mapping[str, SweepResult] | Sequence[SweepResult] | SweepResult,
+    *,
+    stay: int = 3,
+    title: str | None = None,
+) -> Any:
+    """Figures 8 and 9: the target's rank along several removal sweeps on one plotly figure
+    (e.g. the influential order beside the ascending-weight order, or the sweep of a
+    negative-init mask), each switch step (:meth:`SweepResult.switch_step` with ``stay``)
+    marked by a vertical line and reported in the legend and the title.
+
+    ``sweeps``: ``{label: sweep}``, or a list (labelled by how each order was made).
+
+    >>> a, b = SweepResult.example(), SweepResult.example()
+    >>> fig = plot_sweeps({"ascending weight": a, "influential": b}, stay=2)
+    >>> [trace.name for trace in fig.data]
+    ['ascending weight (switch: 2 heads)', 'influential (switch: 2 heads)']
+    """
+    from lens_heads.plotting import sweep_overlay_figure
+
+    if isinstance(sweeps, SweepResult):
+        sweeps = [sweeps]
+    if not isinstance(sweeps, Mapping):
+        labels = [str(s.metadata.get("order_kind", "sweep")) for s in sweeps]
+        labels = [
+            f"{label} {i + 1}" if labels.count(label) > 1 else label
+            for i, label in enumerate(labels)
+        ]
+        sweeps = dict(zip(labels, sweeps, strict=True))
+    if not sweeps:
+        raise ValueError("no sweeps to plot: pass {label: SweepResult, ...}")
+    untracked = [label for label, sweep in sweeps.items() if sweep.target_id is None]
+    if untracked:
+        raise ValueError(
+            f"sweeps {untracked} tracked no target; run removal_sweep with target=... to plot "
+            "the target's rank"
+        )
+    curves = []
+    for label, sweep in sweeps.items():
+        curves.append(
+            {
+                "label": label,
+                "n_removed": sweep.n_removed,
+                "ranks": sweep.target_ranks,
+                "switch": sweep.switch_step(stay),
+                "target": sweep.target,
+            }
+        )
+    if title is None:
+        targets = sorted({str(sweep.target) for sweep in sweeps.values()})
+        switches = ", ".join(
+            f"{c['label']} {'none' if c['switch'] is None else c['switch']}" for c in curves
+        )
+        prompts = sorted({sweep.prompt for sweep in sweeps.values()})
+        title = (
+            f"{', '.join(map(repr, prompts))} -> target {', '.join(map(repr, targets))}: "
+            f"switch step {switches}"
+        )
+    return sweep_overlay_figure(curves, title=title, stay=stay)
 
 
 def removal_order(

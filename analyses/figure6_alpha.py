@@ -1,0 +1,268 @@
+"""Heads up! Figure 6 and Table 8: the heads a trained mask M removes are scaled by alpha
+instead (0: M, 1: the full model) and the task is evaluated with its instruction at each alpha;
+the un-instructed masked model is the reference point. Table 8 compares, on held-out examples,
+the instructed full model, the instructed model with M and with the best-alpha M (alpha chosen
+on the examples just before the held-out ones).
+
+    python -m analyses.figure6_alpha --model smollm2-135m-instruct --task capitalize \\
+        --out runs/figure6/capitalize
+    python -m analyses.figure6_alpha --mask runs/mask-table/smollm2/capitalize --out DIR
+
+Without ``--mask`` (or with ``--mask train``) a mask is trained first with
+:func:`lens_heads.train_mask` on the short schedule (``--steps``, checkpointed in
+``<out>/mask/``, resumed if interrupted); ``--mask`` takes a mask file or a train-mask output
+folder instead. ``<out>`` then holds ``curve/`` (the :class:`~lens_heads.AlphaCurve` of
+Figure 6), ``table8/`` (the curve at alphas 0, best, 1 on the held-out examples),
+``figure6.html``, ``summary.md`` and ``summary.json``. Finished parts are reused, so the
+command can be re-run until it completes; ``<out>/config.json`` guards against mixing two
+configurations in one folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lens_heads as lh
+from lens_heads._checks import resolve_mask
+from lens_heads._io import write_atomic
+from lens_heads.alpha import DEFAULT_ALPHAS, AlphaCurve, check_alphas, table8
+from lens_heads.masks import HeadMask
+
+__all__ = ["Config", "Figure6Result", "main", "run"]
+
+#: Measured before this module (issue 15, an independent script), for comparison.
+REFERENCE = (
+    "Measured before (issue 15, an independent script) on SmolLM2 with a capitalize mask: "
+    "instructed answer CE 2.09 at alpha 1 (the full model), 1.20 at alpha 0, a minimum of 1.18 "
+    "at alpha 0.1-0.2; without instruction at alpha 0: 0.97."
+)
+
+
+@dataclass
+class Config:
+    """One Figure 6 run. Defaults are small (minutes on a CPU); ``steps``, ``train_batch_size``,
+    ``lr`` and ``holdout`` only matter when the mask is trained here."""
+
+    model: str = "smollm2-135m-instruct"
+    task: str = "capitalize"
+    out: str = "runs/figure6"
+    mask: str | None = None  # a mask file or train-mask folder; None or "train": train one
+    alphas: tuple[float, ...] = DEFAULT_ALPHAS
+    n_eval: int = 40
+    n_select: int = 40
+    batch_size: int = 16
+    steps: int = 200
+    train_batch_size: int = 8
+    lr: float = 0.1
+    holdout: int = 100
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mask == "train":
+            self.mask = None
+        self.alphas = tuple(check_alphas(self.alphas))  # before any training
+        if self.trains and self.n_eval + self.n_select > self.holdout:
+            raise ValueError(
+                f"n_eval + n_select ({self.n_eval} + {self.n_select}) exceed the {self.holdout} "
+                "examples held out of training: raise --holdout or lower --n-eval/--n-select"
+            )
+
+    @property
+    def trains(self) -> bool:
+        return self.mask is None
+
+
+@dataclass
+class Figure6Result:
+    """The curve (Figure 6), Table 8 and the mask they scale."""
+
+    config: Config
+    mask: HeadMask
+    curve: AlphaCurve
+    table: AlphaCurve
+    written: list[Path] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        curve, table = self.curve, self.table
+        return {
+            "model": curve.model,
+            "task": curve.task,
+            "heads_kept": self.mask.n_selected,
+            "heads": self.mask.values.numel(),
+            "n_eval": curve.config.get("n_eval"),
+            "answer_ce_alpha_1": curve.value(1.0) if 1.0 in curve.alphas else None,
+            "answer_ce_alpha_0": curve.value(0.0) if 0.0 in curve.alphas else None,
+            "best_alpha_on_curve": curve.best_alpha,
+            "answer_ce_best": curve.value(curve.best_alpha),
+            "answer_ce_uninstructed_alpha_0": curve.uninstructed_ce,
+            "table8_alpha": table.config.get("best_alpha"),
+            "table8_alpha_selection": table.config.get("best_alpha_selection"),
+            "table8": table.table8_frame().reset_index().to_dict(orient="records"),
+        }
+
+    def to_markdown(self) -> str:
+        config = self.config
+        source = "trained here (short schedule)" if config.trains else f"from {config.mask}"
+        return "\n".join(
+            [
+                f"# Figure 6 and Table 8: {self.curve.task} on {self.curve.model}",
+                "",
+                f"Mask {source}: {self.mask.n_selected}/{self.mask.values.numel()} heads kept.",
+                "",
+                "## Figure 6: answer CE against alpha (with instruction)",
+                "",
+                self.curve.to_markdown(table8=False),
+                "## Table 8 (held-out examples)",
+                "",
+                self.table.table8_markdown(),
+                "## For comparison",
+                "",
+                REFERENCE,
+                "",
+            ]
+        )
+
+
+def _mask(config: Config, model: Any, out: Path) -> HeadMask:
+    """The mask: given (a file or a train-mask folder), or trained, resumably, in
+    ``<out>/mask``."""
+    if not config.trains:
+        return resolve_mask(config.mask, model)
+    folder = out / "mask"
+    if (folder / "mask.safetensors").is_file() and (folder / "training.json").is_file():
+        return resolve_mask(folder, model)
+    schedule = lh.TrainingConfig.short(
+        steps=config.steps,
+        batch_size=config.train_batch_size,
+        lr=config.lr,
+        n_eval=config.holdout,
+        seed=config.seed,
+    )
+    result = lh.train_mask(model, config.task, schedule, checkpoint_dir=folder, resume=True)
+    result.save(folder)
+    result.save_figures(folder)
+    return result.mask
+
+
+def _check_config(config: Config, out: Path) -> None:
+    """Write ``config.json`` on the first run; refuse to mix another configuration in."""
+    path = out / "config.json"
+    current = json.loads(json.dumps(asdict(config)))
+    current.pop("out")
+    if path.is_file():
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        changed = sorted(k for k in set(stored) | set(current) if stored.get(k) != current.get(k))
+        if changed:
+            raise ValueError(
+                f"{out} holds a run with other settings ({', '.join(changed)} differ); choose "
+                "another --out, or delete the folder to start again"
+            )
+        return
+    write_atomic(path, json.dumps(current, indent=1))
+
+
+def _cached(folder: Path, compute: Any) -> AlphaCurve:
+    """The curve saved in ``folder``, or ``compute()`` saved there."""
+    if (folder / "result.json").is_file():
+        return AlphaCurve.load(folder)
+    curve = compute()
+    curve.save(folder)
+    return curve
+
+
+def run(config: Config, model: Any = None) -> Figure6Result:
+    """Train or load the mask, compute the curve and Table 8 (each reused when saved), write
+    ``figure6.html``, ``summary.md`` and ``summary.json``."""
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_config(config, out)
+    model = lh.load_model(config.model) if model is None else model
+    mask = _mask(config, model, out)
+    evaluation = dict(n_eval=config.n_eval, batch_size=config.batch_size)
+    curve = _cached(
+        out / "curve",
+        lambda: lh.alpha_curve(model, config.task, mask, alphas=config.alphas, **evaluation),
+    )
+    table = _cached(
+        out / "table8",
+        lambda: table8(
+            model,
+            config.task,
+            mask,
+            alphas=config.alphas,
+            n_select=config.n_select,
+            **evaluation,  # type: ignore[arg-type]
+        ),
+    )
+    result = Figure6Result(config, mask, curve, table)
+    result.written = [
+        write_atomic(out / "figure6.html", curve.plot().to_html(include_plotlyjs=True)),
+        write_atomic(out / "summary.md", result.to_markdown()),
+        write_atomic(out / "summary.json", json.dumps(result.summary(), indent=1, default=str)),
+    ]
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m analyses.figure6_alpha", description=__doc__)
+    defaults = Config()
+    parser.add_argument("--model", default=defaults.model)
+    parser.add_argument("--task", default=defaults.task, help="a built-in task or a task file")
+    parser.add_argument(
+        "--mask",
+        default="train",
+        help="a mask file, a train-mask output folder, or 'train' (default: train one here)",
+    )
+    parser.add_argument(
+        "--alphas",
+        default=",".join(f"{alpha:g}" for alpha in defaults.alphas),
+        help="comma-separated values in [0, 1]",
+    )
+    parser.add_argument("--n-eval", type=int, default=defaults.n_eval, help="held-out examples")
+    parser.add_argument(
+        "--n-select",
+        type=int,
+        default=defaults.n_select,
+        help="examples before the held-out ones on which Table 8's alpha is chosen",
+    )
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    parser.add_argument("--steps", type=int, default=defaults.steps, help="training steps")
+    parser.add_argument("--train-batch-size", type=int, default=defaults.train_batch_size)
+    parser.add_argument("--lr", type=float, default=defaults.lr)
+    parser.add_argument(
+        "--holdout", type=int, default=defaults.holdout, help="examples held out of training"
+    )
+    parser.add_argument("--seed", type=int, default=defaults.seed, help="training seed")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    try:
+        alphas = tuple(float(a) for a in args.alphas.split(",") if a.strip())
+    except ValueError:
+        parser.error(f"--alphas must be comma-separated numbers, got {args.alphas!r}")
+    config = Config(
+        model=args.model,
+        task=args.task,
+        out=args.out,
+        mask=args.mask,
+        alphas=alphas,
+        n_eval=args.n_eval,
+        n_select=args.n_select,
+        batch_size=args.batch_size,
+        steps=args.steps,
+        train_batch_size=args.train_batch_size,
+        lr=args.lr,
+        holdout=args.holdout,
+        seed=args.seed,
+    )
+    result = run(config)
+    print(result.to_markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
