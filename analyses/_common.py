@@ -242,16 +242,16 @@ def mask_of(config: MaskedTaskConfig, stages: Stages, model: LazyModel, **overri
     """:func:`trained_mask` with ``config``'s schedule (``overrides``: other TrainingConfig
     fields, e.g. ``init_mean=-3.0`` with ``name="training_negative"``)."""
     name = overrides.pop("name", "training")
+    schedule = {"steps": config.steps, "lr": config.lr, "seed": config.seed}
+    schedule.update((key, overrides.pop(key)) for key in list(schedule) if key in overrides)
     return trained_mask(
         stages,
         model,
         config.task_object(),
-        steps=config.steps,
-        lr=config.lr,
-        seed=config.seed,
         mask=config.mask if name == "training" else None,
         name=name,
         progress=config.progress,
         n_eval=config.n_eval,
+        **schedule,
         **overrides,
     )

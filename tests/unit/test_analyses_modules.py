@@ -15,6 +15,7 @@ from analyses import (
     figure4_similarity,
     figure5_sweep_similarity,
     figure7_mask_weights,
+    figure8_9_orders,
     logit_lens_tables,
     table3_few_shot,
     table7_attention,
@@ -44,6 +45,11 @@ CASES = [
         "figure5_similarity",
     ),
     (figure7_mask_weights, ["--task", "capitalize"], "figure7_mask_weights"),
+    (
+        figure8_9_orders,
+        ["--task", "capitalize", "--every", "8", "--generate-tokens", "0", "--negative-steps", "3"],
+        "figure9_negative_init",
+    ),
     (logit_lens_tables, ["--task", "capitalize"], "logit_lens"),
     (table7_attention, ["--task", "fruit_v_animal_3", "--n-prompts", "3"], "table7_attention"),
     (
