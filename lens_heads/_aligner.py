@@ -22,6 +22,7 @@ import torch
 __all__ = [
     "Aligner",
     "AlignmentError",
+    "EflomalAligner",
     "SimAligner",
     "alignment_error_rate",
     "iter_max",
@@ -229,3 +230,77 @@ class SimAligner:
         tgt = torch.nn.functional.normalize(self.word_vectors(target_words), dim=-1)
         matrix = iter_max(src @ tgt.T, max_count=2 if self.method == "itermax" else 1)
         return [(int(i), int(j)) for i, j in matrix.nonzero().tolist()]
+
+
+class EflomalAligner:
+    """Statistical word alignment with eflomal (Östling & Tiedemann, 2016; the optional extra
+    ``pip install lens_heads[align]``): a Bayesian IBM-style model learned, without any
+    download, from a parallel ``corpus`` of ``(source_words, target_words)`` pairs plus the
+    pairs it is asked to align. Forward and reverse alignments are symmetrised by intersection
+    (high precision). A statistical aligner learns from many sentences: give it a corpus of the
+    language pair, or call :meth:`align_many` on all pairs at once (on the 220 built-in
+    sentences it reaches AER 0.014 en-fr, 0.014 en-de, 0.185 en-zh: docs/alignment.md). Its
+    samplers draw their own random seeds, so two runs may differ in a few links.
+
+    >>> from lens_heads.tasks import parallel_corpus
+    >>> corpus = parallel_corpus()
+    >>> aligner = EflomalAligner(list(zip(corpus.tokens["en"], corpus.tokens["fr"])))
+    >>> (0, 0) in aligner(["The", "dog", "."], ["Le", "chien", "."])
+    True
+    """
+
+    def __init__(
+        self,
+        corpus: Sequence[tuple[Sequence[str], Sequence[str]]] = (),
+        **options: Any,
+    ) -> None:
+        try:
+            import eflomal  # noqa: F401
+        except ImportError as error:
+            raise ImportError(
+                "EflomalAligner needs eflomal: pip install 'lens_heads[align]' (or pip install "
+                "eflomal); SimAligner needs nothing"
+            ) from error
+        self.corpus = [(list(s), list(t)) for s, t in corpus]
+        self.options = options  # eflomal.Aligner's own (model, n_iterations, null_prior, ...)
+        self._cache: dict[tuple[tuple[str, ...], tuple[str, ...]], WordAlignment] = {}
+
+    def align_many(
+        self, pairs: Sequence[tuple[Sequence[str], Sequence[str]]]
+    ) -> list[WordAlignment]:
+        """Alignments of every pair, learned jointly with the corpus (one eflomal run)."""
+        import tempfile
+
+        import eflomal
+
+        todo = [(list(s), list(t)) for s, t in pairs]
+        if any(not s or not t for s, t in todo):
+            raise AlignmentError("cannot align an empty sentence; drop it or give its words")
+        data = self.corpus + todo
+        with tempfile.TemporaryDirectory() as folder:
+            forward, reverse = f"{folder}/fwd", f"{folder}/rev"
+            eflomal.Aligner(**self.options).align(
+                [" ".join(s) for s, _ in data],
+                [" ".join(t) for _, t in data],
+                links_filename_fwd=forward,
+                links_filename_rev=reverse,
+            )
+            links = [_pharaoh_lines(path)[len(self.corpus) :] for path in (forward, reverse)]
+        results = [sorted(set(f) & set(r)) for f, r in zip(*links, strict=True)]
+        for (s, t), links_ in zip(todo, results, strict=True):
+            self._cache[(tuple(s), tuple(t))] = links_
+        return results
+
+    def __call__(self, source_words: Sequence[str], target_words: Sequence[str]) -> WordAlignment:
+        key = (tuple(source_words), tuple(target_words))
+        if key not in self._cache:
+            self.align_many([(source_words, target_words)])
+        return self._cache[key]
+
+
+def _pharaoh_lines(path: str) -> list[WordAlignment]:
+    with open(path, encoding="utf-8") as handle:
+        return [
+            [tuple(int(x) for x in link.split("-")) for link in line.split()]  # type: ignore[misc]
+            for line in handle.read().splitlines()
+        ]

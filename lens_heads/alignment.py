@@ -53,6 +53,7 @@ from tqdm.auto import tqdm
 from lens_heads._aligner import (
     Aligner,
     AlignmentError,
+    EflomalAligner,
     SimAligner,
     parse_alignment,
     split_words,
@@ -66,6 +67,7 @@ from lens_heads.tasks import LANGUAGE_NAMES, Task, get_task, parallel_corpus
 
 __all__ = [
     "AlignmentError",
+    "EflomalAligner",
     "SimAligner",
     "TranslationScores",
     "translation_scores",

@@ -312,3 +312,20 @@ def test_across_models(tiny):
         assert row["proportion"] == row["n_alignment"] / row["n_heads"]
         assert all(0 <= d <= 1 for d in row["relative_depths"])
     assert len(result.plot().data) == 3
+
+
+def test_eflomal_aligner_learns_the_builtin_corpus():
+    """The optional statistical aligner (real eflomal): near-gold on the word-for-word corpus,
+    cached per pair, and a clear error for an empty sentence."""
+    from lens_heads._aligner import EflomalAligner
+    from lens_heads.tasks import parallel_corpus
+
+    corpus = parallel_corpus()
+    pairs = list(zip(corpus.tokens["en"], corpus.tokens["de"], strict=True))
+    gold = [corpus.alignment("en", "de", i) for i in range(len(pairs))]
+    aligner = EflomalAligner()
+    predicted = aligner.align_many(pairs)
+    assert alignment_error_rate(predicted, gold) < 0.05
+    assert aligner(*pairs[3]) == predicted[3]  # looked up, not re-learned
+    with pytest.raises(AlignmentError, match="empty sentence"):
+        aligner.align_many([([], ["Hund"])])
