@@ -209,7 +209,11 @@ def run(config: Config, model: Any = None) -> Figure6Result:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analyses.figure6_alpha", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m analyses.figure6_alpha",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     defaults = Config()
     parser.add_argument("--model", default=defaults.model)
     parser.add_argument("--task", default=defaults.task, help="a built-in task or a task file")
