@@ -32,6 +32,7 @@ from lens_heads._io import Stages, markdown_table, save_figures, write_atomic
 from lens_heads.training import MaskTrainingResult
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
+_COMMAND: list[str] | None = None  # the command line of the analysis running from a shell
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -118,7 +119,11 @@ def command_line(
     """``main(argv)``: parse the config, run, print the summary the run wrote."""
 
     def main(argv: Sequence[str] | None = None) -> int:
-        config = parse(config_type, argv, doc)
+        global _COMMAND
+        arguments = list(sys.argv[1:] if argv is None else argv)
+        stem = Path(sys.modules[run.__module__].__file__ or "analysis").stem
+        _COMMAND = ["python", "-m", f"analyses.{stem}", *arguments]
+        config = parse(config_type, arguments, doc)
         run(config)
         summary = Path(config.out) / "summary.md"
         if summary.is_file():
@@ -204,7 +209,7 @@ def write_outputs(
     ``<figure>.html`` for each figure and ``numbers.json``; returns the summary's path."""
     folder = Path(out)
     save_figures(folder, figures)
-    argv = command if command is not None else sys.argv
+    argv = command if command is not None else _COMMAND or ["(run from Python)"]
     links = "\n".join(f"- [{name}]({name}.html)" for name in figures)
     text = f"# {title}\n\n`{' '.join(argv)}`\n\n{markdown.strip()}\n"
     if links:

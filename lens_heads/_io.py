@@ -276,6 +276,6 @@ def markdown_table(frame: Any, digits: int = 3) -> str:
         return str(value).replace("|", "\\|").replace("\n", " ")
 
     lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
-    for _, values in frame.iterrows():
+    for values in frame.itertuples(index=False):  # keeps each column's type (rows upcast)
         lines.append("| " + " | ".join(cell(v) for v in values) + " |")
     return "\n".join(lines)
