@@ -31,21 +31,29 @@ def run(config: Config) -> SweepResult:
     frame = sweep.similarity_frame()
     table = frame.pivot_table(index="n_removed", columns="kind", values="cosine")
     rows = table.iloc[:: max(1, len(table) // 10)].reset_index()
-    last = int(frame["layer"].max())
-    final = frame[frame["layer"] == last].pivot_table(
+    rows["n_removed"] = rows["n_removed"].astype(int)
+    n_layers = int(frame["layer"].max()) + 1
+    later = frame[frame["layer"] >= n_layers // 2].pivot_table(
         index="n_removed", columns="kind", values="cosine"
     )
+    unselected = int(training.W.numel()) - training.mask.n_selected
+    before = later[later.index <= unselected]
+    at_switch = later.loc[later.index >= (sweep.switch or 0)].iloc[0]
     numbers = {
-        "start": final.iloc[0].round(4).to_dict(),
-        "end": final.iloc[-1].round(4).to_dict(),
-        "max": final.max().round(4).to_dict(),
+        "layers": f"{n_layers // 2}-{n_layers - 1} (mean)",
+        "start": later.iloc[0].round(4).to_dict(),
+        "at the switch step": at_switch.round(4).to_dict(),
+        f"max while removing the {unselected} heads outside M": before.max().round(4).to_dict(),
+        "argmax (heads removed)": {k: int(v) for k, v in before.idxmax().items()},
+        "end": later.iloc[-1].round(4).to_dict(),
         "switch_step": sweep.switch,
     }
     text = (
         f"Cosine similarity to the instructed prompt, mean over layers, every "
         f"{max(1, len(table) // 10)}-th evaluated step:\n\n{markdown_table(rows, 4)}\n\n"
-        f"Last layer ({last}): {numbers['start']} at the start, {numbers['end']} at the end "
-        f"(switch step {sweep.switch})."
+        f"Later half of the layers ({numbers['layers']}): "
+        + "; ".join(f"{key} {value}" for key, value in list(numbers.items())[1:])
+        + "."
     )
     write_outputs(
         config.out,
