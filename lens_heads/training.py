@@ -253,6 +253,12 @@ class TrainingConfig:
         return cls(**values)
 
 
+#: Config fields added after checkpoints existed, with the value that reproduces the behaviour
+#: before them: an older checkpoint without them resumes as if it had them. (``answer_end`` is
+#: not here on purpose: checkpoints from before it trained answer-only targets.)
+_LATER_FIELDS: dict[str, Any] = {"soft": False, "trainable": None}
+
+
 def _check_soft(config: TrainingConfig) -> None:
     """Validate (and normalise to a tuple) the soft-mask fields of ``config``."""
     if config.trainable is None:
@@ -969,11 +975,12 @@ class MaskTrainer:
                 "model and task, or use another checkpoint directory"
             )
         config = self.config.to_dict()
-        if state["config"] != config:
+        stored = {**_LATER_FIELDS, **state["config"]}
+        if stored != config:
             differ = ", ".join(
-                f"{k}={state['config'].get(k)!r} (this run: {v!r})"
+                f"{k}={stored.get(k)!r} (this run: {v!r})"
                 for k, v in config.items()
-                if state["config"].get(k) != v
+                if stored.get(k) != v
             )
             raise CheckpointError(
                 f"checkpoint {path} was written with another config ({differ}); resume with "

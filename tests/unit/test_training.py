@@ -544,3 +544,34 @@ def test_cli_train_mask_smoke(tmp_path, monkeypatch, upper_task, capsys):
     assert main([*argv, "--resume"]) == 0
     assert main([*argv[:-2], "--n-eval", "20"]) == 2
     assert "exceeds the 8 examples held out" in capsys.readouterr().err
+
+
+def test_a_checkpoint_from_before_later_config_fields_still_resumes(model, upper_task, tmp_path):
+    """Fields added later with their old behaviour as default (soft, trainable) are filled in;
+    answer_end is not: an older checkpoint trained answer-only targets."""
+    import json
+
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    config = _config(steps=4)
+    first = train_mask(model, upper_task, _config(steps=2), checkpoint_dir=tmp_path, progress=False)
+    path = tmp_path / "checkpoint.safetensors"
+
+    def rewrite(drop: tuple[str, ...]) -> None:
+        with safe_open(str(path), framework="pt") as file:
+            header = dict(file.metadata())
+            tensors = {key: file.get_tensor(key) for key in file.keys()}
+        state = json.loads(header["state"])
+        for key in drop:
+            state["config"].pop(key, None)
+        state["config"]["steps"] = 4
+        header["state"] = json.dumps(state)
+        save_file(tensors, str(path), metadata=header)
+
+    rewrite(("soft", "trainable"))
+    resumed = train_mask(model, upper_task, config, checkpoint_dir=tmp_path, resume=True)
+    assert resumed.timing["steps_this_session"] == 2 and first.W.shape == resumed.W.shape
+    rewrite(("answer_end",))
+    with pytest.raises(CheckpointError, match="answer_end=None"):
+        train_mask(model, upper_task, config, checkpoint_dir=tmp_path, resume=True)
