@@ -88,6 +88,24 @@ _INSTRUCTED = {"instruction", "mask+instruction"}
 
 
 # -- the result ----------------------------------------------------------------------------------
+def mean_std_lines(
+    table: pd.DataFrame, label: str, count: str, metrics: Sequence[str], digits: int = 3
+) -> list[str]:
+    """Markdown lines of a table indexed by ``label`` whose columns are each metric's mean and
+    ``"<metric> std"`` (NaN for a single run): ``mean ± std`` cells, the integer ``count`` column
+    first (shared by the settings table and the experiments built on it)."""
+    header = [label, count, *(METRICS[m] for m in metrics)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, row in table.iterrows():
+        cells = [str(name), str(int(row[count]))]
+        for metric in metrics:
+            mean, std = row[METRICS[metric]], row[f"{METRICS[metric]} std"]
+            cell = f"{mean:.{digits}f}"
+            cells.append(cell if math.isnan(std) else f"{cell} ± {std:.{digits}f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 @dataclass
 class EvaluationResult:
     """Per-example records and per-run metrics of :func:`evaluate`.
@@ -161,16 +179,7 @@ class EvaluationResult:
 
     def to_markdown(self, digits: int = 3) -> str:
         """The table as GitHub markdown, ``mean ± std`` for settings with several seeds."""
-        table = self.to_frame()
-        header = ["setting", "heads", *(METRICS[m] for m in self.metrics)]
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for label, row in table.iterrows():
-            cells = [str(label), str(int(row["heads"]))]
-            for metric in self.metrics:
-                mean, std = row[METRICS[metric]], row[f"{METRICS[metric]} std"]
-                cell = f"{mean:.{digits}f}"
-                cells.append(cell if math.isnan(std) else f"{cell} ± {std:.{digits}f}")
-            lines.append("| " + " | ".join(cells) + " |")
+        lines = mean_std_lines(self.to_frame(), "setting", "heads", self.metrics, digits)
         n = self.config.get("n_eval", "?")
         title = f"**{self.task}** on **{self.model}** ({n} examples"
         seeds = self.config.get("random_seeds")

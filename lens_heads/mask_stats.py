@@ -553,6 +553,8 @@ class TasksPerHead(FolderResult):
         """Layer x head heat map of the number of masks keeping each head."""
         import plotly.graph_objects as go
 
+        from lens_heads.plotting import head_grid_layout
+
         counts = self.counts
         n_layers, n_heads = counts.shape
         figure = go.Figure(
@@ -573,12 +575,7 @@ class TasksPerHead(FolderResult):
             title=f"Masks keeping each head (of {self.n_masks}; mean "
             f"{self.mean_tasks_per_head:.2f} per head)"
             + (f" on {self.model}" if self.model else ""),
-            xaxis_title="head",
-            yaxis_title="layer",
-            yaxis_autorange="reversed",
-            template="plotly_white",
-            height=max(320, 22 * n_layers + 120),
-            width=max(360, 48 * n_heads + 200),
+            **head_grid_layout(n_layers, n_heads),
         )
         return figure
 

@@ -201,16 +201,20 @@ def mask_heatmap_figure(probabilities: Any, *, title: str = "") -> go.Figure:
             hovertemplate="%{y}%{x}<br>sigmoid(W) %{z:.3f}<extra></extra>",
         )
     )
-    figure.update_layout(
-        title=title or None,
-        xaxis_title="head",
-        yaxis_title="layer",
-        yaxis_autorange="reversed",
-        template="plotly_white",
-        height=max(320, 22 * n_layers + 120),
-        width=max(360, 48 * n_heads + 200),
-    )
+    figure.update_layout(title=title or None, **head_grid_layout(n_layers, n_heads))
     return figure
+
+
+def head_grid_layout(n_layers: int, n_heads: int) -> dict[str, Any]:
+    """Layout of a layer x head heat map: heads across, layer 0 on top, sized to the grid."""
+    return {
+        "xaxis_title": "head",
+        "yaxis_title": "layer",
+        "yaxis_autorange": "reversed",
+        "template": "plotly_white",
+        "height": max(320, 22 * n_layers + 120),
+        "width": max(360, 48 * n_heads + 200),
+    }
 
 
 def training_curve_figure(history: pd.DataFrame, *, title: str = "") -> go.Figure:

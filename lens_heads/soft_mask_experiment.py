@@ -29,7 +29,7 @@ from torch import Tensor
 
 from lens_heads._checks import check_int
 from lens_heads._io import FolderResult, write_atomic
-from lens_heads.evaluate import METRICS, EvaluationResult, evaluate
+from lens_heads.evaluate import METRICS, EvaluationResult, evaluate, mean_std_lines
 from lens_heads.importance import HeadImportance
 from lens_heads.languages import LanguageHeads
 from lens_heads.masks import MaskShapeError, format_head, parse_head
@@ -283,16 +283,7 @@ class SoftMaskExperiment(FolderResult):
 
     def to_markdown(self, digits: int = 3) -> str:
         """The table, ``mean ± std`` for the random heads, with the heads and differences."""
-        table = self.to_frame()
-        header = ["condition", "trained heads", *(METRICS[m] for m in self.metrics)]
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for label, row in table.iterrows():
-            cells = [str(label), str(int(row["trained heads"]))]
-            for metric in self.metrics:
-                mean, std = row[METRICS[metric]], row[f"{METRICS[metric]} std"]
-                cell = f"{mean:.{digits}f}"
-                cells.append(cell if math.isnan(std) else f"{cell} ± {std:.{digits}f}")
-            lines.append("| " + " | ".join(cells) + " |")
+        lines = mean_std_lines(self.to_frame(), "condition", "trained heads", self.metrics, digits)
         trained = self.runs[self.runs["condition"] != "none"]
         heads = "".join(
             f"\n- {CONDITIONS[c]}{'' if s < 0 else f' (seed {s})'}: {m}"
