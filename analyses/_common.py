@@ -39,11 +39,13 @@ __all__ = [
     "LazyModel",
     "MaskedTaskConfig",
     "Stages",
+    "check_config",
     "command_line",
     "help_of",
     "markdown_table",
     "mask_of",
     "parse",
+    "stages_of",
     "trained_mask",
     "write_outputs",
 ]
@@ -132,6 +134,38 @@ def command_line(
         return 0
 
     return main
+
+
+#: Config fields that do not change what a run computes (not stored, not compared).
+UNSTORED_FIELDS = ("out", "progress")
+
+
+def check_config(config: Any, out: str | os.PathLike[str]) -> None:
+    """Write ``<out>/config.json`` (every field of the dataclass ``config`` but
+    :data:`UNSTORED_FIELDS`) on the first run; refuse a later run with other settings, whose
+    finished stages would otherwise be reused as if they were its own."""
+    folder = Path(out)
+    path = folder / "config.json"
+    current = json.loads(json.dumps(dataclasses.asdict(config), default=str))
+    for name in UNSTORED_FIELDS:
+        current.pop(name, None)
+    if path.is_file():
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        changed = sorted(k for k in set(stored) | set(current) if stored.get(k) != current.get(k))
+        if changed:
+            raise ValueError(
+                f"{folder} holds a run with other settings ({', '.join(changed)} differ); choose "
+                "another --out, or delete the folder to start again"
+            )
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(current, indent=1))
+
+
+def stages_of(config: Any) -> Stages:
+    """The resumable stages of ``config.out``, after :func:`check_config`."""
+    check_config(config, config.out)
+    return Stages(config.out)
 
 
 class LazyModel:
@@ -245,15 +279,17 @@ class MaskedTaskConfig:
 
 def mask_of(config: MaskedTaskConfig, stages: Stages, model: LazyModel, **overrides: Any) -> Any:
     """:func:`trained_mask` with ``config``'s schedule (``overrides``: other TrainingConfig
-    fields, e.g. ``init_mean=-3.0`` with ``name="training_negative"``)."""
+    fields, e.g. ``init_mean=-3.0`` with ``name="training_negative"``; ``mask``: a training
+    folder to load instead, by default ``config.mask`` for the stage ``"training"``)."""
     name = overrides.pop("name", "training")
+    given = overrides.pop("mask", config.mask if name == "training" else None)
     schedule = {"steps": config.steps, "lr": config.lr, "seed": config.seed}
     schedule.update((key, overrides.pop(key)) for key in list(schedule) if key in overrides)
     return trained_mask(
         stages,
         model,
         config.task_object(),
-        mask=config.mask if name == "training" else None,
+        mask=given,
         name=name,
         progress=config.progress,
         n_eval=config.n_eval,

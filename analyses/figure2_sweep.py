@@ -21,6 +21,7 @@ from analyses._common import (
     command_line,
     help_of,
     mask_of,
+    stages_of,
     write_outputs,
 )
 from lens_heads.demo import sweep_example
@@ -83,7 +84,7 @@ def sweep_markdown(sweep: SweepResult) -> str:
 
 
 def run(config: Config) -> SweepResult:
-    stages, model = Stages(config.out), LazyModel(config.model)
+    stages, model = stages_of(config), LazyModel(config.model)
     training = mask_of(config, stages, model)
     sweep = sweep_of(config, stages, model, training.W)
     write_outputs(

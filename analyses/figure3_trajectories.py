@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from analyses._common import (
     LazyModel,
     MaskedTaskConfig,
-    Stages,
     command_line,
     help_of,
     markdown_table,
     mask_of,
+    stages_of,
     write_outputs,
 )
 from lens_heads.training import MaskTrainingResult
@@ -29,7 +29,7 @@ class Config(MaskedTaskConfig):
 
 
 def run(config: Config) -> MaskTrainingResult:
-    stages = Stages(config.out)
+    stages = stages_of(config)
     training = mask_of(config, stages, LazyModel(config.model))
     heads = training.to_frame()
     changed = heads[heads["crossings"] > 1].sort_values("crossings", ascending=False)

@@ -17,10 +17,10 @@ import lens_heads as lh
 from analyses._common import (
     LazyModel,
     MaskedTaskConfig,
-    Stages,
     command_line,
     help_of,
     mask_of,
+    stages_of,
     write_outputs,
 )
 from lens_heads.similarity import SimilarityStats
@@ -33,7 +33,7 @@ class Config(MaskedTaskConfig):
 
 
 def run(config: Config) -> SimilarityStats:
-    stages, model = Stages(config.out), LazyModel(config.model)
+    stages, model = stages_of(config), LazyModel(config.model)
     training = mask_of(config, stages, model)
 
     def compute(where: Path) -> SimilarityStats:

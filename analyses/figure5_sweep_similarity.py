@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from analyses import figure2_sweep
-from analyses._common import LazyModel, Stages, command_line, help_of, mask_of, write_outputs
+from analyses._common import LazyModel, command_line, help_of, mask_of, stages_of, write_outputs
 from lens_heads._io import markdown_table
 from lens_heads.sweep import SweepResult
 
@@ -25,7 +25,7 @@ class Config(figure2_sweep.Config):
 
 
 def run(config: Config) -> SweepResult:
-    stages, model = Stages(config.out), LazyModel(config.model)
+    stages, model = stages_of(config), LazyModel(config.model)
     training = mask_of(config, stages, model)
     sweep = figure2_sweep.sweep_of(config, stages, model, training.W)
     frame = sweep.similarity_frame()

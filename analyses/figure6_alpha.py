@@ -23,11 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import lens_heads as lh
+from analyses._common import check_config
 from lens_heads._checks import resolve_mask
 from lens_heads._io import write_atomic
 from lens_heads.alpha import DEFAULT_ALPHAS, AlphaCurve, check_alphas, table8
@@ -61,6 +62,7 @@ class Config:
     lr: float = 0.1
     holdout: int = 100
     seed: int = 0
+    progress: bool = True  # progress bars (not part of the stored configuration)
 
     def __post_init__(self) -> None:
         if self.mask == "train":
@@ -143,27 +145,12 @@ def _mask(config: Config, model: Any, out: Path) -> HeadMask:
         n_eval=config.holdout,
         seed=config.seed,
     )
-    result = lh.train_mask(model, config.task, schedule, checkpoint_dir=folder, resume=True)
+    result = lh.train_mask(
+        model, config.task, schedule, checkpoint_dir=folder, resume=True, progress=config.progress
+    )
     result.save(folder)
     result.save_figures(folder)
     return result.mask
-
-
-def _check_config(config: Config, out: Path) -> None:
-    """Write ``config.json`` on the first run; refuse to mix another configuration in."""
-    path = out / "config.json"
-    current = json.loads(json.dumps(asdict(config)))
-    current.pop("out")
-    if path.is_file():
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        changed = sorted(k for k in set(stored) | set(current) if stored.get(k) != current.get(k))
-        if changed:
-            raise ValueError(
-                f"{out} holds a run with other settings ({', '.join(changed)} differ); choose "
-                "another --out, or delete the folder to start again"
-            )
-        return
-    write_atomic(path, json.dumps(current, indent=1))
 
 
 def _cached(folder: Path, compute: Any) -> AlphaCurve:
@@ -180,10 +167,10 @@ def run(config: Config, model: Any = None) -> Figure6Result:
     ``figure6.html``, ``summary.md`` and ``summary.json``."""
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    _check_config(config, out)
+    check_config(config, out)
     model = lh.load_model(config.model) if model is None else model
     mask = _mask(config, model, out)
-    evaluation = dict(n_eval=config.n_eval, batch_size=config.batch_size)
+    evaluation = dict(n_eval=config.n_eval, batch_size=config.batch_size, progress=config.progress)
     curve = _cached(
         out / "curve",
         lambda: lh.alpha_curve(model, config.task, mask, alphas=config.alphas, **evaluation),
@@ -243,6 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=defaults.seed, help="training seed")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
     try:
         alphas = tuple(float(a) for a in args.alphas.split(",") if a.strip())
@@ -262,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lr=args.lr,
         holdout=args.holdout,
         seed=args.seed,
+        progress=not args.no_progress,
     )
     result = run(config)
     print(result.to_markdown())

@@ -15,11 +15,11 @@ import pandas as pd
 from analyses._common import (
     LazyModel,
     MaskedTaskConfig,
-    Stages,
     command_line,
     help_of,
     markdown_table,
     mask_of,
+    stages_of,
     write_outputs,
 )
 from lens_heads.training import MaskTrainingResult
@@ -44,7 +44,7 @@ def per_layer(training: MaskTrainingResult) -> pd.DataFrame:
 
 
 def run(config: Config) -> MaskTrainingResult:
-    stages = Stages(config.out)
+    stages = stages_of(config)
     training = mask_of(config, stages, LazyModel(config.model))
     layers = per_layer(training)
     half = len(layers) // 2

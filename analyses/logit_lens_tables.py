@@ -16,11 +16,11 @@ import lens_heads as lh
 from analyses._common import (
     LazyModel,
     MaskedTaskConfig,
-    Stages,
     command_line,
     help_of,
     markdown_table,
     mask_of,
+    stages_of,
     write_outputs,
 )
 from lens_heads.demo import sweep_example
@@ -35,7 +35,7 @@ class Config(MaskedTaskConfig):
 
 
 def run(config: Config) -> LogitLensResult:
-    stages, model = Stages(config.out), LazyModel(config.model)
+    stages, model = stages_of(config), LazyModel(config.model)
     training = mask_of(config, stages, model)
 
     def compute(where: Path) -> LogitLensResult:

@@ -19,10 +19,10 @@ import lens_heads as lh
 from analyses._common import (
     DEFAULT_MODEL,
     LazyModel,
-    Stages,
     command_line,
     help_of,
     markdown_table,
+    stages_of,
     trained_mask,
     write_outputs,
 )
@@ -57,7 +57,7 @@ class Config:
 
 
 def run(config: Config) -> pd.DataFrame:
-    stages, model = Stages(config.out), LazyModel(config.model)
+    stages, model = stages_of(config), LazyModel(config.model)
     mixture = hybrid_few_shot(
         config.tasks,
         shots=config.shots,

@@ -32,6 +32,7 @@ import logging
 import math
 import os
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -589,9 +590,10 @@ def train_family_masks(
     progress: bool = True,
 ) -> dict[str, HeadMask]:
     """Train one mask per task with :func:`lens_heads.train_mask` -- by default the short CPU
-    schedule with the negative init of Table 6, ``TrainingConfig.short(init_mean=-3.0)`` -- into
-    ``<out>/<task>/`` (the training result, as ``analyses.mask_table`` lays it out), and return
-    the masks by task name.
+    schedule with the paper's negative init of Table 6, ``TrainingConfig.short(init_mean=-3.0)``,
+    which does not train on SmolLM2 (``init_mean=0`` does; a mask that did not learn is warned
+    about) -- into ``<out>/<task>/`` (the training result, as ``analyses.mask_table`` lays it
+    out), and return the masks by task name.
 
     Resumable: a task whose ``mask.safetensors`` exists is read, not retrained (it must have been
     trained with the same config, up to ``dtype``, else a ValueError says which fields differ);
@@ -636,5 +638,28 @@ def train_family_masks(
             progress=progress,
         )
         result.save(folder)
+        _warn_if_untrained(result)
         masks[task.name] = result.mask
     return masks
+
+
+def _warn_if_untrained(result: MaskTrainingResult) -> None:
+    """Warn when a low-init mask did not learn: its loss over the last tenth of the steps is
+    above 80 % of the first tenth's, or it keeps fewer than 5 % of the heads."""
+    losses = [float(x) for x in result.history["loss"]]
+    tenth = max(1, len(losses) // 10)
+    first, last = sum(losses[:tenth]) / tenth, sum(losses[-tenth:]) / tenth
+    kept, total = result.mask.n_selected, result.mask.values.numel()
+    if last > 0.8 * first or kept < 0.05 * total:
+        init = result.config.init_mean
+        why = (
+            f"from init_mean={init:g} training starts at the all-heads-off model, which small "
+            "models cannot leave in a short schedule; train from init_mean=0 or with more steps"
+            if init < 0
+            else "train with more steps"
+        )
+        warnings.warn(
+            f"the {result.task} mask did not learn (training loss {first:.2f} -> {last:.2f}, "
+            f"{kept}/{total} heads kept): {why} (docs/reproduction.md, row 10)",
+            stacklevel=3,
+        )

@@ -4,6 +4,7 @@ the Figure 6 alpha curve, and the analysis modules from their command lines."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +51,33 @@ def test_analysis_modules_run_on_the_demo_mask(demo_report, tmp_path, capsys):
     numbers = json.loads((out / "numbers.json").read_text())
     assert set(numbers) >= {"original", "instructed", "masked"}
     assert "Table 41" in capsys.readouterr().out
+
+
+MASKS = Path(__file__).resolve().parents[2] / "data" / "masks" / "smollm2-135m-instruct"
+FAMILY = ("capitalize", "capitalize_first_letter", "lowercase_last_letter")
+
+
+def test_table6_on_three_low_init_masks(smollm2, tmp_path):
+    """Table 6 on the three shipped family masks (trained from init 0 by
+    ``python -m analyses.table6_pathways --init-mean 0``, data/masks/README.md): removing the
+    heads every mask keeps hurts the family's tasks more than random sets of the same size."""
+    masks = lh.load_masks(MASKS / "table6-init0")
+    assert set(masks) == set(FAMILY) and all(
+        m.metadata["model"] == "smollm2-135m-instruct" for m in masks.values()
+    )
+    result = lh.functional_pathways(
+        smollm2, FAMILY, masks, n_eval=12, n_random_seeds=2, cache_dir=tmp_path, progress=False
+    )
+    print(f"\n{result.to_markdown()}")
+    table = result.summary()
+    assert len(result.shared) > 10 and len(result.unused) > 10
+    shared = (table["CE shared"] - table["CE full"]).mean()
+    random_shared = (table["CE random shared"] - table["CE full"]).mean()
+    assert shared > random_shared + 0.5, "(a) hurts more than random heads of its size"
+    assert int(table["shared hurts more"].sum()) >= 2
+    # an interrupted table resumes from its cached runs: a second call recomputes nothing
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.json")}
+    lh.functional_pathways(
+        smollm2, FAMILY, masks, n_eval=12, n_random_seeds=2, cache_dir=tmp_path, progress=False
+    )
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.json")} == stamps

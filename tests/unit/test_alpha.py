@@ -415,6 +415,7 @@ def test_figure6_analysis_trains_evaluates_resumes_and_guards_its_folder(
     stamps = {p: (out / p).stat().st_mtime_ns for p in files[:3]}
     assert figure6_alpha.main(argv) == 0, "a second run reuses the finished parts"
     assert {p: (out / p).stat().st_mtime_ns for p in stamps} == stamps
+    assert figure6_alpha.main([*argv, "--no-progress"]) == 0, "progress bars are no setting"
     with pytest.raises(ValueError, match="alphas differ"):
         figure6_alpha.main([*argv[:-4], "--alphas", "0,1", "--out", str(out)])
     # a given mask (its training folder) is used as it is: nothing is trained

@@ -102,6 +102,19 @@ def test_reusing_a_trained_mask_skips_training(tiny_everywhere, tmp_path):
     assert numbers["heads kept"] == trained["heads_kept"]
 
 
+def test_figure9_reuses_a_given_negative_init_mask(tiny_everywhere, tmp_path):
+    first = tmp_path / "first"
+    argv = [*TINY, "--every", "8", "--generate-tokens", "0", "--negative-steps", "3"]
+    assert figure8_9_orders.main([*argv, "--negative-init", "-1", "--out", str(first)]) == 0
+    second = tmp_path / "second"
+    given = ["--negative-mask", str(first / "training_negative"), "--out", str(second)]
+    assert figure8_9_orders.main([*argv, *given]) == 0
+    assert not (second / "training_negative").exists(), "the given mask is not trained again"
+    # the figure names the init the given mask was trained from, not --negative-init's default
+    labels = [row["order"] for row in json.loads((second / "numbers.json").read_text())["rows"]]
+    assert "mask from init -1" in labels
+
+
 def test_a_mask_folder_that_is_not_a_training_folder_is_refused(tiny_everywhere, tmp_path):
     with pytest.raises(FileNotFoundError, match="not a training folder"):
         figure7_mask_weights.main([*TINY, "--mask", str(tmp_path), "--out", str(tmp_path / "o")])
@@ -137,3 +150,17 @@ def test_config_options_come_from_the_dataclass():
     )
     with pytest.raises(SystemExit):
         parse(figure2_sweep.Config, ["--every", "three"])
+
+
+def test_a_folder_refuses_a_run_with_other_settings(tiny_everywhere, tmp_path):
+    out = tmp_path / "out"
+    argv = [*TINY, "--task", "capitalize", "--every", "8", "--generate-tokens", "0"]
+    assert figure2_sweep.main([*argv, "--out", str(out)]) == 0
+    stored = json.loads((out / "config.json").read_text())
+    assert stored["every"] == 8 and "out" not in stored and "progress" not in stored
+    # its finished sweep would otherwise be reused as if it had been computed every 4 steps
+    with pytest.raises(ValueError, match=r"other settings \(every differ\)"):
+        figure2_sweep.main(
+            [*argv[:-4], "--every", "4", "--generate-tokens", "0", "--out", str(out)]
+        )
+    assert figure2_sweep.main([*argv, "--progress", "--out", str(out)]) == 0, "not a setting"
