@@ -59,6 +59,7 @@ from lens_heads._aligner import (
     split_words,
     word_spans,
 )
+from lens_heads._decoding import _batch_cache, _step, shared_prefix_length, supports_kv_cache
 from lens_heads._io import FolderResult, save_figures
 from lens_heads.masks import HeadMask, format_head
 from lens_heads.models import head_shape, model_name
@@ -496,6 +497,7 @@ def _score_items(
         (i for i in range(len(items)) if items[i].queries), key=lambda i: len(items[i].tokens)
     )
     batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+    cached = supports_kv_cache(model)
     for batch in tqdm(batches, desc="translation scores", disable=not progress, leave=False):
         width = max(len(items[i].tokens) for i in batch)
         tokens = torch.full((len(batch), width), pad, dtype=torch.long)
@@ -514,16 +516,28 @@ def _score_items(
                 h[hit] = True
                 domain_rows.append(d)
                 hit_rows.append(h)
+        # the batch's common prefix (the demonstrations) runs once, before any query
+        prefix = 0
+        if cached and len(batch) > 1:
+            prefix = min(shared_prefix_length([items[i].tokens for i in batch]), min(positions))
         row_index = torch.tensor(rows, device=device)
-        pos_index = torch.tensor(positions, device=device)
+        pos_index = torch.tensor(positions, device=device) - prefix
         domain = torch.stack(domain_rows).to(device)[:, None, :]
         hit = torch.stack(hit_rows).to(device)[:, None, :]
         reducer = _ArgmaxHits(row_index, pos_index, domain, hit)
         hooks = [
             (f"blocks.{layer}.attn.hook_pattern", reducer.hook(layer)) for layer in range(n_layers)
         ]
-        with model.hooks(fwd_hooks=hooks):
-            _forward(model, tokens.to(device))
+        if prefix:
+            head = tokens[:1, :prefix].to(device)
+            _, prefix_cache = _step(model, head, torch.ones_like(head), None, 1)
+            rest = tokens[:, prefix:].to(device)
+            attention = torch.ones(tokens.shape, dtype=torch.long, device=device)
+            with model.hooks(fwd_hooks=hooks):  # patterns: [batch, heads, rest, prefix + rest]
+                _step(model, rest, attention, _batch_cache(prefix_cache, len(batch)), 1)
+        else:
+            with model.hooks(fwd_hooks=hooks):
+                _forward(model, tokens.to(device))
         found = reducer.found
         per_query = torch.stack([found[layer] for layer in range(n_layers)], dim=1)  # [q, L, H]
         hits.index_add_(0, torch.tensor(owners), per_query)

@@ -158,9 +158,14 @@ def _token_ce(
             for row, index in enumerate(rows):
                 tokens[row, : len(encoded[index])] = torch.tensor(encoded[index])
             logits = model(tokens.to(model.cfg.device)).float()
+            # every position on flat, contiguous rows (the last one's target is a dummy, dropped):
+            # a class dimension in the middle (``transpose(1, 2)``) or a sliced copy of the
+            # logits costs 3-6x more for the CE with a 262k vocabulary on a CPU
+            targets = torch.roll(tokens, -1, dims=1).to(logits.device)
             losses = torch.nn.functional.cross_entropy(
-                logits[:, :-1].transpose(1, 2), tokens[:, 1:].to(logits.device), reduction="none"
-            ).cpu()
+                logits.view(-1, logits.shape[-1]), targets.view(-1), reduction="none"
+            )
+            losses = losses.view(targets.shape)[:, :-1].cpu()
             if not torch.isfinite(losses).all():
                 raise FloatingPointError("non-finite cross-entropy in TRater; use float32")
             for row, index in enumerate(rows):
