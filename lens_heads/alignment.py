@@ -483,7 +483,9 @@ def _forward(model: Any, tokens: Tensor) -> None:
 def _score_items(
     model: Any, items: Sequence[_Item], batch_size: int, progress: bool
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """``(hits [n, L, H], queries [n], chance [n])`` from right-padded batches."""
+    """``(hits [n, L, H], queries [n], chance [n])`` from right-padded batches; on a model with
+    a KV cache, the token prefix a batch's prompts share (their demonstrations) runs once and
+    every prompt continues from it (the same hits as full forwards, less arithmetic)."""
     n_layers, n_heads = head_shape(model)
     hits = torch.zeros(len(items), n_layers, n_heads)
     queries = torch.tensor([float(len(item.queries)) for item in items])
