@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import lens_heads as lh
-from lens_heads._io import Stages, markdown_table, save_figures, write_atomic
+from lens_heads._io import Stages, markdown_table, record_settings, save_figures, write_atomic
 from lens_heads.training import MaskTrainingResult
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -141,25 +141,17 @@ UNSTORED_FIELDS = ("out", "progress")
 
 
 def check_config(config: Any, out: str | os.PathLike[str]) -> None:
-    """Write ``<out>/config.json`` (every field of the dataclass ``config`` but
-    :data:`UNSTORED_FIELDS`) on the first run; refuse a later run with other settings, whose
+    """Record ``config`` (every field of the dataclass but :data:`UNSTORED_FIELDS`) in
+    ``<out>/config.json`` on the first run; refuse a later run with other settings, whose
     finished stages would otherwise be reused as if they were its own."""
-    folder = Path(out)
-    path = folder / "config.json"
-    current = json.loads(json.dumps(dataclasses.asdict(config), default=str))
+    settings = dataclasses.asdict(config)
     for name in UNSTORED_FIELDS:
-        current.pop(name, None)
-    if path.is_file():
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        changed = sorted(k for k in set(stored) | set(current) if stored.get(k) != current.get(k))
-        if changed:
-            raise ValueError(
-                f"{folder} holds a run with other settings ({', '.join(changed)} differ); choose "
-                "another --out, or delete the folder to start again"
-            )
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(current, indent=1))
+        settings.pop(name, None)
+    record_settings(
+        Path(out) / "config.json",
+        settings,
+        remedy="choose another --out, or delete the folder to start again",
+    )
 
 
 def stages_of(config: Any) -> Stages:

@@ -224,6 +224,43 @@ class FolderResult:
         return cls._from_saved(meta, tensors)
 
 
+def record_settings(
+    path: str | os.PathLike[str],
+    settings: Mapping[str, Any],
+    *,
+    remedy: str,
+    replace: bool = False,
+) -> None:
+    """Write ``settings`` to the JSON file ``path`` on a result folder's first run; a later run
+    with other settings is a ValueError naming the fields that differ (``remedy`` says what to
+    do), since the folder's finished stages would otherwise be reused as its own. ``replace``
+    writes them without comparing.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "config.json"
+    >>> record_settings(path, {"steps": 3}, remedy="retry")
+    >>> try:
+    ...     record_settings(path, {"steps": 4}, remedy="retry")
+    ... except ValueError as error:
+    ...     print(str(error).split(" holds ")[1])
+    a run with other settings (steps differ) -- saved {'steps': 3}, now {'steps': 4}; retry
+    """
+    path = Path(path)
+    current = json.loads(json.dumps(dict(settings), default=str))
+    if path.is_file() and not replace:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        changed = sorted(k for k in set(stored) | set(current) if stored.get(k) != current.get(k))
+        if changed:
+            raise ValueError(
+                f"{path.parent} holds a run with other settings ({', '.join(changed)} differ) -- "
+                f"saved { ({k: stored.get(k) for k in changed}) }, "
+                f"now { ({k: current.get(k) for k in changed}) }; {remedy}"
+            )
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(current, indent=2))
+
+
 class Stages:
     """The named stages of a result folder, each computed once.
 

@@ -12,7 +12,6 @@ training from its checkpoint (a finished run is reused).
 from __future__ import annotations
 
 import html
-import json
 import math
 import os
 import re
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lens_heads._io import Stages, write_atomic
+from lens_heads._io import Stages, record_settings, write_atomic
 from lens_heads.evaluate import EvaluationResult, evaluate
 from lens_heads.lens import LogitLensResult, logit_lens
 from lens_heads.models import load_model, model_name
@@ -67,20 +66,15 @@ def _prepare_folder(folder: Path, settings: dict[str, Any], fresh: bool) -> None
     """Record the demo's settings; a folder of another demo is an error unless ``fresh``."""
     import shutil
 
-    recorded = folder / "demo.json"
-    if recorded.is_file() and not fresh:
-        previous = json.loads(recorded.read_text(encoding="utf-8"))
-        if previous != settings:
-            differ = {k: (previous.get(k), v) for k, v in settings.items() if previous.get(k) != v}
-            raise ValueError(
-                f"{folder} holds a demo run with other settings {differ} (saved, now); choose "
-                "another output folder, or pass fresh=True (--fresh) to replace it"
-            )
     if fresh:
         for stage in _STAGES:
             shutil.rmtree(folder / stage, ignore_errors=True)
-    folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(recorded, json.dumps(settings, indent=2))
+    record_settings(
+        folder / "demo.json",
+        settings,
+        remedy="choose another output folder, or pass fresh=True (--fresh) to replace it",
+        replace=fresh,
+    )
 
 
 def run_demo(

@@ -306,6 +306,21 @@ class MaskTrainer:
         tokens, answer_mask, _ = collate([self.encoded[i] for i in indices], self.pad_id)
         return tokens.to(self.device), answer_mask.to(self.device)
 
+    def loss(
+        self, tokens: Tensor, answer_mask: Tensor, mask: Tensor, ffn: Tensor | None = None
+    ) -> Tensor:
+        """The answer-token CE of ``tokens`` under the head ``mask`` (and the MLP mask ``ffn``),
+        differentiable with respect to whatever the masks were computed from (the loss of
+        :meth:`step`, and of any diagnosis that takes a gradient without updating)."""
+        hooks = _query_side_hooks(mask) if self.config.query_side else mask_hooks(mask, self.model)
+        if ffn is not None:
+            hooks += _ffn_hooks(ffn)
+        with torch.enable_grad(), self._autocast():
+            logits = _answer_logits(
+                self.model, tokens, answer_mask, hooks, partial=self.partial
+            ).float()
+        return torch.nn.functional.cross_entropy(logits, tokens[answer_mask])
+
     def step(self) -> float:
         """One update; returns the batch's answer-token CE (before the update)."""
         config, step = self.config, self.step_index
@@ -317,15 +332,8 @@ class MaskTrainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         mask = self._soft_values() if config.soft else self._sample(self.W, tokens.shape[0])
-        hooks = _query_side_hooks(mask) if config.query_side else mask_hooks(mask, self.model)
-        if self.ffn_W is not None:
-            hooks += _ffn_hooks(self._sample(self.ffn_W, tokens.shape[0]))
-        with torch.enable_grad(), self._autocast():
-            logits = _answer_logits(
-                self.model, tokens, answer_mask, hooks, partial=self.partial
-            ).float()
-        targets = tokens[answer_mask]
-        loss = torch.nn.functional.cross_entropy(logits, targets)
+        ffn = None if self.ffn_W is None else self._sample(self.ffn_W, tokens.shape[0])
+        loss = self.loss(tokens, answer_mask, mask, ffn)
         if not bool(torch.isfinite(loss)):
             raise FloatingPointError(
                 f"the training loss is not finite at step {step} (dtype {config.dtype}); "

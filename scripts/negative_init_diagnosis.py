@@ -30,37 +30,27 @@ import torch
 
 import lens_heads as lh
 from lens_heads._io import markdown_table, write_atomic
-from lens_heads.hooks import mask_hooks
-from lens_heads.training import MaskTrainer, _answer_logits
+from lens_heads.training import MaskTrainer
 
 
 def gradient_at_all_off(trainer: MaskTrainer, batches: int) -> torch.Tensor:
     """The straight-through gradient of the answer CE with respect to W, at W = init and
     tau = tau_begin (the first step's), for each of the first ``batches`` training batches;
     nothing is updated."""
-    model, grads = trainer.model, []
+    grads = []
     for index in range(batches):
         tokens, answer_mask = trainer.batch(index)
         weights = trainer.W.detach().clone().requires_grad_(True)
         mask = trainer._sample(weights, tokens.shape[0])  # per-example noise at step 0's tau
-        with torch.enable_grad():
-            logits = _answer_logits(
-                model, tokens, answer_mask, mask_hooks(mask, model), partial=trainer.partial
-            ).float()
-            loss = torch.nn.functional.cross_entropy(logits, tokens[answer_mask])
-            (grad,) = torch.autograd.grad(loss, weights)
+        (grad,) = torch.autograd.grad(trainer.loss(tokens, answer_mask, mask), weights)
         grads.append(grad)
     return torch.stack(grads)
 
 
-def answer_ce(model, trainer: MaskTrainer, mask: torch.Tensor, batches: list) -> float:
-    losses = []
-    for tokens, answer_mask in batches:
-        with torch.no_grad():
-            logits = _answer_logits(
-                model, tokens, answer_mask, mask_hooks(mask, model), partial=trainer.partial
-            ).float()
-        losses.append(float(torch.nn.functional.cross_entropy(logits, tokens[answer_mask])))
+def answer_ce(trainer: MaskTrainer, mask: torch.Tensor, batches: list) -> float:
+    """Mean answer CE of ``batches`` under the fixed 0/1 ``mask`` (no noise, no gradient)."""
+    with torch.no_grad():
+        losses = [float(trainer.loss(tokens, answer, mask)) for tokens, answer in batches]
     return sum(losses) / len(losses)
 
 
@@ -93,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(args.seeds):
             on = torch.zeros(total)
             on[torch.randperm(total, generator=torch.Generator().manual_seed(seed))[:k]] = 1
-            random_ce.append(answer_ce(model, trainer, on.view(n_layers, n_heads), eval_batches))
+            random_ce.append(answer_ce(trainer, on.view(n_layers, n_heads), eval_batches))
         by_gradient = torch.zeros(total)
         by_gradient[ranked[:k]] = 1
         rows.append(
@@ -104,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                 if k not in (0, total)
                 else 0.0,
                 "CE, heads the gradient ranks first": answer_ce(
-                    model, trainer, by_gradient.view(n_layers, n_heads), eval_batches
+                    trainer, by_gradient.view(n_layers, n_heads), eval_batches
                 ),
             }
         )
