@@ -24,9 +24,9 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
+from lens_heads.core.prompts import INSTRUCTION_TEMPLATE, has_chat_template
 from lens_heads.demo import sweep_example
-from lens_heads.prompts import INSTRUCTION_TEMPLATE, has_chat_template
-from lens_heads.sweep import SweepResult, removal_sweep
+from lens_heads.heads_up.sweep import SweepResult, removal_sweep
 
 
 @dataclass

@@ -20,7 +20,7 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.training import MaskTrainingResult
+from lens_heads.engine.training import MaskTrainingResult
 
 
 @dataclass
@@ -41,7 +41,7 @@ def run(config: Config) -> MaskTrainingResult:
     }
     text = "\n".join(f"- {key}: {value}" for key, value in numbers.items())
     text += "\n\nHeads that changed their mind (crossed 0.5 more than once):\n\n"
-    text += markdown_table(changed[["label", "p", "kept", "crossings"]].head(15), 3)
+    text += markdown_table(changed[["label", "p", "kept", "crossings"]].head(15), floatfmt=".3f", index=False)
     write_outputs(
         config.out,
         title=f"Figure 3: mask weights during training ({config.task}, {training.model})",

@@ -23,7 +23,7 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.similarity import SimilarityStats
+from lens_heads.heads_up.similarity import SimilarityStats
 
 
 @dataclass

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from analyses import figure2_sweep
 from analyses._common import LazyModel, command_line, help_of, mask_of, stages_of, write_outputs
-from lens_heads._io import markdown_table
-from lens_heads.sweep import SweepResult
+from lens_heads.core.tables import markdown_table
+from lens_heads.heads_up.sweep import SweepResult
 
 
 @dataclass
@@ -50,7 +50,7 @@ def run(config: Config) -> SweepResult:
     }
     text = (
         f"Cosine similarity to the instructed prompt, mean over layers, every "
-        f"{max(1, len(table) // 10)}-th evaluated step:\n\n{markdown_table(rows, 4)}\n\n"
+        f"{max(1, len(table) // 10)}-th evaluated step:\n\n{markdown_table(rows, floatfmt='.4f', index=False)}\n\n"
         f"Later half of the layers ({numbers['layers']}): "
         + "; ".join(f"{key} {value}" for key, value in list(numbers.items())[1:])
         + "."

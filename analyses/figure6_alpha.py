@@ -29,10 +29,10 @@ from typing import Any
 
 import lens_heads as lh
 from analyses._common import check_config
-from lens_heads._checks import resolve_mask
-from lens_heads._io import write_atomic
-from lens_heads.alpha import DEFAULT_ALPHAS, AlphaCurve, check_alphas, table8
-from lens_heads.masks import HeadMask
+from lens_heads.core.checks import resolve_mask
+from lens_heads.core.masks import HeadMask
+from lens_heads.core.storage import write_atomic
+from lens_heads.heads_up.alpha import DEFAULT_ALPHAS, AlphaCurve, check_alphas, table8
 
 __all__ = ["Config", "Figure6Result", "main", "run"]
 

@@ -22,7 +22,7 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.training import MaskTrainingResult
+from lens_heads.engine.training import MaskTrainingResult
 
 
 @dataclass
@@ -55,7 +55,7 @@ def run(config: Config) -> MaskTrainingResult:
         "kept in the second half": int(layers["kept"][half:].sum()),
     }
     text = "\n".join(f"- {key}: {value}" for key, value in numbers.items())
-    text += "\n\n" + markdown_table(layers, 3)
+    text += "\n\n" + markdown_table(layers, floatfmt=".3f", index=False)
     write_outputs(
         config.out,
         title=f"Figure 7: trained mask weights ({config.task}, {training.model})",

@@ -26,7 +26,7 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.sweep import SweepResult, plot_sweeps
+from lens_heads.heads_up.sweep import SweepResult, plot_sweeps
 
 
 @dataclass
@@ -85,7 +85,7 @@ def run(config: Config) -> dict[str, SweepResult]:
         f"{training.mask.n_selected} heads, the one from init {negative.config.init_mean:g} "
         f"{negative.mask.n_selected} "
         f"(its final training loss {negative.final_loss:.2f} against {training.final_loss:.2f})."
-        f"\n\n{markdown_table(table, 0)}"
+        f"\n\n{markdown_table(table, floatfmt='.0f', index=False)}"
     )
     positive = sweeps["ascending weight"]
     figures = {

@@ -23,9 +23,9 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
+from lens_heads.heads_up.lens import LogitLensResult
+from lens_heads.core.prompts import has_chat_template
 from lens_heads.demo import sweep_example
-from lens_heads.lens import LogitLensResult
-from lens_heads.prompts import has_chat_template
 
 
 @dataclass
@@ -72,7 +72,7 @@ def run(config: Config) -> LogitLensResult:
         f"Prompt {lens.prompts[0]!r}, answer {target!r}.\n\n"
         f"Table 41 (top-1 token and its probability per layer):\n\n{lens.to_markdown()}\n\n"
         f"Table 4b (rank of the answer token per layer):\n\n"
-        + markdown_table(ranks.reset_index(), 0)
+        + markdown_table(ranks.reset_index(), floatfmt=".0f", index=False)
     )
     write_outputs(
         config.out,

@@ -26,8 +26,8 @@ from analyses._common import (
     trained_mask,
     write_outputs,
 )
-from lens_heads.evaluate import EvaluationResult
-from lens_heads.prompts import hybrid_few_shot
+from lens_heads.core.prompts import hybrid_few_shot
+from lens_heads.engine.evaluation import EvaluationResult
 
 HOLDOUT = 100  # each task's last examples, never used as training queries or demonstrations
 
@@ -112,7 +112,7 @@ def run(config: Config) -> pd.DataFrame:
         f"Mask trained on a {config.shots}-shot mixture of {', '.join(config.tasks)} "
         f"({training.mask.n_selected}/{training.W.numel()} heads kept, {config.steps} steps); "
         f"each task evaluated on {config.n_eval} held-out queries in the same format.\n\n"
-        + markdown_table(table, 3)
+        + markdown_table(table, floatfmt=".3f", index=False)
     )
     write_outputs(
         config.out,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import lens_heads as lh
-from lens_heads._io import write_atomic
+from lens_heads.core.storage import write_atomic
 
 #: The folders ``analyses.mask_table``'s documented commands write for the offline models.
 MASK_TABLE_FOLDERS = {

@@ -24,7 +24,7 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.attention import AttentionResult
+from lens_heads.heads_up.attention import AttentionResult
 
 
 @dataclass
@@ -63,9 +63,9 @@ def run(config: Config) -> AttentionResult:
     numbers = {setting: means.loc[setting].round(5).to_dict() for setting in means.index}
     text = (
         f"{len(attention.prompts)} held-out prompts; mean attention of the last position on "
-        f"the answer word's tokens:\n\n{markdown_table(means.reset_index(), 4)}\n\n"
+        f"the answer word's tokens:\n\n{markdown_table(means.reset_index(), floatfmt='.4f', index=False)}\n\n"
         f"Top heads (masked run):\n\n"
-        + markdown_table(attention.top_heads(attention.settings[-1], k=10), 4)
+        + markdown_table(attention.top_heads(attention.settings[-1], k=10), floatfmt=".4f", index=False)
     )
     write_outputs(
         config.out,

@@ -27,7 +27,7 @@ def bench_grid_overhead(quick: bool) -> BenchmarkResult:
     import ray
 
     import lens_heads as lh
-    from lens_heads.grid import run_grid
+    from lens_heads.scale.grid import run_grid
 
     steps = 20 if quick else 40
     text = f"""

@@ -25,8 +25,8 @@ ALIAS = "gemma-3-270m"
 
 def reference_importance(model: Any, texts: list[str]) -> torch.Tensor:
     """The reference's loop (without its optimiser step): batch 1, fp32, weights not frozen."""
-    from lens_heads.hooks import mask_hooks
-    from lens_heads.importance import scores_from_gradients
+    from lens_heads.core.hooks import mask_hooks
+    from lens_heads.lahis.importance import scores_from_gradients
 
     parameters = list(model.parameters())
     flags = [p.requires_grad for p in parameters]
@@ -51,8 +51,8 @@ def reference_importance(model: Any, texts: list[str]) -> torch.Tensor:
 
 def bench_importance(quick: bool = False) -> BenchmarkResult:
     import lens_heads as lh
-    from lens_heads.importance import head_importance, spearman
-    from lens_heads.languages import load_texts_by_language
+    from lens_heads.lahis.importance import head_importance, spearman
+    from lens_heads.lahis.languages import load_texts_by_language
 
     model = lh.load_model(ALIAS)
     texts = load_texts_by_language()["en"][: 20 if quick else 100]

@@ -60,7 +60,7 @@ def peak_step_memory_mb(function: Callable[[], Any], interval: float = 0.002) ->
 def _step_memory_child(variant: str, task_name: str) -> None:
     """In a fresh process: load, then print the peak memory one step of ``variant`` adds."""
     import lens_heads as lh
-    from lens_heads.training import MaskTrainer, TrainingConfig
+    from lens_heads.engine.training import MaskTrainer, TrainingConfig
 
     model = lh.load_model(ALIAS)
     ours = MaskTrainer(model, lh.get_task(task_name), TrainingConfig(batch_size=16))
@@ -97,8 +97,8 @@ class _OriginalStyleStep:
     def __init__(self, tokens: torch.Tensor, answer_mask: torch.Tensor, seed: int = 0) -> None:
         from transformers import AutoModelForCausalLM
 
-        from lens_heads.models import prepare_model
-        from lens_heads.training import gumbel_noise, straight_through_mask
+        from lens_heads.core.models import prepare_model
+        from lens_heads.engine.training import gumbel_noise, straight_through_mask
 
         self.model = AutoModelForCausalLM.from_pretrained(prepare_model(ALIAS), dtype=torch.float32)
         self.model.requires_grad_(True)  # the reference does not freeze the model
@@ -147,7 +147,7 @@ def bench_training_step(quick: bool) -> BenchmarkResult:
 
 def _training_step(model: Any, task_name: str, quick: bool) -> BenchmarkResult:
     import lens_heads as lh
-    from lens_heads.training import MaskTrainer, TrainingConfig, _batch_indices, native_bf16
+    from lens_heads.engine.training import MaskTrainer, TrainingConfig, _batch_indices, native_bf16
 
     task = lh.get_task(task_name)
     ours = MaskTrainer(model, task, TrainingConfig(batch_size=16))  # dtype "auto"
@@ -194,7 +194,7 @@ def bench_bf16_mask_agreement(quick: bool) -> BenchmarkResult:
     """The short schedule on capitalize in fp32 and in bf16 autocast: time, Jaccard of the two
     masks, answer CE and accuracy under each on 40 held-out examples."""
     import lens_heads as lh
-    from lens_heads.training import TrainingConfig, train_mask
+    from lens_heads.engine.training import TrainingConfig, train_mask
 
     model = lh.load_model(ALIAS)
     task = lh.get_task("capitalize")

@@ -9,36 +9,49 @@
 (1, 6)
 """
 
-from lens_heads.ablation import AblationResult, ablate_heads
-from lens_heads.alignment import TranslationScores, translation_scores
-from lens_heads.alpha import AlphaCurve, alpha_curve
-from lens_heads.attention import attention_on_target
-from lens_heads.evaluate import EvaluationResult, evaluate
-from lens_heads.generation import Generation, generate, greedy_generate
-from lens_heads.grid import GridConfig, GridResult, run_grid
-from lens_heads.hooks import apply_mask, mask_hooks
-from lens_heads.importance import HeadImportance, head_importance
-from lens_heads.languages import LanguageHeads, language_heads
-from lens_heads.lens import logit_lens, top_tokens
-from lens_heads.mask_stats import (
+from typing import Any
+
+from lens_heads import _moved
+from lens_heads.alignment.ablation import AblationResult, ablate_heads
+from lens_heads.alignment.scores import TranslationScores, translation_scores
+from lens_heads.alignment.trater import TRaterResult, trater_scores
+from lens_heads.core.generation import Generation, generate, greedy_generate
+from lens_heads.core.hooks import apply_mask, mask_hooks
+from lens_heads.core.masks import HeadMask, expected_random_jaccard, jaccard
+from lens_heads.core.models import MODEL_ALIASES, head_shape, load_model, tiny_model
+from lens_heads.core.prompts import PromptFormat
+from lens_heads.core.scales import HeadScale
+from lens_heads.core.tasks import Task, get_task, list_tasks
+from lens_heads.engine.evaluation import EvaluationResult, evaluate
+from lens_heads.engine.training import MaskTrainingResult, TrainingConfig, train_mask
+from lens_heads.heads_up.alpha import AlphaCurve, alpha_curve
+from lens_heads.heads_up.attention import attention_on_target
+from lens_heads.heads_up.lens import logit_lens, top_tokens
+from lens_heads.heads_up.mask_stats import (
     MaskStatistics,
     TasksPerHead,
     load_masks,
     mask_statistics,
     tasks_per_head,
 )
-from lens_heads.masks import HeadMask, expected_random_jaccard, jaccard
-from lens_heads.models import MODEL_ALIASES, head_shape, load_model, tiny_model
-from lens_heads.pathways import PathwaysResult, functional_pathways, train_family_masks
-from lens_heads.prompts import PromptFormat
-from lens_heads.scales import HeadScale
-from lens_heads.similarity import SimilarityStats, figure4_similarity, layer_similarity
-from lens_heads.sweep import SweepResult, plot_sweeps, removal_sweep
-from lens_heads.tasks import Task, get_task, list_tasks
-from lens_heads.training import MaskTrainingResult, TrainingConfig, train_mask
-from lens_heads.trater import TRaterResult, trater_scores
+from lens_heads.heads_up.pathways import PathwaysResult, functional_pathways, train_family_masks
+from lens_heads.heads_up.similarity import SimilarityStats, figure4_similarity, layer_similarity
+from lens_heads.heads_up.sweep import SweepResult, plot_sweeps, removal_sweep
+from lens_heads.lahis.importance import HeadImportance, head_importance
+from lens_heads.lahis.languages import LanguageHeads, language_heads
+from lens_heads.scale.grid import GridConfig, GridResult, run_grid
 
 __version__ = "0.1.0"
+
+_moved.install()  # old module paths (lens_heads.training, ...) for one release
+
+
+def __getattr__(name: str) -> Any:
+    """``lh.tasks`` and the other old module attributes, with a deprecation warning."""
+    if name in _moved.MOVED:
+        return _moved.moved_module(name)
+    raise AttributeError(f"module 'lens_heads' has no attribute {name!r}")
+
 
 __all__ = [
     "MODEL_ALIASES",

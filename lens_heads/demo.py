@@ -20,15 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lens_heads._io import Stages, record_settings, write_atomic
-from lens_heads.evaluate import EvaluationResult, evaluate
-from lens_heads.lens import LogitLensResult, logit_lens
-from lens_heads.models import load_model, model_name
-from lens_heads.prompts import INSTRUCTION_TEMPLATE, has_chat_template
-from lens_heads.similarity import SimilarityResult, figure4_similarity
-from lens_heads.sweep import SweepResult, removal_sweep
-from lens_heads.tasks import Task, get_task
-from lens_heads.training import MaskTrainingResult, TrainingConfig, train_mask
+from lens_heads.core.models import load_model, model_name
+from lens_heads.core.prompts import INSTRUCTION_TEMPLATE, has_chat_template
+from lens_heads.core.storage import Stages, record_settings, write_atomic
+from lens_heads.core.tables import markdown_table
+from lens_heads.core.tasks import Task, get_task
+from lens_heads.engine.evaluation import EvaluationResult, evaluate
+from lens_heads.engine.training import MaskTrainingResult, TrainingConfig, train_mask
+from lens_heads.heads_up.lens import LogitLensResult, logit_lens
+from lens_heads.heads_up.similarity import SimilarityResult, figure4_similarity
+from lens_heads.heads_up.sweep import SweepResult, removal_sweep
 
 __all__ = ["DemoReport", "run_demo"]
 
@@ -100,7 +101,7 @@ def run_demo(
     2 and 5). Every stage is saved; running again with the same settings reuses the finished
     stages (and resumes an interrupted training), so a finished folder loads in seconds --
     the notebooks rely on it. ``fresh=True`` recomputes everything. ``answer_end`` is the
-    training target's end (:class:`~lens_heads.training.TrainingConfig`); a folder trained
+    training target's end (:class:`~lens_heads.engine.training.TrainingConfig`); a folder trained
     before it was recorded (answer-only targets) is refused unless ``fresh``.
     """
     folder = Path(out)
@@ -219,7 +220,7 @@ def run_demo(
 def sweep_example(model: Any, held_out: Task, chat: bool) -> Any:
     """The first held-out example whose answer is one token (so the tracked target is the whole
     answer), else the first one."""
-    from lens_heads.prompts import PromptFormat, encode_example
+    from lens_heads.core.prompts import PromptFormat, encode_example
 
     for example in held_out.examples:
         prompt = PromptFormat(chat=chat).render(example.input, model.tokenizer)
@@ -305,7 +306,7 @@ def _markdown(report: DemoReport, task: Task) -> str:
         "",
         text["similarity"],
         "",
-        _similarity_means(report).to_markdown(floatfmt=".4f"),
+        markdown_table(_similarity_means(report), floatfmt=".4f"),
         "",
         _figure_links("similarity", ["figure"], report.out),
         "",
@@ -313,7 +314,7 @@ def _markdown(report: DemoReport, task: Task) -> str:
         "",
         text["lens"],
         "",
-        report.lens.top1_table().to_markdown(),
+        report.lens.to_markdown(),
         "",
         _figure_links("logit_lens", ["figure"], report.out),
         "",

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 import lens_heads as lh
-from lens_heads._io import save_figures, write_atomic
-from lens_heads.ablation import ablate_heads
-from lens_heads.consistency import alignment_consistency, alignment_heads_across_models
+from lens_heads.alignment.ablation import ablate_heads
+from lens_heads.alignment.consistency import alignment_consistency, alignment_heads_across_models
+from lens_heads.core.storage import save_figures, write_atomic
 
 GEMMA = "gemma-3-270m"
 

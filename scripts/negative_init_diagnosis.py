@@ -29,8 +29,9 @@ import pandas as pd
 import torch
 
 import lens_heads as lh
-from lens_heads._io import markdown_table, write_atomic
-from lens_heads.training import MaskTrainer
+from lens_heads.core.storage import write_atomic
+from lens_heads.core.tables import markdown_table
+from lens_heads.engine.training import MaskTrainer
 
 
 def gradient_at_all_off(trainer: MaskTrainer, batches: int) -> torch.Tensor:
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         f"the per-batch sign agrees with the mean {agreement:.0%} of the"
         f" time.\n\nAnswer CE with k heads on (no noise, {args.seeds} seeds; all off "
         f"{all_off:.2f}, full model {summary['answer_ce_full_model']:.2f}):\n\n"
-        f"{markdown_table(landscape, 2)}\n"
+        f"{markdown_table(landscape, floatfmt='.2f', index=False)}\n"
     )
     write_atomic(out / "summary.md", text)
     print(text)

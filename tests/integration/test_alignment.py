@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import lens_heads as lh
-from lens_heads.tasks import parallel_corpus
+from lens_heads.core.tasks import parallel_corpus
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,9 @@ import pytest
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.evaluate import EvaluationResult
-from lens_heads.similarity import SimilarityStats
-from lens_heads.training import MaskTrainingResult
+from lens_heads.engine.evaluation import EvaluationResult
+from lens_heads.engine.training import MaskTrainingResult
+from lens_heads.heads_up.similarity import SimilarityStats
 
 pytestmark = pytest.mark.integration
 

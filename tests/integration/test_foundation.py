@@ -7,9 +7,9 @@ import torch
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.generation import greedy_generate
-from lens_heads.masks import HeadMask
-from lens_heads.prompts import encode_text
+from lens_heads.core.generation import greedy_generate
+from lens_heads.core.masks import HeadMask
+from lens_heads.core.prompts import encode_text
 
 pytestmark = pytest.mark.integration
 

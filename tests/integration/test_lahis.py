@@ -10,8 +10,8 @@ import pytest
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.language_experiments import perplexity_experiment
-from lens_heads.languages import LanguageHeads
+from lens_heads.lahis.language_experiments import perplexity_experiment
+from lens_heads.lahis.languages import LanguageHeads
 
 pytestmark = pytest.mark.integration
 

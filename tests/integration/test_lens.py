@@ -6,10 +6,11 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.attention import AttentionResult
 from lens_heads.cli import main
-from lens_heads.lens import LogitLensResult, TopTokensResult, encode_prompt
-from lens_heads.similarity import SimilarityResult
+from lens_heads.core.capture import encode_prompt
+from lens_heads.heads_up.lens import LogitLensResult, TopTokensResult
+from lens_heads.heads_up.attention import AttentionResult
+from lens_heads.heads_up.similarity import SimilarityResult
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,13 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.evaluate import EvaluationResult
-from lens_heads.training import MaskTrainer, MaskTrainingResult, TrainingConfig, _answer_logits
+from lens_heads.engine.evaluation import EvaluationResult
+from lens_heads.engine.training import (
+    MaskTrainer,
+    MaskTrainingResult,
+    TrainingConfig,
+    _answer_logits,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -9,13 +9,13 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.ablation import (
+from lens_heads.alignment.ablation import (
     AblationResult,
     failure_category,
     identify_language,
     resolve_heads,
 )
-from lens_heads.trater import TextFileError, TRaterResult, load_texts
+from lens_heads.alignment.trater import TextFileError, TRaterResult, load_texts
 
 
 def test_ablation_runs_the_three_settings(tiny, tmp_path):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads._aligner import (
+from lens_heads.alignment.aligners import (
     AlignmentError,
     SimAligner,
     alignment_error_rate,
@@ -18,8 +18,8 @@ from lens_heads._aligner import (
     parse_alignment,
     split_words,
 )
-from lens_heads.alignment import TranslationScores, _prepare
-from lens_heads.generation import greedy_generate
+from lens_heads.alignment.scores import TranslationScores, _prepare
+from lens_heads.core.generation import greedy_generate
 
 HEAD = (1, 2)  # the head whose pattern the tests replace
 
@@ -72,7 +72,7 @@ def test_gold_pattern_scores_one_and_uniform_scores_chance(tiny, query, argmax_o
 
 
 def test_gold_pattern_scores_one_on_greedy_outputs(tiny):
-    from lens_heads.alignment import _score_items
+    from lens_heads.alignment.scores import _score_items
 
     def every_word_to_the_first(source_words, target_words):
         return [(0, j) for j in range(len(target_words))]
@@ -283,7 +283,7 @@ def test_model_without_hook_pattern():
 
 # -- consistency across pairs and models -------------------------------------------------------
 def test_consistency_matrix(tiny, tmp_path):
-    from lens_heads.consistency import Consistency, alignment_consistency
+    from lens_heads.alignment.consistency import Consistency, alignment_consistency
 
     result = alignment_consistency(tiny, ["en", "fr", "zh"], k=3, n=2, shots=1)
     matrix = result.jaccard
@@ -302,7 +302,7 @@ def test_consistency_matrix(tiny, tmp_path):
 
 
 def test_across_models(tiny):
-    from lens_heads.consistency import alignment_heads_across_models
+    from lens_heads.alignment.consistency import alignment_heads_across_models
 
     other = lh.tiny_model(n_layers=3, n_heads=2, seed=1)
     result = alignment_heads_across_models([tiny, other], "en-de", threshold=0.0, n=2, shots=1)
@@ -317,8 +317,8 @@ def test_across_models(tiny):
 def test_eflomal_aligner_learns_the_builtin_corpus():
     """The optional statistical aligner (real eflomal): near-gold on the word-for-word corpus,
     cached per pair, and a clear error for an empty sentence."""
-    from lens_heads._aligner import EflomalAligner
-    from lens_heads.tasks import parallel_corpus
+    from lens_heads.alignment.aligners import EflomalAligner
+    from lens_heads.core.tasks import parallel_corpus
 
     corpus = parallel_corpus()
     pairs = list(zip(corpus.tokens["en"], corpus.tokens["de"], strict=True))

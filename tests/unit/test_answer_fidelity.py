@@ -11,13 +11,13 @@ import pytest
 import torch
 
 import lens_heads as lh
-import lens_heads.models
+import lens_heads.core.models
 from lens_heads.cli import main
-from lens_heads.metrics import echo_rate, exact_match, first_segment, is_echo, is_exact_match
-from lens_heads.prompts import answer_end_tokens, encode_example
-from lens_heads.similarity import SimilarityStats, figure4_similarity, figure4_stats
-from lens_heads.tasks import Example, Task, get_task, match_rule_for
-from lens_heads.training import MaskTrainer, TrainingConfig
+from lens_heads.core.metrics import echo_rate, exact_match, first_segment, is_echo, is_exact_match
+from lens_heads.core.prompts import answer_end_tokens, encode_example
+from lens_heads.core.tasks import Example, Task, get_task, match_rule_for
+from lens_heads.engine.training import MaskTrainer, TrainingConfig
+from lens_heads.heads_up.similarity import SimilarityStats, figure4_similarity, figure4_stats
 
 WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "grape", "melon", "peach"]
 
@@ -124,7 +124,7 @@ def test_corpus_level_rates_and_errors():
 def test_paper_rule_counts_an_echo_as_correct_and_exact_match_does_not():
     """The motivating case: on a 'first word of the list' task the echoed list 'starts with' the
     answer, and 'contains' accepts a one-letter answer anywhere."""
-    from lens_heads.metrics import is_correct
+    from lens_heads.core.metrics import is_correct
 
     assert is_correct("cat, dog, bird", "cat", "startswith")
     assert not is_exact_match("cat, dog, bird", "cat")
@@ -187,7 +187,7 @@ def test_task_files_get_the_rule_of_their_name_and_match_overrides(tmp_path):
 
 def test_cli_train_mask_keeps_the_instruction_row_and_takes_match(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(
-        lens_heads.models,
+        lens_heads.core.models,
         "load_model",
         lambda spec, **kw: lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=0),
     )
@@ -281,9 +281,9 @@ def test_one_prompt_interval_is_nan(tiny):
 
 
 def test_records_say_how_each_output_ended(tiny, upper):
-    from lens_heads._decoding import decode_greedy
-    from lens_heads.generation import stop_token_ids
-    from lens_heads.prompts import encode_text
+    from lens_heads.core.decoding import decode_greedy
+    from lens_heads.core.generation import stop_token_ids
+    from lens_heads.core.prompts import encode_text
 
     result = lh.evaluate(tiny, upper, ["original"], n_eval=6, progress=False, first_line=False)
     ended = result.records["ended_by"].tolist()
@@ -300,7 +300,7 @@ def test_records_say_how_each_output_ended(tiny, upper):
 
 
 def test_decoder_reports_the_stop_token(tiny):
-    from lens_heads._decoding import decode_greedy
+    from lens_heads.core.decoding import decode_greedy
 
     prompts = [[5, 6, 7], [8, 9]]
     free = decode_greedy(tiny, prompts, max_new_tokens=4, stops=[], answers=None)

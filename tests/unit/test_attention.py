@@ -1,4 +1,4 @@
-"""Unit tests of lens_heads.attention (attention on target, Heads up! Table 7) on a tiny model."""
+"""Unit tests of lens_heads.heads_up.attention (attention on target, Heads up! Table 7) on a tiny model."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.attention import (
+from lens_heads.core.hooks import maybe_mask
+from lens_heads.core.masks import MaskShapeError
+from lens_heads.heads_up.attention import (
     AttentionResult,
     attention_on_target,
     extractive_targets,
     target_token_span,
 )
-from lens_heads.hooks import maybe_mask
-from lens_heads.masks import MaskShapeError
 
 # prompts of different lengths (right-padded together), each with its target word
 PROMPTS = [

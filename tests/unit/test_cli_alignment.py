@@ -7,21 +7,21 @@ import json
 import pandas as pd
 import pytest
 
-from lens_heads import cli
-from lens_heads.ablation import AblationResult
-from lens_heads.alignment import TranslationScores
-from lens_heads.trater import TRaterResult
+from lens_heads.alignment.ablation import AblationResult
+from lens_heads.alignment.scores import TranslationScores
+from lens_heads.alignment.trater import TRaterResult
+from lens_heads.cli import common, main
 
 
 @pytest.fixture
 def tiny_cli(tiny, monkeypatch):
-    monkeypatch.setattr(cli, "_load", lambda args: tiny)
+    monkeypatch.setattr(common, "load_model", lambda args: tiny)
     return tiny
 
 
 def test_translation_scores_command(tiny_cli, tmp_path, capsys):
     out = tmp_path / "ts"
-    code = cli.main(
+    code = main(
         [
             "translation-scores",
             "--model",
@@ -55,15 +55,15 @@ def test_translation_scores_command_with_an_alignment_file(tiny_cli, tmp_path):
     (tmp_path / "a.txt").write_text("0-0 1-1\n0-0 1-1\n")
     out = tmp_path / "ts"
     args = ["translation-scores", "--model", "x", "--pairs", str(pairs), "--shots", "1"]
-    assert cli.main([*args, "--alignments", str(tmp_path / "a.txt"), "--out", str(out)]) == 0
+    assert main([*args, "--alignments", str(tmp_path / "a.txt"), "--out", str(out)]) == 0
     assert TranslationScores.load(out / "pairs").n_queries == 13  # byte tokens of le chat, un chien
     (tmp_path / "b.txt").write_text("0-0 1-1\n")  # one alignment for two pairs
-    assert cli.main([*args, "--alignments", str(tmp_path / "b.txt"), "--out", str(out)]) == 2
+    assert main([*args, "--alignments", str(tmp_path / "b.txt"), "--out", str(out)]) == 2
 
 
 def test_ablate_heads_command(tiny_cli, tmp_path, capsys):
     out = tmp_path / "ab"
-    code = cli.main(
+    code = main(
         [
             "ablate-heads",
             "--model",
@@ -89,7 +89,7 @@ def test_ablate_heads_command(tiny_cli, tmp_path, capsys):
     assert len(result.heads) == 2 and len(result.controls) == 1
     assert "unmasked" in capsys.readouterr().out
     bad = ["ablate-heads", "--model", "x", "--task", "en-fr", "--heads", "L7H0", "--out", str(out)]
-    assert cli.main(bad) == 2
+    assert main(bad) == 2
     assert "out of range" in capsys.readouterr().err
 
 
@@ -104,7 +104,7 @@ def test_trater_command(tiny_cli, tmp_path):
     (tmp_path / "heads.txt").write_text("L0H1 L1H2\n")
     out = tmp_path / "tr"
     args = ["trater", "--model", "x", "--texts", str(texts), "--heads", str(tmp_path / "heads.txt")]
-    assert cli.main([*args, "--select", "1.0", "--out", str(out)]) == 0
+    assert main([*args, "--select", "1.0", "--out", str(out)]) == 0
     result = TRaterResult.load(out)
     assert result.heads == ["L0H1", "L1H2"] and result.languages == ["fr", "en", "de"]
     assert len(pd.read_csv(out / "selected.csv")) == 3

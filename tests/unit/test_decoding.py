@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads._decoding import decode_greedy, shared_prefix_length, supports_kv_cache
-from lens_heads.evaluate import _answer_nll, evaluate
-from lens_heads.masks import HeadMask
-from lens_heads.prompts import EncodedExample, encode_example
-from lens_heads.tasks import Example, Task
+from lens_heads.core.decoding import decode_greedy, shared_prefix_length, supports_kv_cache
+from lens_heads.core.masks import HeadMask
+from lens_heads.core.prompts import EncodedExample, encode_example
+from lens_heads.core.tasks import Example, Task
+from lens_heads.engine.evaluation import _answer_nll, evaluate
 
 INSTRUCTION = "Answer with the word in capitals, nothing else."
 WORDS = "cat dog owl bee ant cow pig elk yak emu fox hen".split()
@@ -76,7 +76,7 @@ def test_answer_ce_equals_teacher_forced_pass(tiny, encoded, batch_size):
 
 def test_answer_logits_budget_shrinks_batches(tiny, encoded, monkeypatch):
     """Batches shrink so their answer logits fit the budget; the results do not change."""
-    import lens_heads._decoding as decoding
+    import lens_heads.core.decoding as decoding
 
     prompts = [e.prompt_tokens for e in encoded]
     answers = [e.answer_tokens for e in encoded]
@@ -100,7 +100,7 @@ def test_answer_logits_budget_shrinks_batches(tiny, encoded, monkeypatch):
 
 def test_prefix_is_computed_once(tiny, encoded, monkeypatch):
     """The shared prefix runs once; each batch then feeds only its prompts' own tokens."""
-    import lens_heads._decoding as decoding
+    import lens_heads.core.decoding as decoding
 
     fed: list[tuple[int, int]] = []
     step = decoding._step
@@ -120,7 +120,7 @@ def test_prefix_is_computed_once(tiny, encoded, monkeypatch):
 
 
 def test_per_example_masks_share_no_prefix(tiny, encoded, monkeypatch):
-    import lens_heads._decoding as decoding
+    import lens_heads.core.decoding as decoding
 
     fed: list[tuple[int, int]] = []
     step = decoding._step

@@ -10,7 +10,7 @@ import pytest
 import lens_heads as lh
 from lens_heads.cli import main
 from lens_heads.demo import run_demo
-from lens_heads.sweep import SweepResult
+from lens_heads.heads_up.sweep import SweepResult
 
 WORDS = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(6) for j in range(6)]
 
@@ -25,7 +25,7 @@ def loads(monkeypatch, tiny):
         return tiny
 
     monkeypatch.setattr("lens_heads.demo.load_model", load)
-    monkeypatch.setattr("lens_heads.models.load_model", load)
+    monkeypatch.setattr("lens_heads.core.models.load_model", load)
     return calls
 
 

@@ -13,12 +13,12 @@ import torch
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.evaluate import METRICS, EvaluationResult, _first_line, evaluate
-from lens_heads.generation import greedy_generate
-from lens_heads.masks import HeadMask, MaskFileError, MaskShapeError
-from lens_heads.metrics import answer_ce
-from lens_heads.prompts import PromptFormat, collate, encode_example
-from lens_heads.tasks import Example, Task
+from lens_heads.core.generation import greedy_generate
+from lens_heads.core.masks import HeadMask, MaskFileError, MaskShapeError
+from lens_heads.core.metrics import answer_ce
+from lens_heads.core.prompts import PromptFormat, collate, encode_example
+from lens_heads.core.tasks import Example, Task
+from lens_heads.engine.evaluation import METRICS, EvaluationResult, _first_line, evaluate
 
 WORDS = [f"{w}" for w in "cat dog owl bee ant cow pig elk yak emu fox hen ram".split()]
 
@@ -307,10 +307,10 @@ def test_markdown_plot_and_save_load(result, tmp_path):
 
 
 def test_cli_eval_and_tasks(tiny, mask, tmp_path, monkeypatch, capsys):
-    import lens_heads.cli as cli
-    import lens_heads.tasks as tasks_module
+    import lens_heads.cli.common as cli
+    import lens_heads.core.tasks as tasks_module
 
-    monkeypatch.setattr(cli, "_load", lambda args: tiny)
+    monkeypatch.setattr(cli, "load_model", lambda args: tiny)
     data = tmp_path / "upper.jsonl"
     data.write_text("".join(json.dumps({"input": w, "output": w.upper()}) + "\n" for w in WORDS))
     mask_file = mask.save(tmp_path / "m.safetensors")
@@ -362,8 +362,8 @@ def test_save_png_failure_is_logged_not_raised(result, tmp_path, monkeypatch, ca
         raise RuntimeError("Kaleido requires Google Chrome to be installed.")
 
     monkeypatch.setattr(go.Figure, "to_image", broken)
-    monkeypatch.setattr("lens_heads._io._png_failure", None)
-    with caplog.at_level("WARNING", logger="lens_heads._io"):
+    monkeypatch.setattr("lens_heads.core.storage._png_failure", None)
+    with caplog.at_level("WARNING", logger="lens_heads.core.storage"):
         written = result.save(tmp_path / "png", png=True)
     assert "figure.png" not in [p.name for p in written]
     assert "PNG export skipped (RuntimeError: Kaleido requires Google Chrome" in caplog.text
@@ -376,7 +376,7 @@ def test_per_example_answer_ce_is_finite(result):
 def test_answer_ce_window_without_logits_to_keep(tiny, mask):
     """Models whose forward refuses ``logits_to_keep`` (legacy HookedTransformer) get the
     window sliced from the full logits: the same CE."""
-    from lens_heads.evaluate import _logits_window
+    from lens_heads.engine.evaluation import _logits_window
 
     class Legacy:
         def __init__(self, model):

@@ -11,7 +11,7 @@ import pytest
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.grid import CLAIM, DONE, GridConfigError, claim, release, run_cell, run_grid
+from lens_heads.scale.grid import CLAIM, DONE, GridConfigError, claim, release, run_cell, run_grid
 
 GOOD = """\
 name = "t"

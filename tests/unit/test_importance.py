@@ -8,7 +8,10 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.importance import (
+from lens_heads.core.masks import HeadMask, MaskFileError, MaskShapeError
+from lens_heads.core.scales import HeadScale, ScaleValueError
+from lens_heads.core.tasks import Example, Task
+from lens_heads.lahis.importance import (
     HeadImportance,
     ImportanceInputError,
     document_losses,
@@ -16,22 +19,19 @@ from lens_heads.importance import (
     scores_from_gradients,
     spearman,
 )
-from lens_heads.language_experiments import (
+from lens_heads.lahis.language_experiments import (
     PerplexityExperiment,
     TransferResult,
     identify_language,
     perplexity_experiment,
     transfer_scale,
 )
-from lens_heads.languages import (
+from lens_heads.lahis.languages import (
     LanguageHeads,
     language_heads,
     load_texts_by_language,
     select_language_heads,
 )
-from lens_heads.masks import HeadMask, MaskFileError, MaskShapeError
-from lens_heads.scales import HeadScale, ScaleValueError
-from lens_heads.tasks import Example, Task
 
 TEXTS = [
     "the cat sat on the mat",
@@ -389,7 +389,7 @@ def test_mask_file_error_for_missing_scale(tmp_path):
 
 def test_train_mask_soft_cli_arguments(tmp_path):
     from lens_heads.cli import build_parser
-    from lens_heads.cli_lahis import trainable_from_args
+    from lens_heads.cli.lahis import trainable_from_args
 
     parser = build_parser()
     base = ["train-mask", "--model", "m", "--task", "t", "--out", str(tmp_path)]
@@ -412,7 +412,7 @@ def test_train_mask_soft_cli_arguments(tmp_path):
 
 
 def test_attention_transfer_plumbing(model):
-    from lens_heads.language_experiments import attention_transfer
+    from lens_heads.lahis.language_experiments import attention_transfer
 
     generator = torch.Generator().manual_seed(0)
     scores = torch.rand(5, 2, 4, generator=generator)

@@ -1,4 +1,4 @@
-"""Atomic writes and figure export (lens_heads._io), shared by every result's save()."""
+"""Atomic writes and figure export (lens_heads.core.storage), shared by every result's save()."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ import stat
 import plotly.graph_objects as go
 import pytest
 
-from lens_heads._io import load_result_folder, save_figures, write_atomic, write_atomic_with
+from lens_heads.core.storage import (
+    load_result_folder,
+    save_figures,
+    write_atomic,
+    write_atomic_with,
+)
 
 
 def test_write_atomic_writes_text_and_bytes_readable_by_others(tmp_path):
@@ -45,9 +50,9 @@ def test_png_failure_is_reported_once_and_not_retried(tmp_path, monkeypatch, cap
         raise RuntimeError("Kaleido requires Google Chrome to be installed.")
 
     monkeypatch.setattr(go.Figure, "to_image", broken)
-    monkeypatch.setattr("lens_heads._io._png_failure", None)
+    monkeypatch.setattr("lens_heads.core.storage._png_failure", None)
     figures = {"a": go.Figure(), "b": go.Figure()}
-    with caplog.at_level("WARNING", logger="lens_heads._io"):
+    with caplog.at_level("WARNING", logger="lens_heads.core.storage"):
         first = save_figures(tmp_path, figures, png=True)
         second = save_figures(tmp_path, figures, png=True)
     assert [p.name for p in first] == [p.name for p in second] == ["a.html", "b.html"]

@@ -1,4 +1,4 @@
-"""Unit tests of lens_heads.lens on tiny models: capture helpers, logit lens, layer similarity."""
+"""Unit tests of lens_heads.core.capture on tiny models: capture helpers, logit lens, layer similarity."""
 
 from __future__ import annotations
 
@@ -10,21 +10,18 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.hooks import maybe_mask
-from lens_heads.lens import (
-    LogitLensResult,
+from lens_heads.core.capture import (
     Run,
-    TopTokensResult,
-    _token_text,
     cosine_by_layer,
     encode_prompt,
     layer_activations,
     lens_logits,
-    logit_lens,
-    top_tokens,
 )
-from lens_heads.masks import MaskShapeError
-from lens_heads.similarity import SimilarityResult, figure4_similarity, layer_similarity
+from lens_heads.core.prompts import token_text
+from lens_heads.heads_up.lens import LogitLensResult, TopTokensResult, logit_lens, top_tokens
+from lens_heads.core.hooks import maybe_mask
+from lens_heads.core.masks import MaskShapeError
+from lens_heads.heads_up.similarity import SimilarityResult, figure4_similarity, layer_similarity
 
 
 # -- capture helpers -----------------------------------------------------------------------------
@@ -423,12 +420,12 @@ def test_markdown_tables_survive_pipes_and_control_characters():
 def test_token_text_escapes_control_characters(tiny):
     backspace = tiny.tokenizer("\x08", add_special_tokens=False).input_ids
     assert len(backspace) == 1
-    text = _token_text(tiny.tokenizer, backspace[0])
+    text = token_text(tiny.tokenizer, backspace[0])
     assert text and not re.search(r"[\x00-\x1f\x7f]", text)
     newline = tiny.tokenizer("\n", add_special_tokens=False).input_ids[0]
-    assert _token_text(tiny.tokenizer, newline) == "\\n"
+    assert token_text(tiny.tokenizer, newline) == "\\n"
     space = tiny.tokenizer(" ", add_special_tokens=False).input_ids[0]
-    assert _token_text(tiny.tokenizer, space) == "␣"
+    assert token_text(tiny.tokenizer, space) == "␣"
 
 
 # -- save / load / plot ---------------------------------------------------------------------------

@@ -11,8 +11,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lens_heads import metrics
-from lens_heads.metrics import (
+from lens_heads.core import metrics
+from lens_heads.core.metrics import (
     accuracy,
     answer_ce,
     answer_token_logprobs,

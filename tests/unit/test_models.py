@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads import models
-from lens_heads.models import ModelNotAvailableError
+from lens_heads.core import models
+from lens_heads.core.models import ModelNotAvailableError
 
 
 def test_unknown_alias_lists_known_ones():

@@ -13,16 +13,16 @@ import pytest
 import torch
 
 import lens_heads as lh
-import lens_heads.cli as cli
-from lens_heads._checks import ContextLengthError, MaskSourceError, check_context, resolve_mask
+import lens_heads.cli.common as cli
 from lens_heads.cli import build_parser, main
-from lens_heads.evaluate import evaluate
-from lens_heads.lens import logit_lens
-from lens_heads.masks import HeadMask, MaskShapeError
-from lens_heads.similarity import figure4_similarity
-from lens_heads.sweep import removal_sweep
-from lens_heads.tasks import Example, Task, TaskDataError, load_examples
-from lens_heads.training import TrainingConfig, train_mask
+from lens_heads.heads_up.lens import logit_lens
+from lens_heads.core.checks import ContextLengthError, MaskSourceError, check_context, resolve_mask
+from lens_heads.core.masks import HeadMask, MaskShapeError
+from lens_heads.core.tasks import Example, Task, TaskDataError, load_examples
+from lens_heads.engine.evaluation import evaluate
+from lens_heads.engine.training import TrainingConfig, train_mask
+from lens_heads.heads_up.similarity import figure4_similarity
+from lens_heads.heads_up.sweep import removal_sweep
 
 WORDS = "cat dog owl bee ant cow pig elk yak emu fox hen ram".split()
 LONG = "word " * 40  # about 200 byte-level tokens: more than the short model's 64 positions
@@ -45,8 +45,8 @@ def no_load(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded before the arguments were checked")
 
-    monkeypatch.setattr(cli, "_load", refuse)
-    monkeypatch.setattr("lens_heads.models.load_model", refuse)
+    monkeypatch.setattr(cli, "load_model", refuse)
+    monkeypatch.setattr("lens_heads.core.models.load_model", refuse)
 
 
 def _error_line(capsys) -> str:
@@ -72,7 +72,7 @@ def test_a_train_mask_folder_is_a_mask_everywhere(tiny, tmp_path, monkeypatch, c
     # the library's evaluate and the CLI's eval take the folder, as the README writes it
     result = evaluate(tiny, word_task(), ["mask"], mask=folder, n_eval=3, progress=False)
     assert result.config["mask"]["heads"] == 2
-    monkeypatch.setattr(cli, "_load", lambda args: tiny)
+    monkeypatch.setattr(cli, "load_model", lambda args: tiny)
     argv = ["eval", "--model", "tiny", "--task", "capitalize", "--mask", str(folder)]
     argv += ["--settings", "mask", "--n-eval", "2", "--out", str(tmp_path / "eval")]
     assert main(argv) == 0, capsys.readouterr().err
@@ -110,7 +110,7 @@ def test_a_prompt_longer_than_the_context_fails_before_any_compute(short, tmp_pa
 
 
 def test_cli_generate_rejects_a_long_prompt(short, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "_load", lambda args: short)
+    monkeypatch.setattr(cli, "load_model", lambda args: short)
     assert main(["generate", "--model", "tiny", "--prompt", LONG]) == 2
     assert "more than the model's context of 64 positions" in _error_line(capsys)
 
@@ -196,7 +196,7 @@ def test_cli_turns_os_errors_into_one_line(tmp_path, monkeypatch, capsys):
     def denied(args):
         raise PermissionError(13, "Permission denied", str(tmp_path / "x"))
 
-    monkeypatch.setattr(cli, "_load", denied)
+    monkeypatch.setattr(cli, "load_model", denied)
     assert main(["generate", "--model", "x", "--prompt", "a"]) == 2
     err = _error_line(capsys)
     assert err.startswith("lens-heads generate: error:") and "Permission denied" in err
@@ -221,7 +221,7 @@ def test_png_advice_names_what_is_missing(monkeypatch, caplog):
     import importlib.util
     import shutil
 
-    from lens_heads import _io
+    from lens_heads.core import storage as _io
 
     real = importlib.util.find_spec
     monkeypatch.setattr(

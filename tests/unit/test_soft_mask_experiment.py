@@ -11,19 +11,19 @@ import pytest
 import torch
 
 import lens_heads as lh
-import lens_heads.soft_mask_experiment as experiment_module
-from lens_heads.importance import HeadImportance
-from lens_heads.languages import LanguageHeads
-from lens_heads.masks import MaskShapeError, parse_head
-from lens_heads.scales import HeadScale
-from lens_heads.soft_mask_experiment import (
+import lens_heads.lahis.soft_mask_experiment as experiment_module
+from lens_heads.core.masks import MaskShapeError, parse_head
+from lens_heads.core.scales import HeadScale
+from lens_heads.core.tasks import Example, Task
+from lens_heads.lahis.importance import HeadImportance
+from lens_heads.lahis.languages import LanguageHeads
+from lens_heads.lahis.soft_mask_experiment import (
     SoftMaskExperiment,
     random_heads,
     soft_mask_config,
     soft_mask_experiment,
     top_heads,
 )
-from lens_heads.tasks import Example, Task
 
 PAIRS = [
     ("the cat", "le chat"),
@@ -315,11 +315,11 @@ def test_other_bad_input_is_named(model):
 
 # -- the command ------------------------------------------------------------------------------
 def test_cli_soft_mask_experiment(tmp_path, monkeypatch, capsys):
-    import lens_heads.models
+    import lens_heads.core.models
     from lens_heads.cli import main
 
     monkeypatch.setattr(
-        lens_heads.models,
+        lens_heads.core.models,
         "load_model",
         lambda spec, **kw: lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=0),
     )

@@ -1,4 +1,4 @@
-"""Unit tests of lens_heads.sweep on tiny models: the batched engine equals the naive loop,
+"""Unit tests of lens_heads.heads_up.sweep on tiny models: the batched engine equals the naive loop,
 step 0 is the full model, similarity to itself is 1, orders, bad input, io and the CLI."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import torch
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.masks import MaskShapeError
-from lens_heads.metrics import token_ranks
-from lens_heads.prompts import encode_text
-from lens_heads.sweep import SweepResult, removal_order, resolve_target
-from lens_heads.tasks import Example, Task
-from lens_heads.training import TrainingConfig
+from lens_heads.core.masks import MaskShapeError
+from lens_heads.core.metrics import token_ranks
+from lens_heads.core.prompts import encode_text
+from lens_heads.core.tasks import Example, Task
+from lens_heads.engine.training import TrainingConfig
+from lens_heads.heads_up.sweep import SweepResult, removal_order, resolve_target
 
 WEIGHTS = torch.tensor([[0.3, -1.0, 2.0, 0.1], [1.5, -0.2, 0.7, -3.0]])  # every head distinct
 SWEEP = dict(target="a", generate_tokens=4, reference_prompt="please repeat: apple", progress=False)
@@ -209,7 +209,7 @@ def test_save_load_round_trip_and_figures(tiny, tmp_path, naive):
 
 
 def test_default_batch_size_bounds_the_logits_memory(tiny):
-    from lens_heads.sweep import default_batch_size
+    from lens_heads.heads_up.sweep import default_batch_size
 
     assert default_batch_size(tiny, 40) == 64  # small: the cap
     n_tokens = 100_000  # long: as many steps as keep one chunk's logits under 256 MiB
@@ -220,9 +220,9 @@ def test_default_batch_size_bounds_the_logits_memory(tiny):
 
 @pytest.fixture()
 def tiny_cli(monkeypatch, tiny):
-    import lens_heads.models
+    import lens_heads.core.models
 
-    monkeypatch.setattr(lens_heads.models, "load_model", lambda spec, **kw: tiny)
+    monkeypatch.setattr(lens_heads.core.models, "load_model", lambda spec, **kw: tiny)
     return tiny
 
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-import lens_heads.tasks as tasks_module
-from lens_heads.tasks import (
+import lens_heads.core.tasks as tasks_module
+from lens_heads.core.tasks import (
     Example,
     ParallelCorpus,
     Task,

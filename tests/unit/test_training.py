@@ -15,9 +15,9 @@ import torch
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.prompts import collate, encode_example, encode_text
-from lens_heads.tasks import Example, Task
-from lens_heads.training import (
+from lens_heads.core.prompts import collate, encode_example, encode_text
+from lens_heads.core.tasks import Example, Task
+from lens_heads.engine.training import (
     CheckpointError,
     MaskTrainer,
     MaskTrainingResult,
@@ -286,7 +286,7 @@ def test_resume_after_the_process_is_killed(model, upper_task, tmp_path):
         f"""
         import os, signal
         import lens_heads as lh
-        from lens_heads.training import TrainingConfig
+        from lens_heads.engine.training import TrainingConfig
         model = lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=0)
         def kill(step, loss):
             if step == 7:
@@ -514,10 +514,10 @@ def test_base_model_format_without_a_chat_template(model, upper_task):
 
 # -- the command ----------------------------------------------------------------------------------
 def test_cli_train_mask_smoke(tmp_path, monkeypatch, upper_task, capsys):
-    import lens_heads.models
+    import lens_heads.core.models
 
     monkeypatch.setattr(
-        lens_heads.models,
+        lens_heads.core.models,
         "load_model",
         lambda spec, **kw: lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=0),
     )

@@ -1,0 +1,820 @@
+"""Translation scores and token alignment heads (Liu et al., 2025; DESIGN.md §1.2 and §2).
+
+A head's translation score is the fraction of aligned target tokens whose attention argmax
+lands on a source token aligned to them. The method leaves four choices open; each is an
+argument of :func:`translation_scores`:
+
+* ``query``: ``"token"`` -- the target token's own position is the attention query (Shift-Att
+  style; both public implementations do this) -- or ``"predicting"`` -- the position that
+  predicts the target token (one before it).
+* ``argmax_over``: ``"sequence"`` -- the argmax over every position the query sees (the
+  teacher-forced public script) -- or ``"source"`` -- over the source sentence's tokens only
+  (the greedy public script). Chance is far higher over the source span.
+* ``average``: ``"per_sentence"`` -- a score per sentence, then the mean (the paper's text and
+  the teacher-forced script) -- or ``"pooled"`` -- hits / queries over the corpus (g/m of the
+  greedy script).
+* ``decoding``: ``"teacher_forced"`` -- the reference follows the prompt -- or ``"greedy"`` --
+  the model's own greedy translation follows it (the paper's setting), aligned with the gold
+  alignment when it equals the reference, else with ``aligner``.
+
+Word -> token rule (the public implementations'): every token of an aligned target word is a
+query; it hits when the argmax lands on any token of a source word aligned to that target word.
+Ties in the argmax share the hit (a tie among ``m`` positions, ``h`` of them hits, counts
+``h / m``), so a head that attends uniformly scores exactly the chance level. Patterns are
+reduced inside the ``hook_pattern`` hook to these argmaxes at the query positions; no pattern
+is cached.
+
+>>> import lens_heads as lh
+>>> model = lh.tiny_model()
+>>> scores = lh.translation_scores(model, "en-fr", n=4, shots=1)
+>>> tuple(scores.scores.shape), 0 < scores.chance < 1
+((2, 4), True)
+>>> len(scores.top(3))
+3
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pandas as pd
+import torch
+from jaxtyping import Float
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from lens_heads.alignment.aligners import (
+    Aligner,
+    AlignmentError,
+    EflomalAligner,
+    SimAligner,
+    parse_alignment,
+    split_words,
+    word_spans,
+)
+from lens_heads.core.decoding import _batch_cache, _step, shared_prefix_length, supports_kv_cache
+from lens_heads.core.masks import HeadMask, format_head
+from lens_heads.core.models import head_shape, model_name
+from lens_heads.core.prompts import PromptFormat, has_chat_template, pad_token_id
+from lens_heads.core.storage import FolderResult, save_figures
+from lens_heads.core.tables import markdown_table
+from lens_heads.core.tasks import LANGUAGE_NAMES, Task, get_task, parallel_corpus
+
+__all__ = [
+    "AlignmentError",
+    "EflomalAligner",
+    "SimAligner",
+    "TranslationScores",
+    "translation_scores",
+]
+
+PairsLike = str | os.PathLike[str] | Task | Sequence[tuple[str, str]]
+
+_TIE = 1e-5  # relative tolerance under which attention values tie with the maximum
+
+
+# -- the result -------------------------------------------------------------------------------
+@dataclass
+class TranslationScores(FolderResult):
+    """Per-head translation scores of one language pair and setting.
+
+    ``sentence_hits[i, l, h]`` sums head (l, h)'s hits over sentence ``i``'s queries (a tie
+    counts fractionally), ``sentence_queries[i]`` is its number of queries (aligned target
+    tokens) and ``sentence_chance[i]`` the sum over its queries of the uniform-argmax hit
+    probability ``|aligned source tokens| / |argmax domain|``. ``targets`` are the texts
+    scored (references, or the model's outputs with ``decoding="greedy"``).
+
+    >>> result = TranslationScores.example()
+    >>> result.scores.tolist(), result.alignment_heads(threshold=0.1)
+    ([[0.75, 0.0]], ['L0H0'])
+    """
+
+    model: str
+    pair: str
+    settings: dict[str, Any]
+    sources: list[str]
+    targets: list[str]
+    sentence_hits: Float[Tensor, "n_sentences n_layers n_heads"]
+    sentence_queries: Float[Tensor, " n_sentences"]
+    sentence_chance: Float[Tensor, " n_sentences"]
+
+    _format: ClassVar[str] = "lens_heads.translation_scores/1"
+
+    @classmethod
+    def example(cls) -> TranslationScores:
+        """A hand-made result with one layer of two heads over two sentences."""
+        return cls(
+            model="tiny",
+            pair="en-fr",
+            settings={"average": "per_sentence"},
+            sources=["a b", "c"],
+            targets=["x y", "z"],
+            sentence_hits=torch.tensor([[[1.0, 0.0]], [[1.0, 0.0]]]),
+            sentence_queries=torch.tensor([2.0, 1.0]),
+            sentence_chance=torch.tensor([0.5, 0.25]),
+        )
+
+    # -- numbers --------------------------------------------------------------------------------
+    @property
+    def n_layers(self) -> int:
+        return int(self.sentence_hits.shape[1])
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.sentence_hits.shape[2])
+
+    @property
+    def _scored(self) -> Tensor:
+        return self.sentence_queries > 0
+
+    @property
+    def per_sentence(self) -> Float[Tensor, "n_sentences n_layers n_heads"]:
+        """Each sentence's scores ``hits / queries`` (NaN for a sentence without queries)."""
+        queries = self.sentence_queries[:, None, None]
+        return torch.where(queries > 0, self.sentence_hits / queries.clamp(min=1), math.nan)
+
+    @property
+    def scores(self) -> Float[Tensor, "n_layers n_heads"]:
+        """Translation score of each head, averaged as ``settings["average"]`` says."""
+        if not bool(self._scored.any()):
+            return torch.zeros(self.n_layers, self.n_heads)
+        if self.settings.get("average") == "pooled":
+            return self.sentence_hits.sum(0) / self.sentence_queries.sum()
+        return self.per_sentence[self._scored].mean(0)
+
+    @property
+    def chance(self) -> float:
+        """The score of a head whose argmax is uniform over its domain, averaged the same way."""
+        if not bool(self._scored.any()):
+            return 0.0
+        if self.settings.get("average") == "pooled":
+            return float(self.sentence_chance.sum() / self.sentence_queries.sum())
+        scored = self._scored
+        return float((self.sentence_chance[scored] / self.sentence_queries[scored]).mean())
+
+    @property
+    def n_queries(self) -> int:
+        return int(self.sentence_queries.sum())
+
+    def _ranked(self) -> list[tuple[str, float]]:
+        flat = self.scores.flatten()
+        order = sorted(range(flat.numel()), key=lambda i: (-float(flat[i]), i))
+        return [(format_head(i // self.n_heads, i % self.n_heads), float(flat[i])) for i in order]
+
+    def top(self, k: int) -> list[str]:
+        """Labels of the ``k`` highest-scoring heads, best first (ties: layer-major order)."""
+        if not 0 < k <= self.n_layers * self.n_heads:
+            raise ValueError(f"k must lie in [1, {self.n_layers * self.n_heads}], got {k}")
+        return [label for label, _ in self._ranked()[:k]]
+
+    def alignment_heads(
+        self, threshold: float | None = None, *, over_chance: float | None = None
+    ) -> list[str]:
+        """Heads scoring above ``threshold`` (the paper's 0.1, the default) or above
+        ``over_chance`` times the chance level, best first. Use the fixed threshold with
+        ``argmax_over="sequence"`` (chance there is tiny); use ``over_chance`` with
+        ``argmax_over="source"``, whose chance on short sentences exceeds 0.1."""
+        if threshold is not None and over_chance is not None:
+            raise ValueError("give threshold or over_chance, not both")
+        cut = threshold if over_chance is None else over_chance * self.chance
+        cut = 0.1 if cut is None else cut
+        return [label for label, score in self._ranked() if score > cut]
+
+    def alignment_mask(self, threshold: float | None = None, **kwargs: Any) -> HeadMask:
+        """The alignment heads as a :class:`HeadMask` (selected = alignment head)."""
+        heads = self.alignment_heads(threshold, **kwargs)
+        return HeadMask.from_heads(heads, n_layers=self.n_layers, n_heads=self.n_heads)
+
+    # -- views ----------------------------------------------------------------------------------
+    def to_frame(self) -> pd.DataFrame:
+        """One row per head, best first: score, hits, queries, score / chance."""
+        hits = self.sentence_hits.sum(0)
+        rows = []
+        for label, score in self._ranked():
+            layer, head = (int(x) for x in label[1:].split("H"))
+            rows.append(
+                {
+                    "head": label,
+                    "layer": layer,
+                    "head_index": head,
+                    "score": score,
+                    "hits": float(hits[layer, head]),
+                    "queries": self.n_queries,
+                    "over_chance": score / self.chance if self.chance > 0 else math.nan,
+                }
+            )
+        return pd.DataFrame(rows).set_index("head")
+
+    def to_markdown(self, k: int = 10) -> str:
+        head = (
+            f"**{self.pair}** on **{self.model}**: {len(self.sources)} sentences, "
+            f"{self.n_queries} queries, chance {self.chance:.4f}; settings {self.settings}\n\n"
+        )
+        table = self.to_frame().head(k).reset_index()[["head", "score", "over_chance"]]
+        table["over_chance"] = table["over_chance"].map(lambda value: f"{value:.2f}")
+        table = table.rename(columns={"over_chance": "score / chance"})
+        return head + markdown_table(table, floatfmt=".4f", index=False, empty="") + "\n"
+
+    def plot_heatmap(self) -> Any:
+        """Figure 4: layer x head heat map of the scores (alignment heads dotted)."""
+        from lens_heads.core.figures import head_score_figure
+
+        return head_score_figure(
+            self.scores[None],
+            panels=[f"{self.pair} translation score"],
+            outline=self.alignment_mask().selected,
+            colorbar_title="TS",
+            title=f"Translation scores, {self.model} ({self.pair})",
+        )
+
+    def plot_distribution(self, threshold: float = 0.1, near_zero: float = 0.01) -> Any:
+        """Figure 3: heads sorted by score, coloured alignment (> ``threshold``), infrequent
+        and near zero (< ``near_zero``), with the chance level as a dashed line."""
+        import plotly.graph_objects as go
+
+        ranked = self._ranked()
+        colours = {"alignment": "#d62728", "infrequent": "#1f77b4", "near zero": "#c7c7c7"}
+        kinds = [
+            "alignment" if s > threshold else "near zero" if s < near_zero else "infrequent"
+            for _, s in ranked
+        ]
+        figure = go.Figure()
+        for kind, colour in colours.items():
+            points = [
+                (i, label, s)
+                for i, ((label, s), k) in enumerate(zip(ranked, kinds, strict=True))
+                if k == kind
+            ]
+            figure.add_trace(
+                go.Bar(
+                    x=[i for i, _, _ in points],
+                    y=[s for _, _, s in points],
+                    text=[label for _, label, _ in points],
+                    name=f"{kind} ({len(points)})",
+                    marker_color=colour,
+                    hovertemplate="%{text}: %{y:.4f}<extra></extra>",
+                )
+            )
+        figure.add_hline(y=self.chance, line_dash="dash", annotation_text="chance")
+        figure.add_hline(y=threshold, line_dash="dot", annotation_text=f"{threshold}")
+        figure.update_layout(
+            title=f"Heads by translation score, {self.model} ({self.pair})",
+            xaxis_title="head rank",
+            yaxis_title="translation score",
+            template="plotly_white",
+            bargap=0.1,
+        )
+        return figure
+
+    def plot(self) -> Any:
+        return self.plot_heatmap()
+
+    def save(self, directory: str | os.PathLike[str], *, png: bool = False) -> list[Path]:
+        """:meth:`FolderResult.save` plus ``distribution.html`` (Figure 3)."""
+        written = super().save(directory, png=png)
+        return written + save_figures(
+            directory, {"distribution": self.plot_distribution()}, png=png
+        )
+
+
+# -- inputs -----------------------------------------------------------------------------------
+@dataclass
+class _Pairs:
+    name: str
+    sources: list[str]
+    targets: list[str]
+    source_words: list[list[str]]
+    target_words: list[list[str]]
+    gold: list[list[tuple[int, int]]] | None
+    source_lang: str | None = None
+    target_lang: str | None = None
+    pool: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _corpus_pairs(source: str, target: str) -> _Pairs:
+    corpus = parallel_corpus()
+    missing = [lang for lang in (source, target) if lang not in corpus.languages]
+    if missing or source == target:
+        raise AlignmentError(
+            f"the built-in corpus has no pair {source}-{target}; it has the languages "
+            f"{', '.join(corpus.languages)} (pairs like en-fr), or pass your own sentence pairs"
+        )
+    n = len(corpus)
+    return _Pairs(
+        name=f"{source}-{target}",
+        sources=list(corpus.sentences[source]),
+        targets=list(corpus.sentences[target]),
+        source_words=[list(words) for words in corpus.tokens[source]],
+        target_words=[list(words) for words in corpus.tokens[target]],
+        gold=[corpus.alignment(source, target, i) for i in range(n)],
+        source_lang=source,
+        target_lang=target,
+    )
+
+
+def _resolve_pairs(pairs: PairsLike, source_lang: str | None, target_lang: str | None) -> _Pairs:
+    if isinstance(pairs, str) and not pairs.endswith((".json", ".jsonl", ".tsv")):
+        parts = pairs.split("-")
+        if len(parts) == 2 and all(1 < len(p) <= 3 and p.isalpha() for p in parts):
+            return _corpus_pairs(*parts)
+    if isinstance(pairs, (str, os.PathLike)):
+        pairs = get_task(pairs)
+    if isinstance(pairs, Task):
+        corpus = pairs.metadata.get("corpus")
+        src, tgt = pairs.source_lang or source_lang, pairs.target_lang or target_lang
+        if corpus is not None and src and tgt:
+            full = _corpus_pairs(src, tgt)
+            where = {s: i for i, s in enumerate(full.sources)}
+            keep = [where[e.input] for e in pairs.examples if e.input in where]
+            if len(keep) == len(pairs):
+                assert full.gold is not None
+                return _Pairs(
+                    pairs.name,
+                    [full.sources[i] for i in keep],
+                    [full.targets[i] for i in keep],
+                    [full.source_words[i] for i in keep],
+                    [full.target_words[i] for i in keep],
+                    [full.gold[i] for i in keep],
+                    src,
+                    tgt,
+                )
+        items = [(e.input, e.output) for e in pairs.examples]
+        name = pairs.name
+    else:
+        items = [tuple(item) for item in pairs]  # type: ignore[misc]
+        name = f"{source_lang or 'src'}-{target_lang or 'tgt'}"
+        src, tgt = source_lang, target_lang
+    if not items:
+        raise AlignmentError("no sentence pairs given; pass a pair name like 'en-fr' or pairs")
+    for index, item in enumerate(items):
+        if len(item) != 2 or not all(isinstance(text, str) for text in item):
+            raise AlignmentError(f"pair {index} is not a (source, reference) pair of strings")
+        if not item[0].strip() or not item[1].strip():
+            raise AlignmentError(
+                f"pair {index} has an empty sentence ({item!r}); remove it or fill it in"
+            )
+    return _Pairs(
+        name,
+        [s for s, _ in items],
+        [t for _, t in items],
+        [split_words(s) for s, _ in items],
+        [split_words(t) for _, t in items],
+        None,
+        src,
+        tgt,
+    )
+
+
+def _read_alignments(alignments: Any) -> list[Any]:
+    if isinstance(alignments, (str, os.PathLike)):
+        path = Path(alignments)
+        if not path.is_file():
+            raise FileNotFoundError(f"alignment file {path} does not exist")
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".json":
+            return list(json.loads(text))
+        return text.rstrip("\n").split("\n")  # Pharaoh: one line per sentence pair
+    return list(alignments)
+
+
+# -- encoding ---------------------------------------------------------------------------------
+@dataclass
+class _Item:
+    """One sentence ready to score: tokens, query rows, their argmax domains and hit sets."""
+
+    tokens: list[int]
+    queries: list[int]
+    domains: list[list[int]]
+    hits: list[list[int]]
+
+
+def _overlapping(
+    offsets: Sequence[tuple[int, int]], start: int, end: int, shift: int = 0
+) -> list[int]:
+    return [shift + i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
+
+
+def _answer_offsets(tokenizer: Any, ids: list[int], text: str) -> list[tuple[int, int]]:
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    if list(encoded.input_ids) == ids:
+        return [tuple(o) for o in encoded.offset_mapping]
+    offsets, previous = [], 0
+    for i in range(len(ids)):  # incremental decoding (ids that re-tokenize differently)
+        end = max(previous, len(tokenizer.decode(ids[: i + 1]).rstrip("\ufffd")))
+        offsets.append((previous, end))
+        previous = end
+    return offsets
+
+
+def _encode_item(
+    tokenizer: Any,
+    prompt: str,
+    chat: bool,
+    source: str,
+    source_words: Sequence[str],
+    answer: str,
+    answer_ids: list[int] | None,
+    target_words: Sequence[str],
+    alignment: Sequence[tuple[int, int]],
+    query: str,
+    argmax_over: str,
+    where: str,
+) -> _Item:
+    encoded = tokenizer(prompt, add_special_tokens=not chat, return_offsets_mapping=True)
+    prompt_ids, prompt_offsets = list(encoded.input_ids), list(encoded.offset_mapping)
+    eos = tokenizer.eos_token_id
+    if not chat and eos is not None and prompt_ids and prompt_ids[-1] == eos:
+        prompt_ids, prompt_offsets = prompt_ids[:-1], prompt_offsets[:-1]
+    if answer_ids is None:
+        answer_ids = list(tokenizer(answer, add_special_tokens=False).input_ids)
+    answer_offsets = _answer_offsets(tokenizer, answer_ids, answer)
+    start = prompt.rfind(source)
+    source_span = _overlapping(prompt_offsets, start, start + len(source))
+    source_tokens = [
+        _overlapping(prompt_offsets, start + a, start + b)
+        for a, b in word_spans(source, source_words, where=where + "source: ")
+    ]
+    base = len(prompt_ids)
+    target_tokens = [
+        _overlapping(answer_offsets, a, b, shift=base)
+        for a, b in word_spans(answer, target_words, where=where + "target: ")
+    ]
+    hit_sets: dict[int, set[int]] = {}
+    for s, t in alignment:
+        for position in target_tokens[t]:
+            hit_sets.setdefault(position, set()).update(source_tokens[s])
+    queries, domains, hits = [], [], []
+    for position in sorted(hit_sets):
+        row = position if query == "token" else position - 1
+        domain = list(range(row + 1)) if argmax_over == "sequence" else source_span
+        targets = sorted(hit_sets[position] & set(domain))
+        if targets:
+            queries.append(row)
+            domains.append(domain)
+            hits.append(targets)
+    return _Item(prompt_ids + answer_ids, queries, domains, hits)
+
+
+# -- scoring ----------------------------------------------------------------------------------
+def _check_pattern_hook(model: Any) -> None:
+    names = getattr(model, "hook_dict", None)
+    if names is None or "blocks.0.attn.hook_pattern" not in names:
+        raise AlignmentError(
+            f"model {getattr(getattr(model, 'cfg', None), 'model_name', type(model).__name__)} "
+            "exposes no 'blocks.0.attn.hook_pattern' hook, which translation scores read; load "
+            "it as a TransformerLens model (lh.load_model) so attention patterns are hooked"
+        )
+
+
+def _forward(model: Any, tokens: Tensor) -> None:
+    try:
+        model(tokens, logits_to_keep=1)  # a bridge unembeds only the last position
+    except TypeError:  # a legacy HookedTransformer
+        model(tokens)
+
+
+@torch.inference_mode()
+def _score_items(
+    model: Any, items: Sequence[_Item], batch_size: int, progress: bool
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(hits [n, L, H], queries [n], chance [n])`` from right-padded batches; on a model with
+    a KV cache, the token prefix a batch's prompts share (their demonstrations) runs once and
+    every prompt continues from it (the same hits as full forwards, less arithmetic)."""
+    n_layers, n_heads = head_shape(model)
+    hits = torch.zeros(len(items), n_layers, n_heads)
+    queries = torch.tensor([float(len(item.queries)) for item in items])
+    chance = torch.tensor(
+        [sum(len(h) / len(d) for h, d in zip(i.hits, i.domains, strict=True)) for i in items],
+        dtype=torch.float32,
+    )
+    pad = pad_token_id(model.tokenizer)
+    device = model.cfg.device
+    order = sorted(
+        (i for i in range(len(items)) if items[i].queries), key=lambda i: len(items[i].tokens)
+    )
+    batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+    cached = supports_kv_cache(model)
+    for batch in tqdm(batches, desc="translation scores", disable=not progress, leave=False):
+        width = max(len(items[i].tokens) for i in batch)
+        tokens = torch.full((len(batch), width), pad, dtype=torch.long)
+        rows, positions, owners = [], [], []
+        domain_rows, hit_rows = [], []
+        for row, index in enumerate(batch):
+            item = items[index]
+            tokens[row, : len(item.tokens)] = torch.tensor(item.tokens)
+            for q, domain, hit in zip(item.queries, item.domains, item.hits, strict=True):
+                rows.append(row)
+                positions.append(q)
+                owners.append(index)
+                d = torch.zeros(width, dtype=torch.bool)
+                d[domain] = True
+                h = torch.zeros(width, dtype=torch.bool)
+                h[hit] = True
+                domain_rows.append(d)
+                hit_rows.append(h)
+        # the batch's common prefix (the demonstrations) runs once, before any query
+        prefix = 0
+        if cached and len(batch) > 1:
+            prefix = min(shared_prefix_length([items[i].tokens for i in batch]), min(positions))
+        row_index = torch.tensor(rows, device=device)
+        pos_index = torch.tensor(positions, device=device) - prefix
+        domain = torch.stack(domain_rows).to(device)[:, None, :]
+        hit = torch.stack(hit_rows).to(device)[:, None, :]
+        reducer = _ArgmaxHits(row_index, pos_index, domain, hit)
+        hooks = [
+            (f"blocks.{layer}.attn.hook_pattern", reducer.hook(layer)) for layer in range(n_layers)
+        ]
+        if prefix:
+            head = tokens[:1, :prefix].to(device)
+            _, prefix_cache = _step(model, head, torch.ones_like(head), None, 1)
+            rest = tokens[:, prefix:].to(device)
+            attention = torch.ones(tokens.shape, dtype=torch.long, device=device)
+            with model.hooks(fwd_hooks=hooks):  # patterns: [batch, heads, rest, prefix + rest]
+                _step(model, rest, attention, _batch_cache(prefix_cache, len(batch)), 1)
+        else:
+            with model.hooks(fwd_hooks=hooks):
+                _forward(model, tokens.to(device))
+        found = reducer.found
+        per_query = torch.stack([found[layer] for layer in range(n_layers)], dim=1)  # [q, L, H]
+        hits.index_add_(0, torch.tensor(owners), per_query)
+    return hits, queries, chance
+
+
+class _ArgmaxHits:
+    """Reduces each layer's pattern, inside its ``hook_pattern`` hook, to the hit fraction of
+    the argmax at each query row (ties share the hit); the pattern is left unchanged."""
+
+    def __init__(self, rows: Tensor, positions: Tensor, domain: Tensor, hit: Tensor) -> None:
+        self.rows, self.positions, self.domain, self.hit = rows, positions, domain, hit
+        self.found: dict[int, Tensor] = {}
+
+    def hook(self, layer: int) -> Callable[[Tensor, Any], None]:
+        def reduce(pattern: Tensor, hook: Any) -> None:
+            chosen = pattern[self.rows, :, self.positions, :].float()  # [queries, heads, keys]
+            chosen = chosen.masked_fill(~self.domain, -math.inf)
+            top = chosen.amax(-1, keepdim=True)
+            ties = (chosen >= top - _TIE * top.abs()) & self.domain
+            hits = (ties & self.hit).sum(-1) / ties.sum(-1).clamp(min=1)
+            self.found[layer] = hits.cpu()
+
+        return reduce
+
+
+def _demonstrations(
+    pool: Sequence[tuple[str, str]], shots: int, seed: int
+) -> Callable[[int], tuple]:
+    if shots < 0:
+        raise ValueError(f"shots must be >= 0, got {shots}")
+    if shots and len(pool) <= shots:
+        raise AlignmentError(
+            f"{shots} demonstrations need more than {shots} sentence pairs, got {len(pool)}; "
+            "use fewer shots or more pairs"
+        )
+    candidates = random.Random(seed).sample(range(len(pool)), min(len(pool), 2 * shots))
+
+    def pick(index: int) -> tuple:
+        return tuple(pool[c] for c in candidates if c != index)[:shots]
+
+    return pick
+
+
+@dataclass
+class _Prepared:
+    name: str
+    sources: list[str]
+    targets: list[str]
+    items: list[_Item]
+    settings: dict[str, Any]
+
+
+def translation_scores(
+    model: Any,
+    pairs: PairsLike,
+    *,
+    alignments: Sequence[Any] | str | os.PathLike[str] | None = None,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+    decoding: str = "teacher_forced",
+    query: str = "token",
+    argmax_over: str = "sequence",
+    average: str = "per_sentence",
+    shots: int = 2,
+    shot_seed: int = 0,
+    n: int | None = None,
+    chat: bool | None = None,
+    aligner: Aligner | None = None,
+    max_new_tokens: int = 64,
+    batch_size: int | None = None,
+    progress: bool = False,
+) -> TranslationScores:
+    """Translation score of every head on ``pairs`` (see the module docstring for the four
+    choices and the word -> token rule).
+
+    ``pairs``: a built-in pair name (``"en-fr"``: the corpus's sentences and gold alignments),
+    a :class:`~lens_heads.Task`, a task file, or ``(source, reference)`` strings. ``alignments``
+    (one per pair; a list, or a Pharaoh/JSON file) overrides the gold ones: index pairs
+    ``[[i, j], ...]``, word pairs ``[["cat", "chat"], ...]`` or Pharaoh lines ``"0-0 1-2"``, over
+    the words of :func:`~lens_heads.alignment.aligners.split_words` (the corpus's own words for built-in
+    pairs). Without gold alignments the ``aligner`` (default :class:`SimAligner` on ``model``)
+    aligns. ``n`` scores the first ``n`` pairs; each prompt has ``shots`` demonstrations drawn
+    (``shot_seed``) from the other pairs. Sentences are scored in right-padded batches of
+    ``batch_size`` (default 16), equal to scoring them one at a time.
+
+    >>> import lens_heads as lh
+    >>> pairs = [("a cat", "un chat"), ("a dog", "un chien")]
+    >>> scores = lh.translation_scores(lh.tiny_model(), pairs, alignments=["0-0 1-1"] * 2, shots=1)
+    >>> scores.n_queries > 0
+    True
+    """
+    prepared = _prepare(
+        model,
+        pairs=pairs,
+        alignments=alignments,
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+        decoding=decoding,
+        query=query,
+        argmax_over=argmax_over,
+        average=average,
+        shots=shots,
+        shot_seed=shot_seed,
+        n=n,
+        chat=chat,
+        aligner=aligner,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+    )
+    hits, queries, chance = _score_items(model, prepared.items, batch_size or 16, progress)
+    return TranslationScores(
+        model=model_name(model),
+        pair=prepared.name,
+        settings=prepared.settings,
+        sources=prepared.sources,
+        targets=prepared.targets,
+        sentence_hits=hits,
+        sentence_queries=queries,
+        sentence_chance=chance,
+    )
+
+
+def _prepare(
+    model: Any,
+    pairs: PairsLike,
+    *,
+    alignments: Sequence[Any] | str | os.PathLike[str] | None = None,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+    decoding: str = "teacher_forced",
+    query: str = "token",
+    argmax_over: str = "sequence",
+    average: str = "per_sentence",
+    shots: int = 2,
+    shot_seed: int = 0,
+    n: int | None = None,
+    chat: bool | None = None,
+    aligner: Aligner | None = None,
+    max_new_tokens: int = 64,
+    batch_size: int | None = None,
+    progress: bool = False,
+) -> _Prepared:
+    """Validate the arguments and encode every sentence (greedy: decode first)."""
+    choices = {
+        "decoding": (decoding, ("teacher_forced", "greedy")),
+        "query": (query, ("token", "predicting")),
+        "argmax_over": (argmax_over, ("sequence", "source")),
+        "average": (average, ("per_sentence", "pooled")),
+    }
+    for name, (value, allowed) in choices.items():
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    _check_pattern_hook(model)
+    data = _resolve_pairs(pairs, src_lang, tgt_lang)
+    pool = list(zip(data.sources, data.targets, strict=True))
+    gold: list[Any] | None = data.gold
+    if alignments is not None:
+        entries = _read_alignments(alignments)
+        if len(entries) != len(pool):
+            raise AlignmentError(
+                f"got {len(entries)} alignments for {len(pool)} sentence pairs; give one "
+                "alignment per pair, in the same order"
+            )
+        gold = [
+            parse_alignment(e, sw, tw, where=f"pair {i}: ")
+            for i, (e, sw, tw) in enumerate(
+                zip(entries, data.source_words, data.target_words, strict=True)
+            )
+        ]
+    if n is not None:
+        if n < 1:
+            raise ValueError(f"n must be positive, got {n}")
+    count = len(pool) if n is None else min(n, len(pool))
+    tokenizer = model.tokenizer
+    chat = has_chat_template(tokenizer) if chat is None else chat
+    pick = _demonstrations(pool, shots, shot_seed)
+    prompts = [
+        PromptFormat(chat=chat, shots=pick(i)).render(data.sources[i], tokenizer)
+        for i in range(count)
+    ]
+    n_ctx = int(getattr(model.cfg, "n_ctx", 0) or 0)
+    budget = max_new_tokens if decoding == "greedy" else 0
+    for i, prompt in enumerate(prompts):
+        length = len(tokenizer(prompt, add_special_tokens=not chat).input_ids)
+        reference = len(tokenizer(data.targets[i], add_special_tokens=False).input_ids)
+        if n_ctx and length + max(reference, budget) > n_ctx:
+            raise AlignmentError(
+                f"pair {i}: the prompt ({length} tokens with {shots} demonstrations) and its "
+                f"translation do not fit the model's context of {n_ctx} tokens; use a shorter "
+                "source, fewer shots, or a model with a longer context"
+            )
+
+    answers: list[str] = list(data.targets[:count])
+    answer_ids: list[list[int] | None] = [None] * count
+    target_words = [list(w) for w in data.target_words[:count]]
+    links: list[Any] = [None] * count
+    n_gold = count
+    if decoding == "greedy":
+        answers, answer_ids = _greedy_outputs(model, prompts, chat, max_new_tokens, batch_size)
+        aligner_ = aligner
+        n_gold = 0
+        for i in range(count):
+            if gold is not None and answers[i].strip() == data.targets[i].strip():
+                links[i] = gold[i]
+                n_gold += 1
+            else:
+                target_words[i] = split_words(answers[i])
+                if aligner_ is None:
+                    aligner_ = SimAligner(model)
+                links[i] = [tuple(p) for p in aligner_(data.source_words[i], target_words[i])]
+    else:
+        for i in range(count):
+            if gold is not None:
+                links[i] = gold[i]
+            else:
+                aligner = aligner or SimAligner(model)
+                links[i] = [tuple(p) for p in aligner(data.source_words[i], target_words[i])]
+        if gold is None:
+            n_gold = 0
+    items = [
+        _encode_item(
+            tokenizer,
+            prompts[i],
+            chat,
+            data.sources[i],
+            data.source_words[i],
+            answers[i],
+            answer_ids[i],
+            target_words[i],
+            links[i],
+            query,
+            argmax_over,
+            where=f"pair {i}: ",
+        )
+        for i in range(count)
+    ]
+    settings = {
+        "decoding": decoding,
+        "query": query,
+        "argmax_over": argmax_over,
+        "average": average,
+        "shots": shots,
+        "shot_seed": shot_seed,
+        "chat": chat,
+        "alignments": "given" if alignments is not None else "gold" if data.gold else "aligner",
+        "n_gold_aligned": n_gold,
+    }
+    return _Prepared(data.name, list(data.sources[:count]), answers, items, settings)
+
+
+def _greedy_outputs(
+    model: Any, prompts: Sequence[str], chat: bool, max_new_tokens: int, batch_size: int | None
+) -> tuple[list[str], list[list[int] | None]]:
+    """The model's greedy translations (first line) on the KV-cached decoder: texts and ids."""
+    from lens_heads.core.generation import greedy_generate, stop_token_ids
+    from lens_heads.engine.evaluation import _newline_tokens
+
+    tokenizer = model.tokenizer
+    encoded = [list(tokenizer(prompt, add_special_tokens=not chat).input_ids) for prompt in prompts]
+    stops = sorted(set(stop_token_ids(tokenizer)) | set(_newline_tokens(tokenizer)))
+    outputs = greedy_generate(
+        model,
+        encoded,
+        max_new_tokens=max_new_tokens,
+        stop_tokens=stops,
+        batch_size=batch_size or 16,
+    )
+    texts = [tokenizer.decode(ids) for ids in outputs]
+    return texts, [list(ids) for ids in outputs]
+
+
+def language_names() -> dict[str, str]:
+    """Codes and names of the built-in corpus's languages."""
+    return dict(LANGUAGE_NAMES)

@@ -1,0 +1,70 @@
+"""The ``lens-heads`` command: one module per research line, each listing its subcommands as
+``(name, add_arguments, run)`` in ``COMMANDS``; :mod:`lens_heads.cli.common` holds the arguments
+they share. Nothing here imports this module, so there is no import circle.
+
+    lens-heads demo --out demo-report      # the end-to-end demo on the offline default model
+    lens-heads models [--prepare ALIAS]
+    lens-heads generate --model smollm2-135m-instruct --prompt "apple" --chat [--mask m.safetensors]
+    lens-heads tasks
+    lens-heads eval --model smollm2-135m-instruct --task country-capital --mask m.safetensors
+                    --out results/country-capital
+    lens-heads train-mask --model smollm2-135m-instruct --task capitalize --steps 200
+                          --out results/capitalize [--resume]
+    lens-heads sweep --model smollm2-135m-instruct --mask results/capitalize --prompt apple
+                     --target Apple --reference-instruction "Capitalize the given word."
+                     --out results/sweep-apple
+    lens-heads logit-lens --model smollm2-135m-instruct --prompt apple --mask results/capitalize
+                          --instruction "Capitalize the given word." --out results/lens-apple
+    lens-heads similarity --model smollm2-135m-instruct --prompt apple --mask results/capitalize
+                          --instruction "Capitalize the given word." --out results/fig4-apple
+    lens-heads attention --model smollm2-135m-instruct --task fruit_v_animal_3 --mask m.safetensors
+                         --out results/table7
+    lens-heads grid docs/grids/laptop.toml --out runs/laptop [--address auto|ray://...|local]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from lens_heads.cli import alignment, core, engine, grid, heads_up, lahis
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+#: every subcommand as ``(name, add_arguments, run)``, in the order ``--help`` lists them
+COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], int]]] = [
+    *core.COMMANDS,  # models, generate, tasks
+    *engine.COMMANDS,  # eval, train-mask
+    *heads_up.COMMANDS[:-1],  # sweep, logit-lens, similarity, attention
+    heads_up.COMMANDS[-1],  # demo
+    *grid.COMMANDS,  # grid
+    *lahis.COMMANDS,  # importance, language-heads, language-perplexity, transfer, soft-mask-experiment
+    *alignment.COMMANDS,  # translation-scores, ablate-heads, trater
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lens-heads", description="Attention-head masks and analyses with TransformerLens."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for _, add, _ in COMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    handlers = {name: command for name, _, command in COMMANDS}
+    try:
+        return handlers[args.command](args)
+    except (ValueError, KeyError, OSError, RuntimeError) as error:  # one line, no traceback
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        print(f"lens-heads {args.command}: error: {message}", file=sys.stderr)
+        return 2

@@ -1,0 +1,202 @@
+"""CLI commands of the token-alignment-heads line (registered in :mod:`lens_heads.cli`).
+
+lens-heads translation-scores --model gemma-3-270m --pairs en-fr,en-de [--decoding greedy]
+                              [--alignments FILE] --out results/ts
+lens-heads ablate-heads --model gemma-3-270m --task en-fr --heads top:6 --out results/ablate
+lens-heads trater --model gemma-3-270m --texts texts.jsonl --heads top:20 --out results/trater
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from lens_heads.cli import common
+
+__all__ = ["COMMANDS"]
+
+
+def _add_score_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--decoding", default="teacher_forced", choices=["teacher_forced", "greedy"]
+    )
+    parser.add_argument("--query", default="token", choices=["token", "predicting"])
+    parser.add_argument("--argmax-over", default="sequence", choices=["sequence", "source"])
+    parser.add_argument("--average", default="per_sentence", choices=["per_sentence", "pooled"])
+    parser.add_argument("--shots", type=int, default=2, help="demonstrations per prompt")
+    parser.add_argument("--n", type=int, help="score the first N sentence pairs (default: all)")
+    parser.add_argument("--batch-size", type=int, default=16)
+
+
+def _score_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return dict(
+        decoding=args.decoding,
+        query=args.query,
+        argmax_over=args.argmax_over,
+        average=args.average,
+        shots=args.shots,
+        n=args.n,
+        batch_size=args.batch_size,
+    )
+
+
+def _add_translation_scores(sub: Any) -> None:
+
+    parser = sub.add_parser(
+        "translation-scores",
+        help="translation score of every head per language pair (token alignment heads)",
+        description="Writes, per pair, a folder with table.csv, table.md, result.json, "
+        "tensors.safetensors (TranslationScores.load), figure.html (Figure 4) and "
+        "distribution.html (Figure 3); summary.md and summary.csv list the alignment heads.",
+    )
+    common.add_model_argument(parser)
+    parser.add_argument(
+        "--pairs", required=True, help="comma-separated, e.g. en-fr,en-de, or a file"
+    )
+    parser.add_argument("--alignments", help="Pharaoh or JSON alignments (one pair only)")
+    parser.add_argument("--threshold", type=float, default=0.1, help="alignment-head threshold")
+    _add_score_arguments(parser)
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+def _cmd_translation_scores(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from lens_heads.alignment.scores import translation_scores
+    from lens_heads.core.storage import write_atomic
+
+    pairs = [p.strip() for p in args.pairs.split(",") if p.strip()]
+    if args.alignments and len(pairs) != 1:
+        raise ValueError("--alignments goes with exactly one --pairs entry")
+    model = common.load_model(args)
+    out = common.output_dir(args.out)
+    rows, written, text = [], [], []
+    for pair in pairs:
+        scores = translation_scores(
+            model, pair, alignments=args.alignments, progress=True, **_score_kwargs(args)
+        )
+        name = Path(pair).stem if Path(pair).is_file() else pair
+        written += scores.save(out / name, png=True)
+        heads = scores.alignment_heads(args.threshold)
+        rows.append(
+            {
+                "pair": pair,
+                "sentences": len(scores.sources),
+                "queries": scores.n_queries,
+                "chance": scores.chance,
+                "alignment_heads": len(heads),
+                "heads": " ".join(heads),
+                "top5": " ".join(scores.top(5)),
+            }
+        )
+        text.append(scores.to_markdown())
+    summary = pd.DataFrame(rows)
+    written.append(write_atomic(out / "summary.csv", summary.to_csv(index=False)))
+    written.append(write_atomic(out / "summary.md", "\n".join(text)))
+    print("\n".join(text))
+    common.print_written(written)
+    return 0
+
+
+def _heads_argument(value: str, model: Any, task: str, args: argparse.Namespace) -> tuple:
+    """``top:k`` (translation scores of ``task`` on its first --scores-n pairs) or a file or
+    labels; returns ``(heads, alignment heads to exclude from random controls)``."""
+    if value.startswith("top:"):
+        from lens_heads.alignment.scores import translation_scores
+
+        try:
+            k = int(value[4:])
+        except ValueError as error:
+            raise ValueError(f"--heads top:K needs an integer K, got {value!r}") from error
+        scores = translation_scores(model, task, n=args.scores_n, shots=args.shots, progress=True)
+        return scores.top(k), scores.alignment_heads(0.1)
+    return value, None
+
+
+def _add_ablate_heads(sub: Any) -> None:
+
+    parser = sub.add_parser(
+        "ablate-heads",
+        help="BLEU/chrF++ with heads removed vs random heads removed (Figure 8)",
+        description="Writes table.csv, table.md (with failure categories), result.json "
+        "(AblationResult.load) and figure.html to --out.",
+    )
+    common.add_model_argument(parser)
+    parser.add_argument("--task", required=True, help="translation pair (en-fr) or task file")
+    parser.add_argument(
+        "--heads", required=True, help="top:K (by translation score), labels L3H3,L7H0, or a file"
+    )
+    parser.add_argument("--random-controls", type=int, default=3, help="random seeds")
+    parser.add_argument("--control-task", help="a non-translation task (functional specificity)")
+    parser.add_argument("--n-eval", type=int, default=100, help="held-out: the last N pairs")
+    parser.add_argument("--scores-n", type=int, default=100, help="top:K scores the first N")
+    parser.add_argument("--shots", type=int, default=2)
+    parser.add_argument("--max-new-tokens", type=int)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+def _cmd_ablate_heads(args: argparse.Namespace) -> int:
+    from lens_heads.alignment.ablation import ablate_heads
+
+    model = common.load_model(args)
+    heads, alignment = _heads_argument(args.heads, model, args.task, args)
+    result = ablate_heads(
+        model,
+        args.task,
+        heads,
+        random_controls=args.random_controls,
+        exclude=alignment,
+        control_task=args.control_task,
+        n_eval=args.n_eval,
+        shots=args.shots,
+        max_new_tokens=args.max_new_tokens,
+        batch_size=args.batch_size,
+    )
+    written = result.save(common.output_dir(args.out), png=True)
+    print(result.to_markdown())
+    common.print_written(written)
+    return 0
+
+
+def _add_trater(sub: Any) -> None:
+
+    parser = sub.add_parser(
+        "trater",
+        help="TRater data scores: CE with alignment heads masked minus CE (eq. 4)",
+        description="Writes table.csv (ranked), scores.jsonl, table.md, result.json "
+        "(TRaterResult.load), figure.html and selected.csv (top fraction per language).",
+    )
+    common.add_model_argument(parser)
+    parser.add_argument("--texts", required=True, help="CSV/JSONL with 'text' (+ 'lang'), or .txt")
+    parser.add_argument("--heads", required=True, help="a heads file, labels, or top:K")
+    parser.add_argument("--pair", default="en-fr", help="pair whose scores rank heads for top:K")
+    parser.add_argument("--scores-n", type=int, default=100)
+    parser.add_argument("--shots", type=int, default=2)
+    parser.add_argument("--select", type=float, default=0.2, help="top fraction per language")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+def _cmd_trater(args: argparse.Namespace) -> int:
+    from lens_heads.alignment.trater import trater_scores
+    from lens_heads.core.storage import write_atomic
+
+    model = common.load_model(args)
+    heads, _ = _heads_argument(args.heads, model, args.pair, args)
+    result = trater_scores(model, args.texts, heads, batch_size=args.batch_size, progress=True)
+    out = common.output_dir(args.out)
+    written = result.save(out, png=True)
+    selected = result.select(args.select)
+    written.append(write_atomic(out / "selected.csv", selected.to_csv()))
+    print(result.to_markdown())
+    common.print_written(written)
+    return 0
+
+
+COMMANDS = [
+    ("translation-scores", _add_translation_scores, _cmd_translation_scores),
+    ("ablate-heads", _add_ablate_heads, _cmd_ablate_heads),
+    ("trater", _add_trater, _cmd_trater),
+]

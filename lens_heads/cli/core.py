@@ -1,0 +1,78 @@
+"""``lens-heads models``, ``generate`` and ``tasks``: the offline models, greedy generation
+under a head mask, and the built-in tasks."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lens_heads.cli import common
+
+__all__ = ["COMMANDS"]
+
+
+def _add_models(sub: Any) -> None:
+    parser = sub.add_parser("models", help="list the offline model aliases; --prepare caches one")
+    parser.add_argument("--prepare", metavar="ALIAS", help="dequantize and cache this alias now")
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    from lens_heads.core.models import MODEL_ALIASES, cache_dir, cached_aliases, prepare_model
+
+    if args.prepare:
+        directory = prepare_model(args.prepare)
+        print(f"{args.prepare}: cached at {directory}")
+        return 0
+    cached = cached_aliases()
+    print(f"cache: {cache_dir()}")
+    for alias, source in MODEL_ALIASES.items():
+        installed = "installed" if source.installed() else f"not installed ({source.install})"
+        state = "cached" if cached[alias] else "not cached"
+        print(f"{alias:24s} {installed}; {state}\n{'':24s} {source.description}")
+    return 0
+
+
+# -- generate ---------------------------------------------------------------------------------
+def _add_generate(sub: Any) -> None:
+    parser = sub.add_parser("generate", help="greedy generation, optionally under a head mask")
+    common.add_model_argument(parser)
+    parser.add_argument("--prompt", action="append", required=True, help="repeat for a batch")
+    parser.add_argument("--mask", help=common.MASK_HELP)
+    common.add_chat_argument(parser)
+    parser.add_argument("--max-new-tokens", type=common.positive, default=30)
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from lens_heads.core.generation import generate
+
+    model = common.load_model(args)
+    mask = common.load_mask(args.mask, model)
+    chat = common.resolve_chat(args, model)
+    outputs = generate(model, args.prompt, chat=chat, max_new_tokens=args.max_new_tokens, mask=mask)
+    for prompt, output in zip(args.prompt, outputs, strict=True):
+        print(f"> {prompt}\n{output.text}")
+    return 0
+
+
+# -- tasks (issue 3) ----------------------------------------------------------------------------
+def _add_tasks(sub: Any) -> None:
+    parser = sub.add_parser("tasks", help="list the built-in tasks (examples, kind, match rule)")
+    parser.add_argument("--kind", choices=["word", "translation"], help="only this kind")
+
+
+def _cmd_tasks(args: argparse.Namespace) -> int:
+    from lens_heads.core.tasks import get_task, list_tasks
+
+    print(f"{'task':28s} {'examples':>8s}  {'kind':11s} {'match':10s} instruction")
+    for name in list_tasks(args.kind):
+        task = get_task(name)
+        instruction = (task.instruction or "")[:60]
+        print(f"{name:28s} {len(task):8d}  {task.kind:11s} {task.match:10s} {instruction}")
+    return 0
+
+
+COMMANDS = [
+    ("models", _add_models, _cmd_models),
+    ("generate", _add_generate, _cmd_generate),
+    ("tasks", _add_tasks, _cmd_tasks),
+]

@@ -1,0 +1,396 @@
+"""The Heads up! commands (``sweep``, ``logit-lens``, ``similarity``, ``attention``) and
+``demo``, the end-to-end report."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from lens_heads.cli import common
+from lens_heads.core.tables import markdown_table
+
+__all__ = ["COMMANDS"]
+
+
+# -- sweep (issue 5) -----------------------------------------------------------------------------
+def _add_sweep(sub: Any) -> None:
+    parser = sub.add_parser(
+        "sweep",
+        help="remove heads one by one; track token ranks, outputs, similarity (Figures 2, 5)",
+        description="Writes sweep.csv, sweep.json + sweep.safetensors (SweepResult.load), "
+        "outputs.md (Figure 2 right), similarity.csv, ranks.html and similarity.html (.png too "
+        "when kaleido can export) to --out.",
+    )
+    common.add_model_argument(parser)
+    order = parser.add_mutually_exclusive_group(required=True)
+    order.add_argument(
+        "--mask",
+        help="removal order: a train-mask output folder (or its training.safetensors: ascending "
+        "trained weight W, the paper's order) or a head-mask file (ascending value)",
+    )
+    order.add_argument("--heads", help="explicit removal order, e.g. L3H7,L0H1,L12H4")
+    order.add_argument(
+        "--influential",
+        action="store_true",
+        help="Appendix C.3.1: heads ordered by the target-rank gain each causes alone",
+    )
+    parser.add_argument("--prompt", required=True, help="the input text, e.g. apple")
+    parser.add_argument("--target", help="the expected answer; its first token is tracked")
+    parser.add_argument("--reference-prompt", help="full-model run to compare with (Figure 5)")
+    parser.add_argument(
+        "--reference-instruction",
+        help="instead of --reference-prompt: the prompt in the instruction template (Table 10)",
+    )
+    parser.add_argument("--influential-k", type=common.positive, help="re-order only the first K heads")
+    parser.add_argument(
+        "--top-k", type=common.non_negative, default=5, help="original top tokens to track"
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        type=common.non_negative,
+        default=20,
+        help="tokens of each step's continuation (0: no continuations)",
+    )
+    common.deprecated(
+        parser, "--generate-tokens", "--max-new-tokens", "max_new_tokens", type=common.non_negative
+    )
+    parser.add_argument("--every", type=common.positive, default=1, help="evaluate every K-th step")
+    parser.add_argument(
+        "--stay", type=common.positive, default=3, help="steps the target must stay top-1"
+    )
+    parser.add_argument(
+        "--batch-size", type=common.positive, help="steps per forward pass (default: auto)"
+    )
+    common.add_chat_argument(parser)
+    common.deprecated(parser, "--no-chat", "--chat no", "chat", const="no")
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+def _sweep_order(args: argparse.Namespace, model: Any) -> Any:
+    """The ``order`` argument of removal_sweep from --mask / --heads / --influential."""
+    import warnings
+
+    from lens_heads.engine.training import MaskTrainingResult
+
+    if args.influential:
+        return "influential"
+    if args.heads:
+        return [label.strip() for label in args.heads.split(",") if label.strip()]
+    path = Path(args.mask)
+    if path.is_dir() or path.name == "training.safetensors":
+        folder = path if path.is_dir() else path.parent
+        if (folder / "training.safetensors").is_file():
+            return MaskTrainingResult.load(folder).W
+    mask = common.load_mask(args.mask, model)
+    if mask.is_binary:
+        warnings.warn(
+            f"{path} is a binary mask: the heads outside it go first, each group in head-index "
+            "order; pass the train-mask output folder to remove heads in ascending weight W",
+            stacklevel=2,
+        )
+    return mask
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from lens_heads.core.prompts import INSTRUCTION_TEMPLATE
+    from lens_heads.heads_up.sweep import removal_sweep
+
+    if args.reference_prompt and args.reference_instruction:
+        raise ValueError("give --reference-prompt or --reference-instruction, not both")
+    reference = args.reference_prompt
+    if args.reference_instruction:
+        reference = INSTRUCTION_TEMPLATE.format(
+            instruction=args.reference_instruction, input=args.prompt
+        )
+    common.check_out(args.out)
+    model = common.load_model(args)
+    result = removal_sweep(
+        model,
+        args.prompt,
+        _sweep_order(args, model),
+        target=args.target,
+        track_top_k=args.top_k,
+        reference_prompt=reference,
+        generate_tokens=args.max_new_tokens,
+        every=args.every,
+        chat=common.resolve_chat(args, model),
+        batch_size=args.batch_size,
+        influential_k=args.influential_k,
+    )
+    result.metadata["stay"] = args.stay
+    out = common.output_dir(args.out)
+    written = result.save(out) + result.save_figures(out, png=True)
+    print(result.outputs_markdown())
+    summary = result.summary()
+    if result.target_id is not None:
+        switch = result.switch_step(args.stay)
+        print(
+            f"target {result.target!r}: rank {summary['target_rank_start']} with the full model, "
+            f"best {summary['target_rank_best']} after {summary['best_at_n_removed']} heads, "
+            f"{summary['target_rank_end']} after all {len(result.order)}; switch step "
+            f"(top-1 for {args.stay} steps): {switch}"
+        )
+    common.print_written(written)
+    return 0
+
+
+# -- logit-lens, similarity, attention (issue 6) ------------------------------------------------
+def _add_logit_lens(sub: Any) -> None:
+    parser = sub.add_parser(
+        "logit-lens",
+        help="logit lens per layer, original / instructed / masked (Table 41), top tokens (4b)",
+        description="Writes table.csv, table.md (top-1 token per layer and setting), "
+        "result.json, tensors.safetensors and figure.html to --out, and the top tokens at the "
+        "last position with their rank change (Table 4b) to --out/top_tokens.",
+    )
+    common.add_model_argument(parser)
+    parser.add_argument("--prompt", required=True, help="the input text, e.g. apple")
+    parser.add_argument("--mask", help=common.MASK_HELP)
+    parser.add_argument("--instruction", help="add the instructed setting (Table 10 template)")
+    parser.add_argument(
+        "--target", action="append", help="token whose probability to follow (repeatable)"
+    )
+    parser.add_argument("--top-k", type=common.positive, default=5, help="top tokens per layer")
+    parser.add_argument("--position", type=int, default=-1, help="token position (-1: last)")
+    parser.add_argument(
+        "--no-final-norm",
+        action="store_true",
+        help="skip the final norm (the HeadsUp reference's lens; not the model's own output)",
+    )
+    common.add_chat_argument(parser)
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+def _cmd_logit_lens(args: argparse.Namespace) -> int:
+    from lens_heads.heads_up.lens import logit_lens, top_tokens
+
+    common.check_out(args.out)
+    model = common.load_model(args)
+    mask = common.load_mask(args.mask, model)
+    shared = dict(mask=mask, instruction=args.instruction, chat=common.chat_choice(args.chat))
+    lens = logit_lens(
+        model,
+        args.prompt,
+        position=args.position,
+        top_k=args.top_k,
+        apply_final_norm=not args.no_final_norm,
+        targets=args.target,
+        **shared,
+    )
+    out = common.output_dir(args.out)
+    written = lens.save(out, png=True)
+    table = top_tokens(model, args.prompt, position=args.position, top_k=10, **shared)
+    written += table.save(out / "top_tokens", png=True)
+    print(lens.to_markdown())
+    print("\n" + table.to_markdown())
+    common.print_written(written)
+    return 0
+
+
+def _add_similarity(sub: Any) -> None:
+    parser = sub.add_parser(
+        "similarity",
+        help="per-layer cosine similarity of hidden states between settings (Figure 4)",
+        description="The three comparisons of Figure 4 -- original vs instructed, masked vs "
+        "instructed, masked vs masked+instructed -- of hook_resid_post (decoder) and "
+        "hook_attn_out (attention) at one position. One --prompt: the curves of that prompt. "
+        "Several --prompt or a --task: the per-layer mean with a 95%% interval and the paired "
+        "test of masked~instructed minus original~instructed over the later layers. Writes "
+        "table.csv, table.md, result.json, tensors.safetensors and figure.html to --out.",
+    )
+    common.add_model_argument(parser)
+    parser.add_argument(
+        "--prompt", action="append", help="an input text, e.g. apple (repeat for many prompts)"
+    )
+    parser.add_argument(
+        "--task", help="take the prompts from a built-in task or a .json/.jsonl task file"
+    )
+    parser.add_argument(
+        "--n-prompts",
+        type=common.positive,
+        default=40,
+        help="with --task: its last N inputs (default 40)",
+    )
+    parser.add_argument(
+        "--instruction", help="the task instruction (default with --task: the task's own)"
+    )
+    parser.add_argument("--mask", required=True, help=common.MASK_HELP)
+    parser.add_argument("--position", type=int, default=-1, help="token position (-1: last)")
+    parser.add_argument(
+        "--layers",
+        help="layers to average (printed summary; the paired test with many prompts), e.g. "
+        "15-29 (default: all for one prompt, the later half for many)",
+    )
+    common.add_chat_argument(parser)
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+def _layer_range(text: str | None) -> range | None:
+    if not text:
+        return None
+    try:
+        first, _, last = text.partition("-")
+        layers = range(int(first), int(last or first) + 1)
+    except ValueError as error:
+        raise ValueError(f"--layers must look like 15-29 or 7, got {text!r}") from error
+    if layers.start < 0 or not layers:
+        raise ValueError(f"--layers must be a non-empty range of layer indices, got {text!r}")
+    return layers
+
+
+def _cmd_similarity(args: argparse.Namespace) -> int:
+    from lens_heads.heads_up.similarity import figure4_similarity, figure4_stats
+
+    if bool(args.prompt) == bool(args.task):
+        raise ValueError("give --prompt (once or several times) or --task, exactly one of them")
+    if args.task is None and args.instruction is None:
+        raise ValueError("--instruction is required with --prompt")
+    layers = _layer_range(args.layers)  # checked before the model loads
+    common.check_out(args.out)
+    model = common.load_model(args)
+    mask = common.load_mask(args.mask, model)
+    chat = common.chat_choice(args.chat)
+    if args.prompt and len(args.prompt) == 1:
+        result = figure4_similarity(
+            model, args.prompt[0], args.instruction, mask, position=args.position, chat=chat
+        )
+        written = result.save(common.output_dir(args.out), png=True)
+        print(result.to_markdown())
+        label = "all layers" if layers is None else f"layers {layers.start}-{layers.stop - 1}"
+        print(f"\nmean cosine over {label}:\n" + markdown_table(result.summary(layers), floatfmt=".4f"))
+        common.print_written(written)
+        return 0
+    stats = figure4_stats(
+        model,
+        args.prompt or args.task,
+        args.instruction,
+        mask,
+        n_prompts=args.n_prompts if args.task else None,
+        later_layers=layers,
+        position=args.position,
+        chat=chat,
+    )
+    written = stats.save(common.output_dir(args.out), png=True)
+    print(stats.to_markdown().split("\n\n| layer")[0])
+    common.print_written(written)
+    return 0
+
+
+def _add_attention(sub: Any) -> None:
+    parser = sub.add_parser(
+        "attention",
+        help="attention from the last position to a target word, per head (Table 7)",
+        description="Attention of the final position on the target word's tokens, per head, "
+        "bare / instructed / masked, averaged over all heads, the heads in M and those in 1-M. "
+        "Prompts come from an extractive task (--task, the answer is a word of the input) or "
+        "from --prompt/--target. Writes table.csv (per head), table.md (Table 7), result.json, "
+        "tensors.safetensors and figure.html to --out.",
+    )
+    common.add_model_argument(parser)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--task", help="an extractive task, e.g. fruit_v_animal_3")
+    source.add_argument("--prompt", action="append", help="a prompt (repeat with --target)")
+    parser.add_argument("--target", action="append", help="its target word (one per --prompt)")
+    parser.add_argument(
+        "--n-eval", type=common.positive, default=40, help="task examples to use (the last N)"
+    )
+    common.deprecated(parser, "--n", "--n-eval", "n_eval", type=common.positive)
+    parser.add_argument("--mask", help=common.MASK_HELP)
+    parser.add_argument("--instruction", help="instruction (default: the task's own)")
+    parser.add_argument("--no-instruction", action="store_true", help="skip the instructed run")
+    common.add_chat_argument(parser)
+    parser.add_argument("--batch-size", type=common.positive, default=16)
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+def _cmd_attention(args: argparse.Namespace) -> int:
+    from lens_heads.core.tasks import get_task
+    from lens_heads.heads_up.attention import attention_on_target, extractive_targets
+
+    instruction = args.instruction
+    if args.task:
+        if args.target:
+            raise ValueError("--target goes with --prompt; a task brings its own targets")
+        task = get_task(args.task)
+        prompts, targets = extractive_targets(task, n=args.n_eval)
+        instruction = instruction or task.instruction
+    else:
+        prompts, targets = args.prompt, args.target or []
+        if len(targets) != len(prompts):
+            raise ValueError(
+                f"{len(prompts)} --prompt but {len(targets)} --target; give one target each"
+            )
+    if args.no_instruction:
+        instruction = None
+    common.check_out(args.out)
+    model = common.load_model(args)
+    result = attention_on_target(
+        model,
+        prompts,
+        targets,
+        mask=common.load_mask(args.mask, model),
+        instruction=instruction,
+        chat=common.chat_choice(args.chat),
+        batch_size=args.batch_size,
+        progress=True,
+    )
+    written = result.save(common.output_dir(args.out), png=True)
+    print(result.to_markdown())
+    print("top heads (" + result.settings[0] + "):\n" + markdown_table(result.top_heads(k=5), floatfmt=".4f"))
+    common.print_written(written)
+    return 0
+
+
+# -- demo (the README's first command) ---------------------------------------------------------
+def _add_demo(sub: Any) -> None:
+    parser = sub.add_parser(
+        "demo",
+        help="end to end on the offline default model: train a mask, evaluate, sweep, report",
+        description="Trains a head mask on the instruction-free capitalize task (100 steps), "
+        "evaluates it (Original / w/ instruction / w/ random M / w/ M), removes heads one by one, "
+        "compares hidden states with the instructed run and runs the logit lens; writes each "
+        "result folder and report.md + report.html (figures inline) to --out. A few minutes on "
+        "2 CPU cores; re-running with the same settings reuses the finished stages.",
+    )
+    common.add_model_argument(parser, default="smollm2-135m-instruct")
+    parser.add_argument("--task", default="capitalize", help="built-in task or a data file")
+    parser.add_argument("--steps", type=common.positive, default=100, help="mask-training steps")
+    parser.add_argument("--lr", type=common.finite, default=0.2, help="peak learning rate")
+    parser.add_argument("--n-eval", type=common.positive, default=40, help="held-out examples")
+    parser.add_argument("--sweep-every", type=common.positive, default=2, help="evaluate every K heads")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--fresh", action="store_true", help="recompute every stage (default: reuse finished ones)"
+    )
+    parser.add_argument("--out", default="demo-report", help="output directory")
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from lens_heads.demo import run_demo
+
+    common.check_out(args.out)
+    report = run_demo(
+        args.out,
+        model=args.model if args.dtype == "float32" else common.load_model(args),  # an alias loads lazily
+        task=args.task,
+        steps=args.steps,
+        lr=args.lr,
+        n_eval=args.n_eval,
+        sweep_every=args.sweep_every,
+        seed=args.seed,
+        fresh=args.fresh,
+    )
+    print(report.evaluation.to_markdown())
+    print(f"switch step: {report.sweep.switch_step(3)} heads removed")
+    print(f"report: {report.report} and {report.out / 'report.html'}")
+    return 0
+
+
+COMMANDS = [
+    ("sweep", _add_sweep, _cmd_sweep),
+    ("logit-lens", _add_logit_lens, _cmd_logit_lens),
+    ("similarity", _add_similarity, _cmd_similarity),
+    ("attention", _add_attention, _cmd_attention),
+    ("demo", _add_demo, _cmd_demo),
+]

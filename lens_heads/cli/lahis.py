@@ -1,0 +1,407 @@
+"""The LAHIS subcommands of ``lens-heads``: ``importance``, ``language-heads``,
+``language-perplexity``, ``transfer`` and ``soft-mask-experiment`` (registered in
+:func:`lens_heads.cli.build_parser`), and the ``--soft --heads`` options of ``train-mask``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from lens_heads.cli import common
+
+__all__ = ["COMMANDS", "add_soft_arguments", "trainable_from_args"]
+
+
+def _floats(text: str, name: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError as error:
+        raise ValueError(f"{name} must be comma-separated numbers, got {text!r}") from error
+
+
+def _ints(text: str, name: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as error:
+        raise ValueError(f"{name} must be comma-separated integers, got {text!r}") from error
+
+
+def _add_compute_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--method", default="lahis", choices=["lahis", "abs_grad", "taylor"])
+    parser.add_argument("--n-docs", type=int, help="documents per language (default: all)")
+    parser.add_argument("--batch-size", type=int, help="documents per batch (default: by tokens)")
+    parser.add_argument("--max-tokens", type=int, help="truncate documents to this many tokens")
+    parser.add_argument(
+        "--compute-dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16"],
+        help="autocast: auto = bf16 where native",
+    )
+
+
+# -- importance ------------------------------------------------------------------------------
+def _add_importance(sub: Any) -> None:
+    parser = sub.add_parser(
+        "importance",
+        help="gradient head importance (LAHIS) on a set of documents",
+        description="Writes table.csv/table.md (heads by importance), result.json + "
+        "tensors.safetensors (HeadImportance.load) and figure.html (heat map) to --out.",
+    )
+    common.add_model_argument(parser)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--texts", help="a text file, one document per line")
+    source.add_argument("--language", help="a language of the built-in corpus (en fr es de zh)")
+    _add_compute_arguments(parser)
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+def _cmd_importance(args: argparse.Namespace) -> int:
+    from lens_heads.lahis.importance import head_importance
+    from lens_heads.lahis.languages import load_texts_by_language
+
+    if args.texts:
+        path = Path(args.texts)
+        if not path.is_file():
+            raise FileNotFoundError(f"--texts {path} does not exist")
+        texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+        texts = [text for text in texts if text]
+    else:
+        corpus = load_texts_by_language()
+        if args.language not in corpus:
+            raise ValueError(f"--language {args.language!r} is not one of {list(corpus)}")
+        texts = corpus[args.language]
+    if args.n_docs:
+        texts = texts[: args.n_docs]
+    model = common.load_model(args)
+    result = head_importance(
+        model,
+        texts,
+        method=args.method,
+        batch_size=args.batch_size,
+        max_tokens=args.max_tokens,
+        dtype=args.compute_dtype,
+    )
+    written = result.save(args.out, png=True)
+    print(result.to_markdown(k=10))
+    common.print_written(written)
+    return 0
+
+
+# -- language heads --------------------------------------------------------------------------
+def _add_language_heads(sub: Any) -> None:
+    parser = sub.add_parser(
+        "language-heads",
+        help="language-specific and language-general heads (LAHIS)",
+        description="Importance per language, the heads strictly above each language's "
+        "quantile, general = in the sets of >= --min-languages languages. Writes table.csv, "
+        "table.md, result.json + tensors.safetensors (LanguageHeads.load), figure.html.",
+    )
+    common.add_model_argument(parser)
+    parser.add_argument(
+        "--texts",
+        help="folder of <lang>.txt files or a TSV with a language header (default: "
+        "the built-in en/fr/es/de/zh corpus)",
+    )
+    parser.add_argument("--languages", help="comma-separated subset of the languages")
+    parser.add_argument("--quantile", type=float, default=0.96)
+    parser.add_argument("--min-languages", type=int, default=4)
+    _add_compute_arguments(parser)
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+def _cmd_language_heads(args: argparse.Namespace) -> int:
+    from lens_heads.lahis.languages import language_heads, load_texts_by_language
+
+    texts = load_texts_by_language(args.texts)
+    if args.languages:
+        wanted = [lang.strip() for lang in args.languages.split(",") if lang.strip()]
+        missing = [lang for lang in wanted if lang not in texts]
+        if missing:
+            raise ValueError(f"--languages {missing} not in the texts ({list(texts)})")
+        texts = {lang: texts[lang] for lang in wanted}
+    model = common.load_model(args)
+    result = language_heads(
+        model,
+        texts,
+        quantile=args.quantile,
+        min_languages=args.min_languages,
+        method=args.method,
+        n_docs=args.n_docs,
+        batch_size=args.batch_size,
+        max_tokens=args.max_tokens,
+        dtype=args.compute_dtype,
+    )
+    written = result.save(args.out, png=True)
+    print(result.to_markdown())
+    common.print_written(written)
+    return 0
+
+
+# -- the perplexity experiment ----------------------------------------------------------------
+def _add_perplexity(sub: Any) -> None:
+    parser = sub.add_parser(
+        "language-perplexity",
+        help="remove a language's specific heads: its perplexity vs other languages' and random",
+        description="Reads language heads saved by `lens-heads language-heads` and writes "
+        "table.csv, table.md, result.json and figure.html to --out.",
+    )
+    common.add_model_argument(parser)
+    parser.add_argument("--heads", required=True, help="folder written by language-heads")
+    parser.add_argument("--texts", help="as language-heads (default: the built-in corpus)")
+    parser.add_argument("--languages", help="comma-separated subset")
+    parser.add_argument("--n-docs", type=int, default=20, help="held-out documents per language")
+    parser.add_argument("--skip", type=int, default=100, help="documents skipped (held out)")
+    parser.add_argument("--seeds", default="0,1,2", help="seeds of the random heads")
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+def _cmd_perplexity(args: argparse.Namespace) -> int:
+    from lens_heads.lahis.language_experiments import perplexity_experiment
+    from lens_heads.lahis.languages import LanguageHeads
+
+    heads = LanguageHeads.load(args.heads)
+    languages = [x.strip() for x in args.languages.split(",")] if args.languages else None
+    model = common.load_model(args)
+    result = perplexity_experiment(
+        model,
+        heads,
+        args.texts,
+        languages=languages,
+        n_docs=args.n_docs,
+        skip=args.skip,
+        seeds=_ints(args.seeds, "--seeds"),
+    )
+    written = result.save(args.out, png=True)
+    print(result.to_markdown())
+    common.print_written(written)
+    return 0
+
+
+# -- attention transfer ---------------------------------------------------------------------
+def _add_transfer(sub: Any) -> None:
+    parser = sub.add_parser(
+        "transfer",
+        help="attention transfer: scale the target language's heads up, another's to 0",
+        description="Translates --source -> --target without and with the scale; writes "
+        "table.csv/table.md (off-target rate by langid, chrF++), result.json (outputs too) and "
+        "figure.html to --out. --heads is a folder written by language-heads; without it the "
+        "heads are computed first (--quantile, --min-languages, --n-docs).",
+    )
+    common.add_model_argument(parser)
+    parser.add_argument("--heads", help="folder written by language-heads")
+    parser.add_argument("--source", default="en")
+    parser.add_argument("--target", default="fr")
+    parser.add_argument(
+        "--weaken",
+        default="source",
+        help="language whose heads go to x0, 'source' (default) or 'none'",
+    )
+    parser.add_argument("--factors", default="3,5", help="comma-separated scales of the target")
+    parser.add_argument("--n-eval", type=int, default=20)
+    parser.add_argument("--shots", type=int, default=0)
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--quantile", type=float, default=0.96)
+    parser.add_argument("--min-languages", type=int, default=4)
+    parser.add_argument("--n-docs", type=int, default=16, help="documents per language for heads")
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+def _cmd_transfer(args: argparse.Namespace) -> int:
+    from lens_heads.lahis.language_experiments import attention_transfer
+    from lens_heads.lahis.languages import LanguageHeads, language_heads
+
+    model = common.load_model(args)
+    if args.heads:
+        heads = LanguageHeads.load(args.heads)
+    else:
+        heads = language_heads(
+            model, quantile=args.quantile, min_languages=args.min_languages, n_docs=args.n_docs
+        )
+    weaken = None if args.weaken.lower() == "none" else args.weaken
+    result = attention_transfer(
+        model,
+        heads,
+        source=args.source,
+        target=args.target,
+        weaken=weaken,
+        factors=_floats(args.factors, "--factors"),
+        n_eval=args.n_eval,
+        shots=args.shots,
+        max_new_tokens=args.max_new_tokens,
+    )
+    written = result.save(args.out, png=True)
+    if not args.heads:
+        written += heads.save(Path(args.out) / "heads", png=False)
+    print(result.to_markdown())
+    common.print_written(written)
+    return 0
+
+
+# -- the soft-mask experiment ---------------------------------------------------------------
+def _add_soft_mask_experiment(sub: Any) -> None:
+    parser = sub.add_parser(
+        "soft-mask-experiment",
+        help="soft mask on a language's top heads vs no mask vs soft masks on random heads",
+        description="Trains a soft mask (multipliers from 1) on the top --fraction heads of a "
+        "language's importance ranking and one per seed on as many random heads, on --n-train "
+        "examples of --task for --epochs epochs, then evaluates no mask and each mask on "
+        "--n-eval held-out examples (answer CE, chrF++, BLEU). The ranking: --importance DIR "
+        "(written by `lens-heads importance` or `language-heads`), else the importance of "
+        "--language (default: the task's target) on --n-docs built-in corpus sentences that are "
+        "not held out. Writes table.csv/table.md, result.json + tensors.safetensors "
+        "(SoftMaskExperiment.load) and figure.html to --out, each condition's training and "
+        "evaluation in a subfolder; a second run with the same arguments resumes.",
+    )
+    common.add_model_argument(parser)
+    parser.add_argument("--task", default="en-fr", help="translation task (default en-fr)")
+    parser.add_argument(
+        "--importance", help="folder written by `lens-heads importance` or `language-heads`"
+    )
+    parser.add_argument(
+        "--language",
+        help="the language whose heads are ranked (default: the task's target language)",
+    )
+    parser.add_argument(
+        "--n-docs", type=int, default=32, help="corpus sentences for the importance (no DIR)"
+    )
+    parser.add_argument("--fraction", type=float, default=0.02, help="top share of all heads")
+    parser.add_argument("--n-random-seeds", type=int, default=2, help="random head sets")
+    parser.add_argument("--n-train", type=int, default=200, help="training examples")
+    parser.add_argument("--epochs", type=int, default=2, help="passes over --n-train")
+    parser.add_argument("--n-eval", type=int, default=20, help="held-out examples evaluated")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--lr", type=float, default=1e-2, help="AdamW, constant")
+    parser.add_argument("--shots", type=int, default=0, help="demonstrations in every prompt")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the batch order")
+    parser.add_argument("--split-seed", type=int, help="shuffle the task before holding out")
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "bf16", "fp32", "bfloat16", "float32"],
+        help="training precision (auto = bf16 autocast where native)",
+    )
+    parser.add_argument("--max-new-tokens", type=int, help="generated tokens (default: task's)")
+    parser.add_argument("--eval-batch-size", type=int, default=16)
+    parser.add_argument("--out", required=True, help="output directory (resumable)")
+
+
+def _ranking_from_args(args: argparse.Namespace, model: Any, task: Any) -> tuple[Any, list[Path]]:
+    """The ranking named by ``--importance DIR`` or computed for ``--language``."""
+    import json
+
+    from lens_heads.lahis.importance import HeadImportance, head_importance
+    from lens_heads.lahis.languages import LanguageHeads, load_texts_by_language
+
+    folder = Path(args.importance) if args.importance else Path(args.out) / "importance"
+    if args.importance or (folder / "result.json").is_file():
+        path = folder / "result.json"
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"--importance {folder} holds no result.json; write it with `lens-heads "
+                "importance` or `lens-heads language-heads`"
+            )
+        tag = json.loads(path.read_text(encoding="utf-8")).get("format", "")
+        kind = LanguageHeads if tag == LanguageHeads._format else HeadImportance
+        return kind.load(folder), []
+    language = args.language or task.target_lang
+    corpus = load_texts_by_language()
+    if language not in corpus:
+        raise ValueError(
+            f"--language {language!r} is not in the built-in corpus ({list(corpus)}); pass "
+            "--importance DIR computed on your own text"
+        )
+    _, held_out = task.split(n_eval=args.n_eval, seed=args.split_seed)
+    excluded = set(held_out.outputs) | set(held_out.inputs)
+    documents = [text for text in corpus[language] if text not in excluded][: args.n_docs]
+    importance = head_importance(model, documents)
+    return importance, importance.save(folder, png=False)
+
+
+def _cmd_soft_mask_experiment(args: argparse.Namespace) -> int:
+    from lens_heads.core.tasks import get_task
+    from lens_heads.lahis.soft_mask_experiment import soft_mask_config, soft_mask_experiment
+
+    common.check_out(args.out)
+    task = get_task(args.task)
+    config = soft_mask_config(
+        lr=args.lr,
+        batch_size=args.batch_size,
+        shots=args.shots,
+        seed=args.seed,
+        dtype=args.precision,
+    )
+    model = common.load_model(args)
+    ranking, written = _ranking_from_args(args, model, task)
+    result = soft_mask_experiment(
+        model,
+        task,
+        ranking,
+        language=args.language,
+        fraction=args.fraction,
+        n_random_seeds=args.n_random_seeds,
+        config=config,
+        n_train=args.n_train,
+        epochs=args.epochs,
+        n_eval=args.n_eval,
+        split_seed=args.split_seed,
+        eval_batch_size=args.eval_batch_size,
+        max_new_tokens=args.max_new_tokens,
+        out=args.out,
+    )
+    written += result.save(args.out, png=True)
+    print(result.to_markdown())
+    common.print_written(written)
+    return 0
+
+
+# -- train-mask --soft ------------------------------------------------------------------------
+def add_soft_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--soft`` and ``--heads FILE|top:N`` (with ``--importance DIR``) for ``train-mask``."""
+    parser.add_argument(
+        "--soft",
+        action="store_true",
+        help="LAHIS soft mask: multipliers from 1 (>= 0), no noise; use with --heads",
+    )
+    parser.add_argument(
+        "--heads",
+        help="soft mask's trainable heads: a file of labels (L3H7 ...) or top:N of --importance",
+    )
+    parser.add_argument(
+        "--importance", help="folder written by `lens-heads importance` (for --heads top:N)"
+    )
+
+
+def trainable_from_args(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """The trainable heads named by ``--heads`` (None when not given)."""
+    spec = getattr(args, "heads", None)
+    if spec is None:
+        return None
+    if not args.soft:
+        raise ValueError("--heads names the trainable heads of a soft mask: add --soft")
+    if spec.startswith("top:"):
+        from lens_heads.lahis.importance import HeadImportance
+
+        if not args.importance:
+            raise ValueError("--heads top:N ranks heads by --importance DIR: give that folder")
+        try:
+            k = int(spec[4:])
+        except ValueError as error:
+            raise ValueError(f"--heads {spec!r}: N must be an integer, e.g. top:2") from error
+        return tuple(HeadImportance.load(args.importance).top(k))
+    path = Path(spec)
+    if not path.is_file():
+        raise FileNotFoundError(f"--heads {path}: no such file (or use top:N with --importance)")
+    labels = path.read_text(encoding="utf-8").replace(",", " ").split()
+    if not labels:
+        raise ValueError(f"--heads {path} names no heads; write labels like L3H7, one per line")
+    return tuple(labels)
+
+
+COMMANDS = [
+    ("importance", _add_importance, _cmd_importance),
+    ("language-heads", _add_language_heads, _cmd_language_heads),
+    ("language-perplexity", _add_perplexity, _cmd_perplexity),
+    ("transfer", _add_transfer, _cmd_transfer),
+    ("soft-mask-experiment", _add_soft_mask_experiment, _cmd_soft_mask_experiment),
+]

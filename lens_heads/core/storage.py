@@ -1,0 +1,300 @@
+"""Atomic file writes and figure export, shared by every result object's ``save``.
+
+Nothing is lost: each file is written to a temporary sibling and renamed into place, so a
+reader (or a crash) sees either the old file or the whole new one.
+
+>>> import tempfile, pathlib
+>>> folder = pathlib.Path(tempfile.mkdtemp())
+>>> write_atomic(folder / "table.md", "| a |\\n").read_text()
+'| a |\\n'
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+__all__ = [
+    "FolderResult",
+    "Stages",
+    "load_result_folder",
+    "save_figures",
+    "save_result_folder",
+    "write_atomic",
+    "write_atomic_with",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def write_atomic_with(path: str | os.PathLike[str], write: Callable[[str], Any]) -> Path:
+    """Call ``write(temporary_path)`` and rename the result onto ``path`` atomically (for
+    writers that take a file name, like ``safetensors.torch.save_file``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    os.close(descriptor)
+    try:
+        write(temporary)
+        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600; results are shared files
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    return path
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
+    """Write text (UTF-8) or bytes to ``path`` atomically."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    return write_atomic_with(path, lambda temporary: Path(temporary).write_bytes(payload))
+
+
+def save_figures(
+    folder: str | os.PathLike[str], figures: Mapping[str, Any], *, png: bool = False
+) -> list[Path]:
+    """Write each plotly figure as ``<name>.html`` (plotly.js included, opens offline) and,
+    with ``png``, as ``<name>.png`` when a static exporter works (kaleido and a Chrome or
+    Chromium: a system ``chromium`` is enough); a failed PNG export is logged once, never
+    raised (:func:`png_advice` says what is missing)."""
+    folder = Path(folder)
+    written = [
+        write_atomic(folder / f"{name}.html", figure.to_html(include_plotlyjs=True))
+        for name, figure in figures.items()
+    ]
+    if png and _png_failure is None:
+        try:
+            for name, figure in figures.items():
+                written.append(write_atomic(folder / f"{name}.png", figure.to_image(format="png")))
+        except Exception as error:  # kaleido without Chrome, or no kaleido at all
+            _note_png_failure(error)
+    return written
+
+
+_png_failure: str | None = None
+
+
+def _note_png_failure(error: Exception) -> None:
+    """Remember that PNG export fails here (no more attempts in this process) and say so once."""
+    global _png_failure
+    first_line = str(error).strip().splitlines()[0] if str(error).strip() else "no message"
+    _png_failure = f"{type(error).__name__}: {first_line}"
+    logger.warning(
+        "PNG export skipped (%s); the .html files have the figures. %s", _png_failure, png_advice()
+    )
+
+
+def png_advice() -> str:
+    """What PNG export needs on this machine: kaleido, then a Chrome or Chromium binary."""
+    import importlib.util
+    import shutil
+
+    if importlib.util.find_spec("kaleido") is None:
+        return (
+            "PNG export needs the kaleido package (`pip install kaleido`) and a Chrome or "
+            "Chromium: a system Chromium is enough (`apt-get install chromium`)."
+        )
+    names = ("chromium", "chromium-browser", "google-chrome", "chrome")
+    if not any(shutil.which(name) for name in names):
+        return (
+            "kaleido is installed but finds no Chrome or Chromium: a system Chromium is enough "
+            "(`apt-get install chromium`), or run `plotly_get_chrome` to download one."
+        )
+    return "kaleido and a Chromium are installed; the error above says why the export failed."
+
+
+def save_result_folder(
+    directory: str | os.PathLike[str],
+    *,
+    format_tag: str,
+    meta: dict[str, Any],
+    tensors: Mapping[str, Any],
+    frame: Any,
+    markdown: str,
+    figures: Mapping[str, Any],
+    png: bool = False,
+) -> list[Path]:
+    """The common layout of a saved result: ``table.csv`` (``frame``), ``table.md``,
+    ``result.json`` (``meta`` plus the format tag), ``tensors.safetensors`` and the figures;
+    each file atomically. :func:`load_result_folder` reads it back."""
+    from safetensors.torch import save
+
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    payload = {"format": format_tag, **meta}
+    written = [
+        write_atomic(folder / "table.csv", frame.to_csv()),
+        write_atomic(folder / "table.md", markdown),
+        write_atomic(folder / "result.json", json.dumps(payload, indent=1, default=str)),
+        write_atomic(
+            folder / "tensors.safetensors",
+            save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}),
+        ),
+    ]
+    return written + save_figures(folder, figures, png=png)
+
+
+def load_result_folder(
+    directory: str | os.PathLike[str], format_tag: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(meta, tensors)`` of a folder written by :func:`save_result_folder` with
+    ``format_tag`` (the tag itself is removed from ``meta``); a clear error otherwise."""
+    from safetensors.torch import load
+
+    folder = Path(directory)
+    path = folder / "result.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; is {directory} a saved result folder?")
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        if payload.get("format") != format_tag:
+            raise ValueError(f"format tag {payload.get('format')!r}, expected {format_tag!r}")
+        tensors = load((folder / "tensors.safetensors").read_bytes())
+    except (ValueError, KeyError, OSError) as error:
+        raise ValueError(
+            f"{folder} is not a readable {format_tag} result ({type(error).__name__}: {error}); "
+            "re-create it with .save()"
+        ) from error
+    payload.pop("format")
+    return payload, tensors
+
+
+class FolderResult:
+    """Mixin for result dataclasses saved as one folder (:func:`save_result_folder`):
+    ``table.csv`` (``to_frame()``), ``table.md`` (``to_markdown()``), ``figure.html``
+    (``plot()``), ``result.json`` (the fields) and ``tensors.safetensors`` (tensor fields).
+
+    A subclass sets ``_format`` (e.g. ``"lens_heads.logit_lens/1"``); fields that are tensors
+    go to safetensors, the others must be JSON-able. ``_to_saved``/``_from_saved`` convert
+    other field types.
+    """
+
+    _format: ClassVar[str]
+
+    def _to_saved(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(meta, tensors)`` to write: every dataclass field, split by type."""
+        import dataclasses
+
+        import torch
+
+        meta: dict[str, Any] = {}
+        tensors: dict[str, Any] = {}
+        for item in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, item.name)
+            (tensors if isinstance(value, torch.Tensor) else meta)[item.name] = value
+        return meta, tensors
+
+    @classmethod
+    def _from_saved(cls, meta: dict[str, Any], tensors: dict[str, Any]) -> Any:
+        return cls(**meta, **tensors)
+
+    def save(self, directory: str | os.PathLike[str], *, png: bool = False) -> list[Path]:
+        """Write ``table.csv``, ``table.md``, ``result.json``, ``tensors.safetensors`` and
+        ``figure.html`` (and ``figure.png`` with ``png`` when kaleido can export)."""
+        meta, tensors = self._to_saved()
+        return save_result_folder(
+            directory,
+            format_tag=self._format,
+            meta=meta,
+            tensors=tensors,
+            frame=self.to_frame(),  # type: ignore[attr-defined]
+            markdown=self.to_markdown(),  # type: ignore[attr-defined]
+            figures={"figure": self.plot()},  # type: ignore[attr-defined]
+            png=png,
+        )
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> Any:
+        """Read a folder written by :meth:`save` (a clear error for anything else)."""
+        meta, tensors = load_result_folder(directory, cls._format)
+        return cls._from_saved(meta, tensors)
+
+
+def record_settings(
+    path: str | os.PathLike[str],
+    settings: Mapping[str, Any],
+    *,
+    remedy: str,
+    replace: bool = False,
+) -> None:
+    """Write ``settings`` to the JSON file ``path`` on a result folder's first run; a later run
+    with other settings is a ValueError naming the fields that differ (``remedy`` says what to
+    do), since the folder's finished stages would otherwise be reused as its own. ``replace``
+    writes them without comparing.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "config.json"
+    >>> record_settings(path, {"steps": 3}, remedy="retry")
+    >>> try:
+    ...     record_settings(path, {"steps": 4}, remedy="retry")
+    ... except ValueError as error:
+    ...     print(str(error).split(" holds ")[1])
+    a run with other settings (steps differ) -- saved {'steps': 3}, now {'steps': 4}; retry
+    """
+    path = Path(path)
+    current = json.loads(json.dumps(dict(settings), default=str))
+    if path.is_file() and not replace:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        changed = sorted(k for k in set(stored) | set(current) if stored.get(k) != current.get(k))
+        if changed:
+            raise ValueError(
+                f"{path.parent} holds a run with other settings ({', '.join(changed)} differ) -- "
+                f"saved { ({k: stored.get(k) for k in changed}) }, "
+                f"now { ({k: current.get(k) for k in changed}) }; {remedy}"
+            )
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(current, indent=2))
+
+
+class Stages:
+    """The named stages of a result folder, each computed once.
+
+    ``stages(name, compute, load)`` returns ``load(folder / name)`` when that stage finished
+    before (its ``.complete`` marker exists), else ``compute(folder / name)`` and then writes the
+    marker with the compute time; ``stages.seconds`` holds every stage's time (``nan`` for one
+    finished by an older run without it). An interrupted stage has no marker and runs again
+    (training resumes from its checkpoint inside ``compute``).
+
+    >>> import tempfile
+    >>> stages = Stages(tempfile.mkdtemp())
+    >>> stages("answer", lambda where: 42, lambda where: -1)
+    42
+    >>> stages("answer", lambda where: 42, lambda where: -1)  # reloaded, not recomputed
+    -1
+    """
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
+        self.seconds: dict[str, float] = {}
+
+    def done(self, name: str) -> bool:
+        return (self.folder / name / ".complete").is_file()
+
+    def __call__(
+        self, name: str, compute: Callable[[Path], Any], load: Callable[[Path], Any]
+    ) -> Any:
+        where = self.folder / name
+        marker = where / ".complete"
+        if marker.is_file():
+            recorded = json.loads(marker.read_text() or "{}").get("seconds", math.nan)
+            self.seconds[name] = float(recorded)
+            return load(where)
+        start = time.perf_counter()
+        result = compute(where)
+        self.seconds[name] = round(time.perf_counter() - start, 1)
+        write_atomic(marker, json.dumps({"seconds": self.seconds[name]}))
+        return result

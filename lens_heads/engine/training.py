@@ -1,0 +1,577 @@
+"""Head-mask training (Heads up! §3.2): a 0/1 mask over all attention heads learned on
+instruction-free task data with a Gumbel-sigmoid straight-through estimator, the model frozen.
+
+>>> import lens_heads as lh
+>>> from lens_heads.core.tasks import Example, Task
+>>> model = lh.tiny_model(n_layers=2, n_heads=4)
+>>> task = Task("upper", tuple(Example(w, w.upper()) for w in "abcdefghijklmnop"))
+>>> config = lh.TrainingConfig(steps=3, batch_size=4, n_eval=4, dtype="float32")
+>>> result = lh.train_mask(model, task, config, progress=False)
+>>> tuple(result.W.shape), result.mask.shape, len(result.history)
+((2, 4), (2, 4), 3)
+
+The algorithm (``DESIGN.md`` §2): a logit ``W[l, h]`` per (layer, query head), initialised from
+N(4, 0.02); at every step each example of the batch draws its own noise ``G = log(-log U)``,
+``soft = sigmoid((W + G) / tau)``, ``hard = 1[soft > 0.5]`` and the forward pass uses
+``hard - soft.detach() + soft`` on ``blocks.{l}.attn.hook_z`` (through
+:func:`lens_heads.core.hooks.mask_hooks`): the forward value is binary and the gradient is the soft
+one's. ``tau`` falls linearly from 4 to 0.05 over the first 40 % of the steps; AdamW (no weight
+decay) with lr 1e-2, 10 % linear warm-up and a cosine decay to 1e-4; batch 16; the loss is the
+cross-entropy of the answer tokens only. The final mask keeps the heads with ``sigmoid(W) >= 0.5``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from lens_heads.core.checks import check_context
+from lens_heads.core.hooks import mask_hooks
+from lens_heads.core.masks import parse_head
+from lens_heads.core.models import ModelLike, head_shape, model_name
+from lens_heads.core.prompts import (
+    EncodedExample,
+    PromptFormat,
+    answer_end_tokens,
+    collate,
+    encode_example,
+    has_chat_template,
+    pad_token_id,
+    sample_shots,
+)
+from lens_heads.core.storage import write_atomic_with
+from lens_heads.core.tasks import Task, get_task
+from lens_heads.engine.training_config import (
+    _LATER_FIELDS,
+    TrainingConfig,
+    gumbel_noise,
+    lr_at,
+    native_bf16,
+    straight_through_mask,
+    tau_at,
+    with_overrides,
+)
+from lens_heads.engine.training_result import (
+    _HISTORY_COLUMNS,
+    MaskTrainingResult,
+    _ffn_hooks,
+    _query_side_hooks,
+)
+
+__all__ = [
+    "CheckpointError",
+    "MaskTrainingResult",
+    "TrainingConfig",
+    "gumbel_noise",
+    "lr_at",
+    "native_bf16",
+    "straight_through_mask",
+    "tau_at",
+    "train_mask",
+    "with_overrides",
+]
+
+logger = logging.getLogger(__name__)
+
+_CHECKPOINT = "checkpoint.safetensors"
+_CHECKPOINT_FORMAT = "lens_heads.mask_checkpoint/1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint does not belong to this run (another model, task or config), or a fresh
+    run would overwrite one."""
+
+
+# -- the forward pass: logits only where the loss needs them -----------------------------------
+class _StopForward(Exception):
+    """Raised by a hook once the final residual stream is captured."""
+
+
+def _answer_logits(
+    model: ModelLike,
+    tokens: Int[Tensor, "batch pos"],
+    answer_mask: Bool[Tensor, "batch pos"],
+    fwd_hooks: list[tuple[str, Callable[..., Any]]],
+    *,
+    partial: bool,
+) -> Float[Tensor, "n_answer d_vocab"]:
+    """Logits predicting each answer token (row-major order). With ``partial`` the forward
+    pass stops after the last block (its ``hook_resid_post`` is captured) and only the
+    predicting positions go through ``ln_final`` and the unembedding."""
+    rows, cols = answer_mask.nonzero(as_tuple=True)
+    if not partial:
+        logits = model.run_with_hooks(tokens, fwd_hooks=fwd_hooks)
+        return logits[rows, cols - 1]
+    captured: dict[str, Tensor] = {}
+
+    def capture(resid: Tensor, hook: Any) -> None:
+        captured["resid"] = resid
+        raise _StopForward
+
+    last = f"blocks.{int(model.cfg.n_layers) - 1}.hook_resid_post"
+    try:
+        with model.hooks(fwd_hooks=[*fwd_hooks, (last, capture)]):
+            model(tokens)
+    except _StopForward:
+        pass
+    if "resid" not in captured:
+        raise RuntimeError(f"the hook {last} never fired; this model does not expose it")
+    selected = captured["resid"][rows, cols - 1]
+    logits = model.unembed(model.ln_final(selected))
+    cap = float(getattr(model.cfg, "output_logits_soft_cap", -1.0) or -1.0)
+    if cap > 0:
+        logits = cap * torch.tanh(logits / cap)
+    return logits
+
+
+def _partial_unembed_works(model: ModelLike, tokens: Tensor, answer_mask: Tensor) -> bool:
+    """Check once that the partial unembedding equals the model's own logits."""
+    try:
+        with torch.no_grad():
+            full = _answer_logits(model, tokens, answer_mask, [], partial=False).float()
+            part = _answer_logits(model, tokens, answer_mask, [], partial=True).float()
+    except Exception as error:  # any surface mismatch: fall back to full logits
+        logger.warning("partial unembedding unavailable (%s); using full logits", error)
+        return False
+    scale = float(full.abs().max().clamp_min(1.0))
+    ok = part.shape == full.shape and bool((part - full).abs().max() <= 1e-4 * scale)
+    if not ok:
+        warnings.warn(
+            "the partial unembedding (final residual -> ln_final -> unembed) does not reproduce "
+            "this model's logits; training computes the full logits instead (slower)",
+            stacklevel=3,
+        )
+    return ok
+
+
+# -- data --------------------------------------------------------------------------------------
+def _training_split(task: Task, config: TrainingConfig) -> Task:
+    if config.n_eval == 0:
+        return task
+    if len(task) <= config.n_eval:
+        raise ValueError(
+            f"task {task.name!r} has {len(task)} examples, not more than the n_eval="
+            f"{config.n_eval} held out of training (--holdout): pass a smaller n_eval, or "
+            "n_eval=0 (--holdout 0 --n-eval 0) to train on every example"
+        )
+    train, _ = task.split(n_eval=config.n_eval, seed=config.split_seed)
+    return train
+
+
+def _encode_training(model: ModelLike, train: Task, config: TrainingConfig) -> list[EncodedExample]:
+    tokenizer = model.tokenizer
+    chat = has_chat_template(tokenizer) if config.chat is None else config.chat
+    end = answer_end_tokens(
+        tokenizer, chat=chat, answer_end=config.answer_end, separator=config.separator
+    )
+    encoded = []
+    for index, example in enumerate(train.examples):
+        demos: tuple[tuple[str, str], ...] = ()
+        if config.shots:
+            demos = sample_shots(
+                train, config.shots, seed=config.seed * 100_003 + index, exclude=example.input
+            )
+        fmt = PromptFormat(chat=chat, instruction=None, shots=demos, separator=config.separator)
+        prompt = fmt.render(example.input, tokenizer)
+        encoded.append(encode_example(tokenizer, prompt, example.output, chat=chat, end_tokens=end))
+        check_context(
+            model,
+            len(encoded[-1].tokens),
+            what=f"training example {index} ({example.input[:40]!r})",
+        )
+    return encoded
+
+
+def _trainable_heads(labels: Sequence[str] | None, n_layers: int, n_heads: int) -> Tensor:
+    """Boolean ``[n_layers, n_heads]`` of the soft mask's trainable heads (all when None)."""
+    if labels is None:
+        return torch.ones(n_layers, n_heads, dtype=torch.bool)
+    chosen = torch.zeros(n_layers, n_heads, dtype=torch.bool)
+    for label in labels:
+        layer, head = parse_head(label, n_layers, n_heads)
+        chosen[layer, head] = True
+    return chosen
+
+
+def _batch_indices(step: int, n: int, batch_size: int, seed: int) -> list[int]:
+    """Examples of batch ``step``: epochs of seeded permutations, the last partial batch of an
+    epoch dropped. A pure function of its arguments, so a resumed run sees the same batches."""
+    per_epoch = n // batch_size
+    epoch, offset = divmod(step, per_epoch)
+    generator = torch.Generator().manual_seed((seed * 1_000_003 + epoch + 1) % 2**63)
+    order = torch.randperm(n, generator=generator)
+    return order[offset * batch_size : (offset + 1) * batch_size].tolist()
+
+
+def _task_fingerprint(train: Task) -> str:
+    digest = hashlib.sha256()
+    for example in train.examples:
+        digest.update(example.input.encode() + b"\x00" + example.output.encode() + b"\x01")
+    return digest.hexdigest()[:16]
+
+
+# -- the trainer -------------------------------------------------------------------------------
+class MaskTrainer:
+    """The state of one training run (used by :func:`train_mask` and the benchmarks).
+
+    ``step()`` performs one update; ``save_checkpoint``/``load_checkpoint`` persist everything a
+    resumed run needs (W, AdamW state, the noise generator's state, the history so far).
+    """
+
+    def __init__(self, model: ModelLike, task: Task, config: TrainingConfig) -> None:
+        self.model = model
+        self.task = task
+        self.device = torch.device(str(getattr(model.cfg, "device", "cpu") or "cpu"))
+        config = config.resolve_dtype(self.device)
+        self.config = config
+        self.train_set = _training_split(task, config)
+        if config.batch_size > len(self.train_set):
+            held_out = f" after holding out n_eval={config.n_eval}" if config.n_eval else ""
+            raise ValueError(
+                f"batch_size {config.batch_size} is larger than the {len(self.train_set)} "
+                f"training examples of task {task.name!r}{held_out}; use a smaller batch_size "
+                "(or a smaller n_eval, or more examples)"
+            )
+        self.encoded = _encode_training(model, self.train_set, config)
+        self.pad_id = pad_token_id(model.tokenizer)
+        self.shape = head_shape(model)
+        self.generator = torch.Generator().manual_seed(config.seed % 2**63)
+        n_layers, n_heads = self.shape
+        init = torch.empty(n_layers, n_heads).normal_(
+            config.init_mean, config.init_std, generator=self.generator
+        )
+        self.trainable: Tensor | None = None
+        if config.soft:
+            init = torch.ones(n_layers, n_heads)
+            self.trainable = _trainable_heads(config.trainable, n_layers, n_heads).to(self.device)
+        self.W = init.to(self.device).requires_grad_(True)
+        self.ffn_W: Tensor | None = None
+        parameters = [self.W]
+        if config.ffn_masks:
+            ffn = torch.empty(n_layers).normal_(
+                config.init_mean, config.init_std, generator=self.generator
+            )
+            self.ffn_W = ffn.to(self.device).requires_grad_(True)
+            parameters.append(self.ffn_W)
+        self.optimizer = torch.optim.AdamW(
+            parameters, lr=lr_at(0, config), weight_decay=config.weight_decay
+        )
+        self.step_index = 0
+        self.history: list[tuple[int, float, float, float, int]] = []
+        self.trajectory: list[Tensor] = [self._probabilities()]
+        self.trajectory_steps: list[int] = [0]
+        self.elapsed = 0.0
+        self.partial = True
+        self.fingerprint = _task_fingerprint(self.train_set)
+        self._checked = False
+
+    # -- one update --------------------------------------------------------------------------
+    def _autocast(self) -> Any:
+        if self.config.dtype == "bfloat16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return nullcontext()
+
+    def _sample(self, weights: Tensor, batch: int) -> Tensor:
+        shape = (batch, *weights.shape) if self.config.noise == "example" else tuple(weights.shape)
+        noise = gumbel_noise(shape, self.generator).to(weights.device)
+        return straight_through_mask(weights, noise, tau_at(self.step_index, self.config))
+
+    def _soft_values(self) -> Tensor:
+        """Soft mask: the multipliers, >= 0, exactly 1 on the heads not trained."""
+        assert self.trainable is not None
+        return torch.where(self.trainable, self.W.clamp_min(0), torch.ones_like(self.W))
+
+    def _probabilities(self) -> Tensor:
+        values = self._soft_values() if self.config.soft else torch.sigmoid(self.W)
+        return values.detach().float().cpu()
+
+    def batch(self, step: int) -> tuple[Tensor, Tensor]:
+        """``(tokens, answer_mask)`` of batch ``step`` (right-padded)."""
+        indices = _batch_indices(step, len(self.encoded), self.config.batch_size, self.config.seed)
+        tokens, answer_mask, _ = collate([self.encoded[i] for i in indices], self.pad_id)
+        return tokens.to(self.device), answer_mask.to(self.device)
+
+    def loss(
+        self, tokens: Tensor, answer_mask: Tensor, mask: Tensor, ffn: Tensor | None = None
+    ) -> Tensor:
+        """The answer-token CE of ``tokens`` under the head ``mask`` (and the MLP mask ``ffn``),
+        differentiable with respect to whatever the masks were computed from (the loss of
+        :meth:`step`, and of any diagnosis that takes a gradient without updating)."""
+        hooks = _query_side_hooks(mask) if self.config.query_side else mask_hooks(mask, self.model)
+        if ffn is not None:
+            hooks += _ffn_hooks(ffn)
+        with torch.enable_grad(), self._autocast():
+            logits = _answer_logits(
+                self.model, tokens, answer_mask, hooks, partial=self.partial
+            ).float()
+        return torch.nn.functional.cross_entropy(logits, tokens[answer_mask])
+
+    def step(self) -> float:
+        """One update; returns the batch's answer-token CE (before the update)."""
+        config, step = self.config, self.step_index
+        tokens, answer_mask = self.batch(step)
+        if not self._checked:
+            self.partial = _partial_unembed_works(self.model, tokens[:2], answer_mask[:2])
+            self._checked = True
+        lr = lr_at(step, config)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        mask = self._soft_values() if config.soft else self._sample(self.W, tokens.shape[0])
+        ffn = None if self.ffn_W is None else self._sample(self.ffn_W, tokens.shape[0])
+        loss = self.loss(tokens, answer_mask, mask, ffn)
+        if not bool(torch.isfinite(loss)):
+            raise FloatingPointError(
+                f"the training loss is not finite at step {step} (dtype {config.dtype}); "
+                "train with dtype='float32', and check that the task's answers are non-empty"
+            )
+        total = loss
+        if config.sparsity:
+            total = total + config.sparsity * torch.sigmoid(self.W).mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        self.optimizer.step()
+        if config.soft:
+            with torch.no_grad():
+                self.W.copy_(self._soft_values())
+        self.step_index += 1
+        probabilities = self._probabilities()
+        kept = int((probabilities >= 0.5).sum())
+        value = float(loss.detach())
+        self.history.append((self.step_index, value, tau_at(step, config), lr, kept))
+        if self.step_index % config.sample_every == 0 or self.step_index == config.steps:
+            self.trajectory.append(probabilities)
+            self.trajectory_steps.append(self.step_index)
+        return value
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def _identity(self) -> dict[str, Any]:
+        return {
+            "model": model_name(self.model),
+            "shape": list(self.shape),
+            "task": self.task.name,
+            "task_fingerprint": self.fingerprint,
+        }
+
+    def save_checkpoint(self, directory: Path) -> Path:
+        """Write ``checkpoint.safetensors`` atomically (tensors plus a JSON header)."""
+        from safetensors.torch import save_file
+
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors: dict[str, Tensor] = {
+            "W": self.W.detach().cpu().contiguous(),
+            "generator": self.generator.get_state(),
+            "trajectory": torch.stack(self.trajectory),
+            "history": torch.tensor(self.history, dtype=torch.float64).reshape(-1, 5),
+        }
+        if self.ffn_W is not None:
+            tensors["ffn_W"] = self.ffn_W.detach().cpu().contiguous()
+        state = self.optimizer.state_dict()["state"]
+        for index, values in state.items():
+            for key, value in values.items():
+                tensors[f"adam.{index}.{key}"] = value.detach().cpu().reshape(value.shape or (1,))
+        header = {
+            "format": _CHECKPOINT_FORMAT,
+            "state": json.dumps(
+                {
+                    **self._identity(),
+                    "config": self.config.to_dict(),
+                    "step": self.step_index,
+                    "elapsed": self.elapsed,
+                    "trajectory_steps": self.trajectory_steps,
+                    "partial": self.partial,
+                    "checked": self._checked,
+                }
+            ),
+        }
+        return write_atomic_with(
+            directory / _CHECKPOINT, lambda tmp: save_file(tensors, tmp, header)
+        )
+
+    def load_checkpoint(self, path: Path) -> None:
+        """Restore a checkpoint written by :meth:`save_checkpoint` for this model, task and
+        config; anything else is a :class:`CheckpointError`."""
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), framework="pt") as file:
+                header = file.metadata() or {}
+                tensors = {key: file.get_tensor(key) for key in file.keys()}
+            if header.get("format") != _CHECKPOINT_FORMAT:
+                raise ValueError(f"format tag {header.get('format')!r}")
+            state = json.loads(header["state"])
+        except Exception as error:
+            raise CheckpointError(
+                f"{path} is not a readable mask-training checkpoint ({type(error).__name__}: "
+                f"{error}); delete it to start afresh"
+            ) from error
+        mine, theirs = self._identity(), {k: state.get(k) for k in self._identity()}
+        if mine != theirs:
+            differ = ", ".join(
+                f"{k}: {theirs[k]!r} (this run: {mine[k]!r})" for k in mine if mine[k] != theirs[k]
+            )
+            raise CheckpointError(
+                f"checkpoint {path} belongs to another run ({differ}); resume with the same "
+                "model and task, or use another checkpoint directory"
+            )
+        config = self.config.to_dict()
+        stored = {**_LATER_FIELDS, **state["config"]}
+        if stored != config:
+            differ = ", ".join(
+                f"{k}={stored.get(k)!r} (this run: {v!r})"
+                for k, v in config.items()
+                if stored.get(k) != v
+            )
+            raise CheckpointError(
+                f"checkpoint {path} was written with another config ({differ}); resume with "
+                "the same TrainingConfig, or use another checkpoint directory"
+            )
+        with torch.no_grad():
+            self.W.copy_(tensors["W"].to(self.device))
+            if self.ffn_W is not None:
+                self.ffn_W.copy_(tensors["ffn_W"].to(self.device))
+        self.generator.set_state(tensors["generator"])
+        optimizer_state = self.optimizer.state_dict()
+        restored: dict[int, dict[str, Tensor]] = {}
+        for key, value in tensors.items():
+            if key.startswith("adam."):
+                _, index, name = key.split(".", 2)
+                value = value.reshape(()) if name == "step" else value.to(self.device)
+                restored.setdefault(int(index), {})[name] = value
+        optimizer_state["state"] = restored
+        self.optimizer.load_state_dict(optimizer_state)
+        self.step_index = int(state["step"])
+        self.elapsed = float(state["elapsed"])
+        self.trajectory = list(tensors["trajectory"].unbind(0))
+        self.trajectory_steps = [int(s) for s in state["trajectory_steps"]]
+        self.history = [
+            (int(r[0]), float(r[1]), float(r[2]), float(r[3]), int(r[4]))
+            for r in tensors["history"].tolist()
+        ]
+        self.partial = bool(state["partial"])
+        self._checked = bool(state["checked"])
+
+    # -- the result ----------------------------------------------------------------------------
+    def result(self, steps_this_session: int, session_seconds: float) -> MaskTrainingResult:
+        history = pd.DataFrame(self.history, columns=list(_HISTORY_COLUMNS))
+        history["step"] = history["step"].astype(int)
+        history["kept"] = history["kept"].astype(int)
+        per_step = session_seconds / steps_this_session if steps_this_session else math.nan
+        return MaskTrainingResult(
+            W=self.W.detach().float().cpu().clone(),
+            trajectory=torch.stack(self.trajectory),
+            trajectory_steps=list(self.trajectory_steps),
+            history=history,
+            config=self.config,
+            model=model_name(self.model),
+            task=self.task.name,
+            timing={
+                "seconds": self.elapsed,
+                "seconds_per_step": per_step,
+                "steps_this_session": float(steps_this_session),
+            },
+            ffn_W=None if self.ffn_W is None else self.ffn_W.detach().float().cpu().clone(),
+        )
+
+
+def train_mask(
+    model: ModelLike,
+    task: Task | str | os.PathLike[str],
+    config: TrainingConfig | None = None,
+    *,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    checkpoint_every: int = 50,
+    resume: bool = False,
+    progress: bool = True,
+    callback: Callable[[int, float], None] | None = None,
+) -> MaskTrainingResult:
+    """Train a head mask on ``task`` (instruction-free ``input -> output`` pairs) for ``model``.
+
+    The model is frozen while training (no weight gradients; ``requires_grad`` is restored
+    afterwards). Prompts are the bare input in the chat template when the tokenizer has one,
+    else ``{input}\\n\\n`` (``config.chat``, ``config.separator``); ``config.shots``
+    demonstrations from the training split may precede it, and a hybrid multi-task set is
+    simply a task (:func:`lens_heads.core.prompts.hybrid_few_shot` with ``split="train"``).
+
+    With ``checkpoint_dir`` a checkpoint is written atomically every ``checkpoint_every`` steps
+    and at the end; ``resume=True`` continues from it and ends with the same W as an
+    uninterrupted run. A fresh run refuses to overwrite an existing checkpoint, and a
+    checkpoint of another model, task or config is a :class:`CheckpointError`. ``callback(step,
+    loss)`` runs after every step (after its checkpoint).
+
+    >>> import lens_heads as lh
+    >>> model = lh.load_model("smollm2-135m-instruct")  # doctest: +SKIP
+    >>> result = lh.train_mask(model, "capitalize", lh.TrainingConfig.short())  # doctest: +SKIP
+    >>> lh.evaluate(model, "capitalize", mask=result.mask, n_eval=40)  # doctest: +SKIP
+    """
+    config = config or TrainingConfig()
+    task = task if isinstance(task, Task) else get_task(task)
+    if checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be positive, got {checkpoint_every}")
+    trainer = MaskTrainer(model, task, config)
+    folder = None if checkpoint_dir is None else Path(checkpoint_dir)
+    if folder is not None and (folder / _CHECKPOINT).is_file():
+        if not resume:
+            raise CheckpointError(
+                f"{folder / _CHECKPOINT} exists; pass resume=True (--resume) to continue it, "
+                "or delete it / choose another checkpoint directory to start afresh"
+            )
+        trainer.load_checkpoint(folder / _CHECKPOINT)
+        logger.info("resuming %s at step %d", folder, trainer.step_index)
+    elif resume:
+        logger.info("no checkpoint to resume in %s; starting afresh", folder)
+
+    frozen = [p for p in _parameters(model) if p.requires_grad]
+    for parameter in frozen:
+        parameter.requires_grad_(False)
+    start_step = trainer.step_index
+    started = time.perf_counter()
+    bar = tqdm(
+        total=config.steps,
+        initial=start_step,
+        desc=f"training mask: {task.name}",
+        disable=not progress,
+    )
+    try:
+        while trainer.step_index < config.steps:
+            tick = time.perf_counter()
+            loss = trainer.step()
+            trainer.elapsed += time.perf_counter() - tick
+            _, _, tau, lr, kept = trainer.history[-1]
+            bar.update(1)
+            bar.set_postfix(
+                loss=f"{loss:.3f}",
+                tau=f"{tau:.2f}",
+                lr=f"{lr:.2g}",
+                kept=f"{kept}/{trainer.W.numel()}",
+            )
+            done = trainer.step_index
+            if folder is not None and (done % checkpoint_every == 0 or done == config.steps):
+                trainer.save_checkpoint(folder)
+            if callback is not None:
+                callback(done, loss)
+    finally:
+        bar.close()
+        for parameter in frozen:
+            parameter.requires_grad_(True)
+    steps_run = trainer.step_index - start_step
+    return trainer.result(steps_run, time.perf_counter() - started)
+
+
+def _parameters(model: Any) -> list[Tensor]:
+    parameters = getattr(model, "parameters", None)
+    return list(parameters()) if callable(parameters) else []

@@ -1,0 +1,306 @@
+"""The mask-training configuration (:class:`TrainingConfig`), its schedules (``tau``, learning
+rate), the paper's noise and the straight-through estimator; re-exported by
+:mod:`lens_heads.engine.training`.
+
+>>> config = TrainingConfig(steps=100, lr=0.1, min_lr=0.0)
+>>> round(tau_at(0, config), 2), round(tau_at(40, config), 2), round(lr_at(9, config), 3)
+(4.0, 0.05, 0.1)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from lens_heads.core.checks import check_numeric_fields
+from lens_heads.core.masks import parse_head
+from lens_heads.core.prompts import ANSWER_ENDS
+
+_DTYPES = {
+    "auto": "auto",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float32": "float32",
+    "fp32": "float32",
+}
+
+
+# -- configuration ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TrainingConfig:
+    """Hyper-parameters of :func:`train_mask`; the defaults are the paper's (6,250 steps).
+
+    On a 2-core CPU use :meth:`short` (200 steps, batch 8, lr 0.1; see ``docs/training.md``).
+    ``dtype="auto"`` trains under bfloat16 autocast where the device computes bf16 natively
+    (:func:`native_bf16`) and in float32 elsewhere: on a CPU without ``avx512_bf16``/``amx_bf16``
+    bf16 autocast is about 3.5x *slower* than fp32 (measured); the resolved dtype is recorded.
+
+    ``answer_end`` says what closes each training target after the answer
+    (:func:`lens_heads.core.prompts.answer_end_tokens`): ``"auto"`` (default, the faithful choice)
+    trains on the chat template's end-of-turn token (``<|im_end|>`` for SmolLM2) for chat
+    prompts and on EOS for base-model prompts, so the masked model answers *and stops*;
+    ``"none"`` trains on the answer alone (masked outputs then run on: "Jungle. Jungle. ...").
+
+    ``n_eval`` examples at the end of the task (after an optional shuffle with ``split_seed``,
+    as :meth:`lens_heads.core.tasks.Task.split`) are held out and never trained on;
+    :func:`lens_heads.engine.evaluation` with the same ``n_eval``/``split_seed`` (or a smaller ``n_eval``)
+    evaluates on held-out examples only. ``n_eval=0`` trains on every example.
+
+    Experimental (Appendix C.3, off by default): ``ffn_masks`` trains one more logit per layer
+    that gates the MLP output (``blocks.{l}.hook_mlp_out``) jointly with the heads;
+    ``query_side`` masks inside the softmax instead of the head output: a masked head attends
+    uniformly over the positions it may see (``hook_pattern``), its output is not removed.
+
+    >>> TrainingConfig.short().steps, TrainingConfig().steps
+    (200, 6250)
+    >>> TrainingConfig(tau_begin=0.1, tau_end=1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: tau_end (1.0) must not exceed tau_begin (0.1): tau anneals downwards
+    """
+
+    steps: int = 6250
+    batch_size: int = 16
+    lr: float = 1e-2
+    min_lr: float = 1e-4
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.0
+    tau_begin: float = 4.0
+    tau_end: float = 0.05
+    tau_fraction: float = 0.4
+    init_mean: float = 4.0
+    init_std: float = 0.02
+    noise: str = "example"  # "example" (per example, the paper's) or "batch"
+    sparsity: float = 0.0
+    dtype: str = "auto"
+    seed: int = 0
+    n_eval: int = 100
+    split_seed: int | None = None
+    shots: int = 0
+    chat: bool | None = None
+    separator: str = "\n\n"
+    answer_end: str = "auto"
+    trajectory_every: int | None = None
+    ffn_masks: bool = False
+    query_side: bool = False
+    soft: bool = False  # LAHIS soft mask: multipliers >= 0 from 1, no noise (issue 14)
+    trainable: Sequence[str] | None = (
+        None  # soft (a tuple once validated): the heads trained ("L3H7"); None = all
+    )
+
+    def __post_init__(self) -> None:
+        def need(condition: bool, message: str) -> None:
+            if not condition:
+                raise ValueError(message)
+
+        check_numeric_fields(self)  # 2.5 steps, lr=inf: a clear error before the ranges
+        need(
+            isinstance(self.steps, int) and self.steps > 0,
+            f"steps must be a positive integer, got {self.steps}",
+        )
+        need(self.batch_size > 0, f"batch_size must be positive, got {self.batch_size}")
+        need(self.lr > 0, f"lr must be positive, got {self.lr}")
+        need(
+            0 <= self.min_lr <= self.lr,
+            f"min_lr must lie in [0, lr={self.lr}], got {self.min_lr}",
+        )
+        need(
+            0 <= self.warmup_fraction < 1,
+            f"warmup_fraction must lie in [0, 1), got {self.warmup_fraction}",
+        )
+        need(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}")
+        need(
+            self.tau_begin > 0 and self.tau_end > 0,
+            f"temperatures must be positive, got tau_begin={self.tau_begin}, "
+            f"tau_end={self.tau_end}",
+        )
+        need(
+            self.tau_end <= self.tau_begin,
+            f"tau_end ({self.tau_end}) must not exceed tau_begin ({self.tau_begin}): "
+            "tau anneals downwards",
+        )
+        need(
+            0 < self.tau_fraction <= 1,
+            f"tau_fraction must lie in (0, 1], got {self.tau_fraction}",
+        )
+        need(self.init_std >= 0, f"init_std must be >= 0, got {self.init_std}")
+        need(
+            self.noise in ("example", "batch"),
+            f"noise must be 'example' (per example, the paper's) or 'batch', got {self.noise!r}",
+        )
+        need(self.sparsity >= 0, f"sparsity must be >= 0, got {self.sparsity}")
+        need(
+            self.dtype in _DTYPES,
+            f"dtype must be 'auto', 'bfloat16' (autocast) or 'float32', got {self.dtype!r}",
+        )
+        object.__setattr__(self, "dtype", _DTYPES[self.dtype])
+        need(self.n_eval >= 0, f"n_eval must be >= 0, got {self.n_eval}")
+        need(self.shots >= 0, f"shots must be >= 0, got {self.shots}")
+        _check_soft(self)
+        need(
+            self.answer_end in ANSWER_ENDS,
+            f"answer_end must be one of {', '.join(ANSWER_ENDS)}, got {self.answer_end!r}",
+        )
+        need(
+            self.trajectory_every is None or self.trajectory_every > 0,
+            f"trajectory_every must be positive (or None), got {self.trajectory_every}",
+        )
+
+    @classmethod
+    def short(cls, **overrides: Any) -> TrainingConfig:
+        """The short CPU schedule: 200 steps, batch 8, lr 0.1 (cosine to 1e-4, 10 % warm-up),
+        the paper's tau schedule, init and per-example noise, ``dtype="auto"``; a few minutes
+        for SmolLM2 on 2 cores (``docs/training.md``). ``overrides`` replace single fields.
+
+        >>> TrainingConfig.short(steps=150).lr
+        0.1
+        """
+        values: dict[str, Any] = {"steps": 200, "batch_size": 8, "lr": 0.1}
+        return cls(**{**values, **overrides})
+
+    @property
+    def warmup_steps(self) -> int:
+        return round(self.warmup_fraction * self.steps)
+
+    @property
+    def sample_every(self) -> int:
+        """Steps between two samples of the trajectory (auto: about 500 samples per run)."""
+        return self.trajectory_every or max(1, self.steps // 500)
+
+    def resolve_dtype(self, device: str | torch.device = "cpu") -> TrainingConfig:
+        """This config with ``dtype="auto"`` replaced by what ``device`` computes fast."""
+        if self.dtype != "auto":
+            return self
+        return replace(self, dtype="bfloat16" if native_bf16(device) else "float32")
+
+    def to_dict(self) -> dict[str, Any]:
+        values = asdict(self)
+        if values["trainable"] is not None:  # JSON has no tuples: keep checkpoints comparable
+            values["trainable"] = list(values["trainable"])
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainingConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown TrainingConfig field(s) {unknown}")
+        return cls(**values)
+
+
+#: Config fields added after checkpoints existed, with the value that reproduces the behaviour
+#: before them: an older checkpoint without them resumes as if it had them. (``answer_end`` is
+#: not here on purpose: checkpoints from before it trained answer-only targets.)
+_LATER_FIELDS: dict[str, Any] = {"soft": False, "trainable": None}
+
+
+def _check_soft(config: TrainingConfig) -> None:
+    """Validate (and normalise to a tuple) the soft-mask fields of ``config``."""
+    if config.trainable is None:
+        return
+    if not config.soft:
+        raise ValueError("trainable heads are for soft masks: pass soft=True with trainable")
+    if isinstance(config.trainable, str):
+        raise ValueError("trainable must be a list of head labels like ['L3H7'], not one string")
+    labels = tuple(str(label) for label in config.trainable)
+    if not labels:
+        raise ValueError("trainable is empty: give at least one head (or None for all heads)")
+    for label in labels:
+        parse_head(label)
+    object.__setattr__(config, "trainable", labels)
+    if config.query_side or config.ffn_masks:
+        raise ValueError("soft masks train head multipliers only: drop query_side / ffn_masks")
+
+
+def native_bf16(device: str | torch.device = "cpu") -> bool:
+    """Does ``device`` compute bfloat16 natively (so that bf16 autocast is faster than fp32)?
+
+    CUDA: ``torch.cuda.is_bf16_supported()``; CPU: the ``avx512_bf16`` or ``amx_bf16`` flag in
+    ``/proc/cpuinfo`` (without them bf16 matmuls are emulated, several times slower than fp32).
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    if device.type != "cpu":
+        return False
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as file:
+            for line in file:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        pass
+    return False
+
+
+# -- schedules and the estimator ---------------------------------------------------------------
+def tau_at(step: int, config: TrainingConfig) -> float:
+    """Temperature at ``step`` (0-based): linear from ``tau_begin`` to ``tau_end`` over the first
+    ``tau_fraction * steps`` steps, then constant.
+
+    >>> config = TrainingConfig(steps=100)
+    >>> tau_at(0, config), tau_at(20, config), tau_at(40, config), tau_at(99, config)
+    (4.0, 2.025, 0.05, 0.05)
+    """
+    span = config.tau_fraction * config.steps
+    if step >= span:
+        return config.tau_end
+    progress = step / span
+    return config.tau_begin + (config.tau_end - config.tau_begin) * progress
+
+
+def lr_at(step: int, config: TrainingConfig) -> float:
+    """Learning rate of update ``step`` (0-based): linear warm-up ``lr * (step + 1) / W`` for the
+    first ``W = round(warmup_fraction * steps)`` updates, then a cosine from ``lr`` down to
+    ``min_lr``: ``min_lr + (lr - min_lr) * (1 + cos(pi * (step - W) / (steps - W))) / 2``.
+
+    >>> config = TrainingConfig(steps=100, lr=0.1, min_lr=0.0)
+    >>> lr_at(0, config), lr_at(9, config), round(lr_at(55, config), 6)
+    (0.01, 0.1, 0.05)
+    """
+    warmup = config.warmup_steps
+    if step < warmup:
+        return config.lr * (step + 1) / warmup
+    progress = (step - warmup) / max(1, config.steps - warmup)
+    return config.min_lr + (config.lr - config.min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def gumbel_noise(shape: Sequence[int], generator: torch.Generator) -> Tensor:
+    """The paper's noise ``G = log(-log U)``, ``U ~ U(0, 1)`` (clamped away from 0 and 1).
+
+    >>> noise = gumbel_noise((3, 2), torch.Generator().manual_seed(0))
+    >>> tuple(noise.shape), bool(noise.isfinite().all())
+    ((3, 2), True)
+    """
+    uniform = torch.rand(tuple(shape), generator=generator).clamp(1e-10, 1 - 1e-7)
+    return torch.log(-torch.log(uniform))
+
+
+def straight_through_mask(
+    weights: Float[Tensor, "..."],
+    noise: Float[Tensor, "..."],
+    tau: float,
+) -> Float[Tensor, "..."]:
+    """Gumbel-sigmoid straight-through sample: forward value ``1[sigmoid((W + G) / tau) > 0.5]``,
+    gradient of ``sigmoid((W + G) / tau)``.
+
+    >>> W = torch.tensor([[3.0, -3.0]], requires_grad=True)
+    >>> mask = straight_through_mask(W, torch.zeros(1, 2), tau=1.0)
+    >>> mask.tolist(), bool(torch.autograd.grad(mask.sum(), W)[0].ne(0).all())
+    ([[1.0, 0.0]], True)
+    """
+    soft = torch.sigmoid((weights + noise) / tau)
+    hard = (soft > 0.5).to(soft.dtype)
+    return hard - soft.detach() + soft
+
+
+def with_overrides(config: TrainingConfig, **overrides: Any) -> TrainingConfig:
+    """``config`` with the given fields replaced (``None`` values are ignored)."""
+    return replace(config, **{k: v for k, v in overrides.items() if v is not None})

@@ -1,0 +1,365 @@
+"""Attention on target (Heads up! Table 7): how much attention each head pays, from the final
+position, to the tokens of a target word in the prompt -- bare, instructed and under a mask.
+
+>>> import lens_heads as lh
+>>> model = lh.tiny_model(n_layers=2, n_heads=4)
+>>> mask = lh.HeadMask.from_heads(["L0H1", "L1H2"], n_layers=2, n_heads=4)
+>>> result = lh.attention_on_target(model, ["pear, dog, cat"], ["pear"], mask=mask,
+...                                 instruction="Output the fruit.")
+>>> result.settings
+['original', 'instructed', 'masked']
+>>> tuple(result.scores.shape)
+(3, 2, 4)
+>>> list(result.means().columns)
+['all heads', 'heads in M', 'heads in 1-M']
+
+A head's score for one prompt is the attention weight of the final query position summed
+over the target's tokens (``blocks.{l}.attn.hook_pattern``, query heads); the result
+averages it over the prompts, like TransformerLens's ``head_detector`` scores. A target is
+given as a word found in the prompt's input (its first whole-word occurrence) or as a
+character span ``(start, end)`` of the input; a word split into several tokens counts all
+of them (every token that overlaps the span).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import pandas as pd
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from lens_heads.core.capture import capture, check_mask, encode_prompt
+from lens_heads.core.masks import HeadMask, format_head
+from lens_heads.core.models import ModelLike, head_shape, model_name
+from lens_heads.core.storage import FolderResult
+from lens_heads.core.tables import markdown_table
+
+__all__ = [
+    "AttentionResult",
+    "attention_on_target",
+    "extractive_targets",
+    "target_token_span",
+]
+
+TargetSpec = str | tuple[int, int]
+
+
+def _char_span(raw: str, target: TargetSpec, index: int) -> tuple[int, int]:
+    """The character span of ``target`` in the raw input ``raw``."""
+    where = f"prompt {index} ({raw[:40]!r})"
+    if isinstance(target, str):
+        if not target.strip():
+            raise ValueError(f"{where}: the target word is empty")
+        found = re.search(rf"(?<!\w){re.escape(target)}(?!\w)", raw)
+        if found is None:
+            found = re.search(re.escape(target), raw)
+        if found is None:
+            raise ValueError(
+                f"{where}: target {target!r} does not occur in the prompt; give a word of the "
+                "prompt or a character span (start, end)"
+            )
+        return found.start(), found.end()
+    if len(target) != 2:
+        raise ValueError(f"{where}: a span is (start, end), got {target!r}")
+    start, end = int(target[0]), int(target[1])
+    if not 0 <= start < end <= len(raw):
+        raise ValueError(
+            f"{where}: span ({start}, {end}) is outside the prompt of {len(raw)} characters; "
+            f"give 0 <= start < end <= {len(raw)}"
+        )
+    return start, end
+
+
+def target_token_span(
+    model: ModelLike,
+    prompt: str,
+    target: TargetSpec,
+    *,
+    instruction: str | None = None,
+    chat: bool | None = None,
+) -> tuple[list[int], tuple[int, int]]:
+    """``(tokens, (first, last + 1))``: the prompt as the model sees it (rendered like
+    :func:`lens_heads.core.capture.encode_prompt`) and the token positions that overlap the target.
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model()
+    >>> tokens, (lo, hi) = target_token_span(model, "dog, pear", "pear", chat=False)
+    >>> model.tokenizer.decode(tokens[lo:hi])
+    'pear'
+    """
+    return _locate_target(model, prompt, target, 0, instruction=instruction, chat=chat)
+
+
+def _locate_target(
+    model: ModelLike,
+    prompt: str,
+    target: TargetSpec,
+    index: int,
+    *,
+    instruction: str | None,
+    chat: bool | None,
+) -> tuple[list[int], tuple[int, int]]:
+    """:func:`target_token_span` of prompt number ``index`` (named in error messages)."""
+    encoded = encode_prompt(model, prompt, chat=chat, instruction=instruction, offsets=True)
+    if encoded.input_start is None or encoded.offsets is None:
+        raise ValueError(
+            f"cannot locate the input {prompt[:40]!r} inside the rendered prompt (the chat "
+            "template rewrites it); pass chat=False"
+        )
+    start, end = _char_span(prompt, target, index)
+    start, end = start + encoded.input_start, end + encoded.input_start
+    positions = [
+        i
+        for i, (lo, hi) in enumerate(encoded.offsets)
+        if hi > lo and lo < end and hi > start  # the token overlaps the target's characters
+    ]
+    if not positions:
+        raise ValueError(f"no token of {encoded.text[:60]!r} covers the target {target!r}")
+    return encoded.tokens, (positions[0], positions[-1] + 1)
+
+
+@dataclass
+class AttentionResult(FolderResult):
+    """Attention on the target per setting and head: ``scores[setting, layer, head]`` (mean
+    over prompts) and ``per_prompt[setting, prompt, layer, head]``.
+
+    ``mask`` (when given) splits the heads into M and 1-M for :meth:`means` (Table 7).
+    """
+
+    _format: ClassVar[str] = "lens_heads.attention_on_target/1"
+
+    model: str
+    settings: list[str]
+    prompts: list[str]
+    targets: list[str]
+    spans: list[list[tuple[int, int]]]  # [setting][prompt]: token positions [first, last + 1)
+    per_prompt: Float[Tensor, "setting prompt n_layers n_heads"]
+    mask: HeadMask | None = None
+
+    @property
+    def scores(self) -> Float[Tensor, "setting n_layers n_heads"]:
+        return self.per_prompt.mean(dim=1)
+
+    def means(self) -> pd.DataFrame:
+        """Table 7: the mean score over all heads, over the heads in M and over those in 1-M
+        (the last two only with a mask), one row per setting."""
+        scores = self.scores
+        data: dict[str, list[float]] = {"all heads": scores.mean(dim=(1, 2)).tolist()}
+        if self.mask is not None:
+            selected = self.mask.selected
+            data["heads in M"] = scores[:, selected].mean(dim=1).tolist()
+            data["heads in 1-M"] = scores[:, ~selected].mean(dim=1).tolist()
+        return pd.DataFrame(data, index=pd.Index(self.settings, name="setting"))
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (setting, head): ``setting, layer, head, label, score`` and ``in_mask``."""
+        rows = []
+        scores = self.scores
+        n_layers, n_heads = scores.shape[1:]
+        for s, setting in enumerate(self.settings):
+            for layer in range(n_layers):
+                for head in range(n_heads):
+                    row = {
+                        "setting": setting,
+                        "layer": layer,
+                        "head": head,
+                        "label": format_head(layer, head),
+                        "score": float(scores[s, layer, head]),
+                    }
+                    if self.mask is not None:
+                        row["in_mask"] = bool(self.mask.selected[layer, head])
+                    rows.append(row)
+        return pd.DataFrame(rows)
+
+    def top_heads(self, setting: str | None = None, k: int = 10) -> pd.DataFrame:
+        """The ``k`` heads with the highest score in ``setting`` (default: the first)."""
+        setting = setting or self.settings[0]
+        frame = self.to_frame()
+        frame = frame[frame["setting"] == setting]
+        return frame.sort_values("score", ascending=False, kind="stable").head(k)
+
+    def to_markdown(self, digits: int = 4) -> str:
+        title = f"**attention on target** on **{self.model}** ({len(self.prompts)} prompts)"
+        return title + "\n\n" + markdown_table(self.means(), floatfmt=f".{digits}f") + "\n"
+
+    def plot(self) -> Any:
+        """Heat maps of the per-head scores, one panel per setting (heads of M outlined)."""
+        from lens_heads.core.figures import head_score_figure
+
+        return head_score_figure(
+            self.scores,
+            panels=self.settings,
+            outline=None if self.mask is None else self.mask.selected,
+            colorbar_title="attention on target",
+            title=f"attention from the last position to the target on {self.model}",
+        )
+
+    def _to_saved(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        meta: dict[str, Any] = {
+            "model": self.model,
+            "settings": self.settings,
+            "prompts": self.prompts,
+            "targets": self.targets,
+            "spans": self.spans,
+            "means": self.means().to_dict(orient="index"),  # for readers of result.json
+        }
+        tensors = {"per_prompt": self.per_prompt}
+        if self.mask is not None:
+            tensors["mask"] = self.mask.values
+            meta["mask_alpha"] = self.mask.alpha
+        return meta, tensors
+
+    @classmethod
+    def _from_saved(cls, meta: dict[str, Any], tensors: dict[str, Any]) -> AttentionResult:
+        mask = tensors.get("mask")
+        return cls(
+            model=meta["model"],
+            settings=list(meta["settings"]),
+            prompts=list(meta["prompts"]),
+            targets=list(meta["targets"]),
+            spans=[[(int(a), int(b)) for a, b in row] for row in meta["spans"]],
+            per_prompt=tensors["per_prompt"],
+            mask=None if mask is None else HeadMask(mask, alpha=meta.get("mask_alpha", 0.0)),
+        )
+
+
+def _settings(
+    mask: HeadMask | None, instruction: str | None, settings: Sequence[str] | None
+) -> dict[str, tuple[HeadMask | None, str | None]]:
+    """``{setting: (mask, instruction)}``."""
+    available: dict[str, tuple[HeadMask | None, str | None]] = {"original": (None, None)}
+    if instruction is not None:
+        available["instructed"] = (None, instruction)
+    if mask is not None:
+        available["masked"] = (mask, None)
+        if instruction is not None:
+            available["masked+instructed"] = (mask, instruction)
+    if settings is None:
+        return {k: v for k, v in available.items() if k != "masked+instructed"}
+    unknown = [s for s in settings if s not in available]
+    if unknown:
+        raise ValueError(
+            f"settings {unknown} are not available: 'instructed' needs instruction=, 'masked' "
+            f"needs mask=; available here: {list(available)}"
+        )
+    return {s: available[s] for s in settings}
+
+
+def attention_on_target(
+    model: ModelLike,
+    prompts: str | Sequence[str],
+    targets: TargetSpec | Sequence[TargetSpec],
+    *,
+    mask: HeadMask | None = None,
+    instruction: str | None = None,
+    settings: Sequence[str] | None = None,
+    chat: bool | None = None,
+    batch_size: int = 16,
+    progress: bool = False,
+) -> AttentionResult:
+    """Attention from each prompt's last position to its target's tokens, per head, in the
+    settings ``original`` (bare input), ``instructed`` (with ``instruction``), ``masked``
+    (under ``mask``) -- by default every one the arguments allow; ``"masked+instructed"`` on
+    request.
+
+    ``targets``: one per prompt, a word of the prompt's input (``"pear"``) or a character
+    span ``(start, end)`` of it. Prompts are rendered as :func:`lens_heads.engine.evaluation` renders
+    them (chat template when the tokenizer has one); the target is located inside the rendered
+    prompt, so instructed prompts attend to the same word.
+    """
+    prompt_list = [prompts] if isinstance(prompts, str) else list(prompts)
+    if isinstance(targets, str) or (
+        isinstance(targets, tuple)
+        and len(targets) == 2
+        and all(isinstance(x, int) for x in targets)
+    ):
+        targets = [targets]  # one target; a tuple of words or spans is one target per prompt
+    target_list = list(targets)
+    if not prompt_list:
+        raise ValueError("no prompts given")
+    if len(target_list) != len(prompt_list):
+        raise ValueError(
+            f"{len(prompt_list)} prompts but {len(target_list)} targets; give one target each"
+        )
+    if any(not p.strip() for p in prompt_list):
+        raise ValueError("a prompt is empty")
+    check_mask(model, mask)
+    runs = _settings(mask, instruction, settings)
+    n_layers, n_heads = head_shape(model)
+    results, spans = [], []
+    for run_mask, run_instruction in runs.values():
+        encoded = [
+            _locate_target(model, p, t, i, instruction=run_instruction, chat=chat)
+            for i, (p, t) in enumerate(zip(prompt_list, target_list, strict=True))
+        ]
+        tokens = [tokens for tokens, _ in encoded]
+        token_spans = [span for _, span in encoded]
+        last = [len(t) - 1 for t in tokens]
+
+        def reduce(
+            pattern: Tensor,
+            rows: Tensor,
+            cols: Tensor,
+            indices: Sequence[int],
+            token_spans: list[tuple[int, int]] = token_spans,
+        ) -> Tensor:
+            # pattern [b, head, q, k] -> the final query's row [b, head, k] -> sum over the span
+            final = pattern[rows, :, cols, :].float()
+            span = torch.zeros(final.shape[0], final.shape[-1], device=final.device)
+            for row, index in enumerate(indices):
+                lo, hi = token_spans[index]
+                span[row, lo:hi] = 1.0
+            return (final * span[:, None, :]).sum(dim=-1)
+
+        names = {f"blocks.{layer}.attn.hook_pattern": reduce for layer in range(n_layers)}
+        captured = capture(
+            model,
+            tokens,
+            last,
+            names,
+            mask=run_mask,
+            batch_size=batch_size,
+            progress=progress,
+        )
+        per_layer = [captured[f"blocks.{layer}.attn.hook_pattern"] for layer in range(n_layers)]
+        results.append(torch.stack(per_layer, dim=1))  # [prompt, layer, head]
+        spans.append(token_spans)
+    per_prompt = torch.stack(results)
+    if per_prompt.shape[-1] != n_heads:
+        raise RuntimeError(
+            f"hook_pattern has {per_prompt.shape[-1]} heads but the model has {n_heads}"
+        )
+    return AttentionResult(
+        model=model_name(model),
+        settings=list(runs),
+        prompts=prompt_list,
+        targets=[t if isinstance(t, str) else f"{t[0]}:{t[1]}" for t in target_list],
+        spans=spans,
+        per_prompt=per_prompt,
+        mask=mask,
+    )
+
+
+def extractive_targets(task: Any, n: int | None = None) -> tuple[list[str], list[str]]:
+    """``(prompts, targets)`` of an extractive task (the answer is a word of the input, as in
+    ``fruit_v_animal_3``): the last ``n`` examples (all by default) whose answer occurs in the
+    input.
+
+    >>> from lens_heads.core.tasks import get_task
+    >>> prompts, targets = extractive_targets(get_task("fruit_v_animal_3"), n=2)
+    >>> all(t in p for p, t in zip(prompts, targets))
+    True
+    """
+    examples = [e for e in task.examples if e.output in e.input]
+    if not examples:
+        raise ValueError(
+            f"task {task.name!r} is not extractive: no answer occurs in its input; use a task "
+            "such as fruit_v_animal_3"
+        )
+    chosen = examples if n is None else examples[-n:]
+    return [e.input for e in chosen], [e.output for e in chosen]

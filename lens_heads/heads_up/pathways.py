@@ -1,0 +1,658 @@
+"""Functional pathways (Heads up! Table 6): the heads a family of related tasks shares.
+
+Masks trained with a negative initialisation (``TrainingConfig(init_mean=-3)``: every head
+starts removed and only the heads a task needs are switched on) on a family of related tasks
+(capitalisation variants, translation pairs) leave (a) heads used by *all* the masks and (b)
+heads used by *none*. :func:`functional_pathways` removes from the full model (a), (b) and random
+head sets of the same sizes (several seeds), and evaluates each family task *with* its
+instruction through :func:`lens_heads.engine.evaluation`. The paper's claim: removing (a) hurts far more
+than removing as many random heads, and removing (b) does not hurt (it slightly helps).
+
+>>> import lens_heads as lh
+>>> from lens_heads.core.tasks import Example, Task
+>>> model = lh.tiny_model(n_layers=2, n_heads=4)
+>>> words = "cat dog owl bee ant cow pig elk".split()
+>>> tasks = [Task(n, tuple(Example(w, f(w)) for w in words), instruction=n.title() + ".")
+...          for n, f in (("upper", str.upper), ("title", str.title))]
+>>> masks = {"upper": lh.HeadMask.from_heads(["L0H0", "L1H1"], n_layers=2, n_heads=4),
+...          "title": lh.HeadMask.from_heads(["L0H0", "L1H2"], n_layers=2, n_heads=4)}
+>>> result = functional_pathways(model, tasks, masks, n_random_seeds=2, n_eval=2,
+...                              progress=False)
+>>> result.shared, result.unused
+(['L0H0'], ['L0H1', 'L0H2', 'L0H3', 'L1H0', 'L1H3'])
+>>> result.to_frame()["heads removed"].tolist()
+[0, 1, 1, 5, 5, 0, 1, 1, 5, 5]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from lens_heads.core.checks import check_int
+from lens_heads.core.masks import HeadMask, MaskShapeError
+from lens_heads.core.models import ModelLike, model_name
+from lens_heads.core.storage import FolderResult, write_atomic
+from lens_heads.core.tables import mean_std_table
+from lens_heads.core.tasks import Task, get_task
+from lens_heads.engine.training import MaskTrainingResult, TrainingConfig
+
+__all__ = [
+    "CONDITIONS",
+    "PathwaysResult",
+    "functional_pathways",
+    "pathway_heads",
+    "train_family_masks",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Condition keys, in table order, with their row labels.
+CONDITIONS: dict[str, str] = {
+    "full": "full model",
+    "shared": "remove shared (a)",
+    "random_shared": "remove random, size of (a)",
+    "unused": "remove unused (b)",
+    "random_unused": "remove random, size of (b)",
+}
+#: The metrics of the table, in column order (those the runs have).
+TABLE_METRICS = ("answer_ce", "accuracy", "exact_match", "chrf", "bleu")
+_RANDOM = {"random_shared": "shared", "random_unused": "unused"}
+_MASK_FILE = "mask.safetensors"
+
+
+# -- the head sets ---------------------------------------------------------------------------------
+def pathway_heads(masks: Mapping[str, HeadMask] | Sequence[HeadMask]) -> tuple[HeadMask, HeadMask]:
+    """``(shared, unused)``: the heads every mask keeps (a) and the heads no mask keeps (b).
+
+    >>> a = HeadMask.from_heads(["L0H0", "L0H1"], n_layers=1, n_heads=4)
+    >>> b = HeadMask.from_heads(["L0H0", "L0H2"], n_layers=1, n_heads=4)
+    >>> shared, unused = pathway_heads([a, b])
+    >>> shared.labels, unused.labels
+    (['L0H0'], ['L0H3'])
+    """
+    items = list(masks.values()) if isinstance(masks, Mapping) else list(masks)
+    if not items:
+        raise ValueError("no masks given")
+    shared, used = items[0], items[0]
+    for mask in items[1:]:
+        shared, used = shared & mask, used | mask  # MaskShapeError for mixed shapes
+    return HeadMask(shared.selected.float()), ~used
+
+
+def _random_removal(size_of: HeadMask, seed: int) -> HeadMask:
+    """A random head set (the heads to remove) with as many heads as ``size_of``."""
+    return HeadMask(HeadMask.random_like(size_of, seed=seed).values)
+
+
+# -- the result -----------------------------------------------------------------------------------
+@dataclass
+class PathwaysResult(FolderResult):
+    """Table 6: each family task evaluated with its instruction on the full model and with
+    (a) the shared heads, (b) the unused heads, or random head sets of their sizes removed.
+
+    ``runs`` has one row per (task, condition, seed) with ``heads removed`` and the metrics of
+    :func:`lens_heads.engine.evaluation` (``answer_ce``, ``accuracy``, ``exact_match``, ...); random
+    conditions have one run per seed, the others seed -1. ``shared``/``unused`` label (a)/(b);
+    ``random_sets[condition][i]`` labels the heads removed with seed ``seeds[i]``.
+
+    >>> result = PathwaysResult.example()
+    >>> result.summary()[["CE shared", "CE random shared", "shared hurts more"]].values.tolist()
+    [[3.0, 2.0, True]]
+    """
+
+    _format: ClassVar[str] = "lens_heads.pathways/1"
+
+    model: str
+    tasks: list[str]
+    shape: list[int]
+    mask_sizes: dict[str, int]
+    shared: list[str]
+    unused: list[str]
+    seeds: list[int]
+    random_sets: dict[str, list[list[str]]]
+    runs: pd.DataFrame
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def example(cls) -> PathwaysResult:
+        """A small hand-made result (for documentation and tests)."""
+        rows = [
+            ("full", -1, 0, 0.5, 1.0),
+            ("shared", -1, 1, 0.0, 3.0),
+            ("random_shared", 0, 1, 0.5, 1.5),
+            ("random_shared", 1, 1, 0.5, 2.5),
+            ("unused", -1, 2, 0.5, 0.9),
+            ("random_unused", 0, 2, 0.0, 4.0),
+            ("random_unused", 1, 2, 0.5, 2.0),
+        ]
+        runs = pd.DataFrame(
+            [
+                {"task": "upper", "condition": c, "seed": s, "heads removed": n}
+                | {"accuracy": acc, "answer_ce": ce}
+                for c, s, n, acc, ce in rows
+            ]
+        )
+        return cls(
+            model="tiny",
+            tasks=["upper"],
+            shape=[1, 4],
+            mask_sizes={"upper": 2},
+            shared=["L0H0"],
+            unused=["L0H2", "L0H3"],
+            seeds=[0, 1],
+            random_sets={
+                "random_shared": [["L0H1"], ["L0H3"]],
+                "random_unused": [["L0H1", "L0H3"], ["L0H0", "L0H2"]],
+            },
+            runs=runs,
+        )
+
+    @property
+    def metrics(self) -> list[str]:
+        """The metric keys of the table that the runs have."""
+        return [key for key in TABLE_METRICS if key in self.runs.columns]
+
+    def _rows(self, task: str, condition: str) -> pd.DataFrame:
+        runs = self.runs
+        return runs[(runs["task"] == task) & (runs["condition"] == condition)]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (task, condition) -- index ``(task, condition label)`` -- with ``heads
+        removed``, ``seeds`` and, per metric, the mean over seeds and a ``... std`` column (the
+        sample standard deviation over seeds; NaN for single runs)."""
+        from lens_heads.engine.evaluation import METRICS
+
+        rows = []
+        for task in self.tasks:
+            for key, label in CONDITIONS.items():
+                runs = self._rows(task, key)
+                if not len(runs):
+                    continue
+                row: dict[str, Any] = {"task": task, "condition": label}
+                row["heads removed"] = int(runs["heads removed"].iloc[0])
+                row["seeds"] = len(runs)
+                for metric in self.metrics:
+                    values = runs[metric].astype(float)
+                    row[METRICS[metric]] = float(values.mean())
+                    row[f"{METRICS[metric]} std"] = (
+                        float(values.std()) if len(values) > 1 else math.nan
+                    )
+                rows.append(row)
+        return pd.DataFrame(rows).set_index(["task", "condition"])
+
+    def _mean(self, task: str, condition: str, metric: str) -> float:
+        return float(self._rows(task, condition)[metric].astype(float).mean())
+
+    def summary(self) -> pd.DataFrame:
+        """Per task: the answer CE of each condition, its change from the full model, and the
+        two readings of the claim -- ``shared hurts more`` (removing (a) raises the CE more than
+        the mean of its random controls) and ``unused does not hurt`` (removing (b) does not
+        raise the CE above the full model's)."""
+        rows = []
+        for task in self.tasks:
+            ce = {key: self._mean(task, key, "answer_ce") for key in CONDITIONS}
+            rows.append(
+                {
+                    "task": task,
+                    "CE full": ce["full"],
+                    "CE shared": ce["shared"],
+                    "CE random shared": ce["random_shared"],
+                    "CE unused": ce["unused"],
+                    "CE random unused": ce["random_unused"],
+                    "shared hurts more": ce["shared"] > ce["random_shared"],
+                    "unused does not hurt": ce["unused"] <= ce["full"],
+                }
+            )
+        return pd.DataFrame(rows).set_index("task")
+
+    def verdict(self) -> str:
+        """Two sentences on the measured direction of (a) and (b), whatever it is."""
+        table = self.summary()
+        n = len(table)
+        delta = {key: float((table[f"CE {key}"] - table["CE full"]).mean()) for key in _COLUMNS}
+        shared_more, unused_ok = (
+            int(table["shared hurts more"].sum()),
+            int(table["unused does not hurt"].sum()),
+        )
+        first = (
+            f"Removing the {_heads(len(self.shared))} shared by all {len(self.mask_sizes)} masks "
+            f"changes the answer CE by {delta['shared']:+.3f} on average (random sets of "
+            f"{_heads(len(self.shared))}: {delta['random shared']:+.3f}); it hurts more than its "
+            f"random control on {shared_more}/{n} tasks"
+            + (" (the paper's direction)." if shared_more == n else ".")
+        )
+        if not self.shared:
+            first = "No head is kept by every mask: (a) is empty and removing it changes nothing."
+        second = (
+            f"Removing the {_heads(len(self.unused))} no mask uses changes it by "
+            f"{delta['unused']:+.3f} (random sets of {_heads(len(self.unused))}: "
+            f"{delta['random unused']:+.3f}); it does not raise the CE on {unused_ok}/{n} tasks"
+            + (" (the paper's direction)." if unused_ok == n else ".")
+        )
+        return f"{first} {second}"
+
+    def to_markdown(self, digits: int = 3) -> str:
+        from lens_heads.engine.evaluation import METRICS
+
+        metrics = [METRICS[m] for m in self.metrics]
+        table = mean_std_table(self.to_frame(), metrics, keep=["heads removed"], digits=digits)
+        n_heads = self.shape[0] * self.shape[1]
+        sizes = ", ".join(f"{task} {size}" for task, size in self.mask_sizes.items())
+        intro = [
+            f"# Functional pathways (Heads up! Table 6) on {self.model}",
+            "",
+            f"Family: {', '.join(self.tasks)}; heads kept per mask (of {n_heads}): {sizes}. "
+            f"(a) shared by all masks: {_heads(len(self.shared))} "
+            f"({', '.join(self.shared) or '-'}); (b) used by no mask: {_heads(len(self.unused))}. "
+            f"Random sets of the same sizes over seeds {', '.join(map(str, self.seeds))} "
+            "(mean ± sd). Each task is evaluated with its instruction on "
+            f"{self.config.get('n_eval', '?')} held-out examples; answer CE is the paper's "
+            "'PPL' (mean answer-token cross-entropy).",
+            "",
+        ]
+        timing = []
+        if "seconds" in self.runs.columns:
+            evaluated = int((self.runs["seconds"] > 0).sum())
+            timing = [
+                "",
+                f"Evaluation wall time: {self.runs['seconds'].sum():.1f} s for {evaluated} "
+                "evaluations (lh.evaluate, batched over examples).",
+            ]
+        return "\n".join([*intro, table, "", self.verdict(), *timing]) + "\n"
+
+    def plot(self) -> Any:
+        """Grouped bars: one panel per metric (answer CE, accuracy, ...), the tasks on the x
+        axis, one bar per condition (error bars: std over the random seeds)."""
+        return _pathways_figure(self)
+
+    # -- io ---------------------------------------------------------------------------------------
+    def _to_saved(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        meta, tensors = super()._to_saved()
+        meta["runs"] = self.runs.to_dict(orient="records")
+        return meta, tensors
+
+    @classmethod
+    def _from_saved(cls, meta: dict[str, Any], tensors: dict[str, Any]) -> PathwaysResult:
+        meta["runs"] = pd.DataFrame(meta["runs"])
+        return cls(**meta, **tensors)
+
+    def save(self, directory: str | os.PathLike[str], *, png: bool = False) -> list[Path]:
+        """The :class:`~lens_heads.core.storage.FolderResult` folder plus ``runs.csv`` (one row per run)
+        and ``summary.csv``."""
+        written = super().save(directory, png=png)
+        folder = Path(directory)
+        return [
+            *written,
+            write_atomic(folder / "runs.csv", self.runs.to_csv(index=False)),
+            write_atomic(folder / "summary.csv", self.summary().to_csv()),
+        ]
+
+
+_COLUMNS = ("shared", "random shared", "unused", "random unused")
+
+
+def _heads(n: int) -> str:
+    return f"{n} head" + ("" if n == 1 else "s")
+
+
+_PALETTE = ["#4C78A8", "#E45756", "#F2A0A0", "#54A24B", "#A8D5A2"]
+
+
+def _pathways_figure(result: PathwaysResult) -> Any:
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from lens_heads.engine.evaluation import METRICS
+
+    table = result.to_frame()
+    metrics = [METRICS[m] for m in result.metrics if m in ("answer_ce", "accuracy", "chrf")]
+    figure = make_subplots(rows=1, cols=len(metrics), subplot_titles=metrics)
+    for position, label in enumerate(CONDITIONS.values()):
+        rows = table.xs(label, level="condition")
+        for column, metric in enumerate(metrics, start=1):
+            std = rows[f"{metric} std"]
+            figure.add_trace(
+                go.Bar(
+                    x=list(rows.index),
+                    y=rows[metric].tolist(),
+                    name=label,
+                    legendgroup=label,
+                    showlegend=column == 1,
+                    marker_color=_PALETTE[position],
+                    error_y={"type": "data", "array": std.fillna(0).tolist(), "visible": True}
+                    if std.notna().any()
+                    else None,
+                    hovertemplate=f"%{{x}}<br>{label}<br>{metric}: %{{y:.4g}}<extra></extra>",
+                ),
+                row=1,
+                col=column,
+            )
+    figure.update_layout(
+        title=f"Functional pathways on {result.model}: {len(result.shared)} shared heads (a), "
+        f"{len(result.unused)} unused heads (b)",
+        barmode="group",
+        template="plotly_white",
+        height=440,
+        width=max(560, 120 * len(result.tasks) * len(metrics) + 240),
+        legend_title_text="condition",
+    )
+    return figure
+
+
+# -- evaluation -----------------------------------------------------------------------------------
+def _family(tasks: Sequence[Task | str | os.PathLike[str]]) -> list[Task]:
+    if isinstance(tasks, (str, os.PathLike, Task)):
+        tasks = [tasks]
+    family = [task if isinstance(task, Task) else get_task(task) for task in tasks]
+    names = [task.name for task in family]
+    if len(family) < 2:
+        raise ValueError(
+            f"a task family needs at least two related tasks, got {len(family)} ({names}): "
+            "shared and unused heads are defined across masks of several tasks, e.g. "
+            "['capitalize', 'capitalize_first_letter', 'lowercase_last_letter']"
+        )
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"tasks repeat in the family: {repeated}")
+    missing = [task.name for task in family if not task.instruction]
+    if missing:
+        raise ValueError(
+            f"Table 6 evaluates each task with its instruction, but {missing} have none; give "
+            "each Task an instruction= (built-in tasks have one)"
+        )
+    return family
+
+
+def _family_masks(
+    masks: Mapping[str, HeadMask] | Sequence[HeadMask] | str | os.PathLike[str],
+    family: Sequence[Task],
+    model: ModelLike,
+) -> dict[str, HeadMask]:
+    if isinstance(masks, (str, os.PathLike)):
+        from lens_heads.heads_up.mask_stats import load_masks
+
+        masks = load_masks(masks)
+    names = [task.name for task in family]
+    if isinstance(masks, Mapping):
+        missing = [name for name in names if name not in masks]
+        if missing:
+            raise ValueError(
+                f"no mask for {missing} (masks given for {sorted(masks)}); train them with "
+                "train_family_masks(model, tasks, out)"
+            )
+        chosen = {name: masks[name] for name in names}
+    else:
+        items = list(masks)
+        if len(items) != len(names):
+            raise ValueError(f"got {len(items)} masks for {len(names)} tasks {names}")
+        chosen = dict(zip(names, items, strict=True))
+    for name, mask in chosen.items():
+        if not isinstance(mask, HeadMask):
+            raise TypeError(f"the mask of {name!r} is a {type(mask).__name__}, not a HeadMask")
+        try:
+            mask.check_model(model)
+        except MaskShapeError as error:
+            raise MaskShapeError(f"the mask of {name!r}: {error}") from None
+    return chosen
+
+
+def _fingerprint(task: Task) -> str:
+    """A short hash of the task's examples (a changed data file invalidates cached runs)."""
+    digest = hashlib.sha256()
+    for example in task.examples:
+        digest.update(f"{example.input}\x00{example.output}\x01".encode())
+    return digest.hexdigest()[:16]
+
+
+def _cached_run(
+    cache: Path | None,
+    key: dict[str, Any],
+    compute: Any,
+) -> dict[str, Any]:
+    """The run row of ``key`` from ``cache`` (when it was computed with the same key), else
+    ``compute()`` -> (row, records), written to the cache atomically."""
+    if cache is None:
+        return compute()[0]
+    name = key["condition"] + (f"-seed{key['seed']}" if key["seed"] >= 0 else "")
+    path = cache / key["task"] / f"{name}.json"
+    if path.is_file():
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+            if stored.get("key") == key:
+                return dict(stored["run"])
+            logger.info("recomputing %s: it was computed with other settings", path)
+        except (ValueError, KeyError) as error:
+            logger.warning("recomputing %s: unreadable (%s)", path, error)
+    row, records = compute()
+    write_atomic(path.with_suffix(".csv"), records.to_csv(index=False))
+    write_atomic(path, json.dumps({"key": key, "run": row}, indent=1, default=str))
+    return row
+
+
+def functional_pathways(
+    model: ModelLike,
+    tasks: Sequence[Task | str | os.PathLike[str]],
+    masks: Mapping[str, HeadMask] | Sequence[HeadMask] | str | os.PathLike[str],
+    *,
+    n_random_seeds: int = 3,
+    seed: int = 0,
+    n_eval: int = 40,
+    split_seed: int | None = None,
+    batch_size: int = 16,
+    max_new_tokens: int | None = None,
+    chat: bool | None = None,
+    shots: int = 0,
+    cache_dir: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+) -> PathwaysResult:
+    """Table 6 for a family of related ``tasks`` (two or more) and their ``masks`` (``name ->
+    HeadMask``, a list in task order, or a folder for :func:`lens_heads.load_masks`), trained
+    with a negative init (``TrainingConfig(init_mean=-3)``; :func:`train_family_masks`).
+
+    (a) are the heads every mask keeps, (b) the heads no mask keeps. Each task is evaluated with
+    its instruction (:func:`lens_heads.engine.evaluation`, setting ``"instruction"`` for the full model
+    and ``"mask+instruction"`` with the kept heads otherwise) on its last ``n_eval`` examples --
+    held out of training when ``n_eval`` is at most the training's -- with nothing removed, (a)
+    removed, (b) removed, and random sets of ``|a|`` and ``|b|`` heads removed
+    (``HeadMask.random_like``, seeds ``seed .. seed + n_random_seeds - 1``, the same sets for
+    every task). An empty set removes nothing: its rows repeat the full model's run.
+
+    With ``cache_dir`` each run is written to ``<cache_dir>/<task>/<condition>[-seed<k>].json``
+    (and its per-example records to ``.csv``) and reused by a later call with the same heads and
+    settings, so an interrupted table resumes.
+
+    >>> import lens_heads as lh
+    >>> model = lh.load_model("smollm2-135m-instruct")  # doctest: +SKIP
+    >>> family = ["capitalize", "capitalize_first_letter", "lowercase_last_letter"]
+    >>> masks = lh.train_family_masks(model, family, "runs/table6/masks")  # doctest: +SKIP
+    >>> lh.functional_pathways(model, family, masks).to_frame()  # doctest: +SKIP
+    """
+    from lens_heads.engine.evaluation import evaluate
+
+    family = _family(tasks)
+    chosen = _family_masks(masks, family, model)
+    check_int("n_random_seeds", n_random_seeds, minimum=1)
+    check_int("n_eval", n_eval, minimum=1)
+    shared, unused = pathway_heads(chosen)
+    seeds = [seed + i for i in range(n_random_seeds)]
+    removed: dict[str, list[HeadMask]] = {"full": [HeadMask.zeros(*shared.shape)]}
+    removed["shared"], removed["unused"] = [shared], [unused]
+    removed["random_shared"] = [_random_removal(shared, s) for s in seeds]
+    removed["random_unused"] = [_random_removal(unused, s) for s in seeds]
+    options = {
+        "n_eval": n_eval,
+        "split_seed": split_seed,
+        "batch_size": batch_size,
+        "max_new_tokens": max_new_tokens,
+        "chat": chat,
+        "shots": shots,
+    }
+    plan = [
+        (task, key, seeds[i] if key in _RANDOM else -1, heads)
+        for task in family
+        for key in CONDITIONS
+        for i, heads in enumerate(removed[key])
+    ]
+    rows: list[dict[str, Any]] = []
+    full_rows: dict[str, dict[str, Any]] = {}
+    started = time.perf_counter()
+    for task, key, run_seed, heads in tqdm(plan, desc="Table 6 runs", disable=not progress):
+        if heads.n_selected == 0 and key != "full":  # removes nothing: the full model's run
+            row = dict(full_rows[task.name], seconds=0.0)
+        else:
+            cache_key = {
+                "model": model_name(model),
+                "task": task.name,
+                "instruction": task.instruction,
+                "examples": _fingerprint(task),
+                "condition": key,
+                "seed": run_seed,
+                "removed": heads.labels,
+                **options,
+            }
+
+            def compute(task: Task = task, heads: HeadMask = heads) -> tuple[dict[str, Any], Any]:
+                tick = time.perf_counter()
+                result = evaluate(
+                    model,
+                    task,
+                    ["instruction"] if heads.n_selected == 0 else ["mask+instruction"],
+                    mask=None if heads.n_selected == 0 else ~heads,
+                    progress=False,
+                    **options,
+                )
+                run = {
+                    k: v.item() if hasattr(v, "item") else v  # numpy scalars -> JSON-able
+                    for k, v in result.runs.iloc[0].to_dict().items()
+                    if k not in ("setting", "seed", "heads")
+                }
+                run["seconds"] = time.perf_counter() - tick
+                return run, result.records
+
+            row = _cached_run(None if cache_dir is None else Path(cache_dir), cache_key, compute)
+        row.update(
+            task=task.name, condition=key, seed=run_seed, **{"heads removed": heads.n_selected}
+        )
+        if key == "full":
+            full_rows[task.name] = row
+        rows.append(row)
+    first = ["task", "condition", "seed", "heads removed"]
+    runs = pd.DataFrame(rows)
+    runs = runs[first + [c for c in runs.columns if c not in first]]
+    return PathwaysResult(
+        model=model_name(model),
+        tasks=[task.name for task in family],
+        shape=list(shared.shape),
+        mask_sizes={name: mask.n_selected for name, mask in chosen.items()},
+        shared=shared.labels,
+        unused=unused.labels,
+        seeds=seeds,
+        random_sets={key: [m.labels for m in removed[key]] for key in _RANDOM},
+        runs=runs,
+        config={**options, "n_random_seeds": n_random_seeds, "seed": seed}
+        | {"seconds": time.perf_counter() - started},
+    )
+
+
+# -- training the family's masks ------------------------------------------------------------------
+def _stored_config(folder: Path) -> dict[str, Any]:
+    """The config a saved training result was trained with, missing fields at their defaults."""
+    info = json.loads((folder / "training.json").read_text(encoding="utf-8"))
+    return TrainingConfig.from_dict(dict(info.get("config", {}))).to_dict()
+
+
+def train_family_masks(
+    model: ModelLike,
+    tasks: Sequence[Task | str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    config: TrainingConfig | None = None,
+    *,
+    progress: bool = True,
+) -> dict[str, HeadMask]:
+    """Train one mask per task with :func:`lens_heads.train_mask` -- by default the short CPU
+    schedule with the paper's negative init of Table 6, ``TrainingConfig.short(init_mean=-3.0)``,
+    which does not train on SmolLM2 (``init_mean=0`` does; a mask that did not learn is warned
+    about) -- into ``<out>/<task>/`` (the training result, as ``analyses.mask_table`` lays it
+    out), and return the masks by task name.
+
+    Resumable: a task whose ``mask.safetensors`` exists is read, not retrained (it must have been
+    trained with the same config, up to ``dtype``, else a ValueError says which fields differ);
+    an interrupted one resumes from ``<out>/<task>/checkpoints``.
+
+    >>> import tempfile, lens_heads as lh
+    >>> from lens_heads.core.tasks import Example, Task
+    >>> model = lh.tiny_model(n_layers=2, n_heads=4)
+    >>> task = Task("upper", tuple(Example(w, w.upper()) for w in "abcdefghijkl"))
+    >>> config = lh.TrainingConfig(steps=2, batch_size=4, n_eval=4, init_mean=-3.0)
+    >>> masks = train_family_masks(model, [task], tempfile.mkdtemp(), config, progress=False)
+    >>> list(masks), masks["upper"].shape
+    (['upper'], (2, 4))
+    """
+    from lens_heads.engine.training import train_mask
+
+    config = config or TrainingConfig.short(init_mean=-3.0)
+    if isinstance(tasks, (str, os.PathLike, Task)):
+        tasks = [tasks]
+    family = [task if isinstance(task, Task) else get_task(task) for task in tasks]
+    root = Path(out)
+    masks: dict[str, HeadMask] = {}
+    for task in family:
+        folder = root / task.name
+        if (folder / _MASK_FILE).is_file() and (folder / "training.json").is_file():
+            stored, wanted = _stored_config(folder), config.to_dict()
+            differ = sorted(k for k in wanted if k != "dtype" and stored.get(k) != wanted[k])
+            if differ:
+                raise ValueError(
+                    f"{folder} holds a mask trained with another config ("
+                    + ", ".join(f"{k}={stored.get(k)!r}, wanted {wanted[k]!r}" for k in differ)
+                    + "); use another output folder, or delete that task's folder to retrain"
+                )
+            masks[task.name] = HeadMask.load(folder / _MASK_FILE, model=model)
+            continue
+        result: MaskTrainingResult = train_mask(
+            model,
+            task,
+            config,
+            checkpoint_dir=folder / "checkpoints",
+            resume=True,
+            progress=progress,
+        )
+        result.save(folder)
+        _warn_if_untrained(result)
+        masks[task.name] = result.mask
+    return masks
+
+
+def _warn_if_untrained(result: MaskTrainingResult) -> None:
+    """Warn when a low-init mask did not learn: its loss over the last tenth of the steps is
+    above 80 % of the first tenth's, or it keeps fewer than 5 % of the heads."""
+    losses = [float(x) for x in result.history["loss"]]
+    tenth = max(1, len(losses) // 10)
+    first, last = sum(losses[:tenth]) / tenth, sum(losses[-tenth:]) / tenth
+    kept, total = result.mask.n_selected, result.mask.values.numel()
+    if last > 0.8 * first or kept < 0.05 * total:
+        init = result.config.init_mean
+        why = (
+            f"from init_mean={init:g} training starts at the all-heads-off model, which small "
+            "models cannot leave in a short schedule; train from init_mean=0 or with more steps"
+            if init < 0
+            else "train with more steps"
+        )
+        warnings.warn(
+            f"the {result.task} mask did not learn (training loss {first:.2f} -> {last:.2f}, "
+            f"{kept}/{total} heads kept): {why} (docs/reproduction.md, row 10)",
+            stacklevel=3,
+        )

@@ -1,0 +1,610 @@
+"""Hidden-state similarity between settings, layer by layer (Heads up! Figure 4).
+
+* :func:`layer_similarity` -- cosine similarity per layer between pairs of runs of one prompt.
+* :func:`figure4_similarity` -- the three comparisons of Figure 4 for one prompt
+  (:class:`SimilarityResult`) or, given many prompts (a list or a task), their per-layer mean
+  with a 95 % interval and the paired test of the figure's claim (:class:`SimilarityStats`):
+  is the masked model's state closer to the instructed one than the original model's is?
+
+>>> import lens_heads as lh
+>>> model = lh.tiny_model(n_layers=2, n_heads=4)
+>>> mask = lh.HeadMask.from_heads(["L0H1"], n_layers=2, n_heads=4)
+>>> stats = figure4_similarity(model, ["apple", "pear", "plum"], "Repeat.", mask)
+>>> stats.n_prompts, tuple(stats.cosine.shape)
+(3, (3, 3, 2, 2))
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pandas as pd
+import torch
+from jaxtyping import Float
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from lens_heads.core.capture import (
+    DEFAULT_HOOKS,
+    HOOK_LABELS,
+    Run,
+    cosine_by_layer,
+    layer_activations,
+    lens_logits,
+    run_stack,
+)
+from lens_heads.core.masks import HeadMask
+from lens_heads.core.models import ModelLike, model_name
+from lens_heads.core.prompts import token_text
+from lens_heads.core.storage import FolderResult, write_atomic
+from lens_heads.core.tables import markdown_table
+from lens_heads.core.tasks import Task, get_task
+
+__all__ = [
+    "FIGURE4_COMPARISONS",
+    "SimilarityResult",
+    "SimilarityStats",
+    "figure4_similarity",
+    "layer_similarity",
+]
+
+#: The three comparisons of Figure 4, as (name, (run a, run b)) with the run labels used below.
+FIGURE4_COMPARISONS: dict[str, tuple[str, str]] = {
+    "original vs instructed": ("original", "instructed"),
+    "masked vs instructed": ("masked", "instructed"),
+    "masked vs masked+instructed": ("masked", "masked+instructed"),
+}
+
+
+# -- layer similarity (Figure 4) -----------------------------------------------------------------
+@dataclass
+class SimilarityResult(FolderResult):
+    """Per-layer cosine similarity of hidden states at one position between pairs of runs
+    (Heads up! Figure 4): ``cosine[comparison, hook, layer]``.
+
+    ``top1[run]`` is the logit-lens top-1 token after each layer of each run (final norm
+    applied); ``label_runs`` name the (up to two) runs whose tokens label the x axis.
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model(n_layers=2, n_heads=4)
+    >>> mask = lh.HeadMask.from_heads(["L0H1"], n_layers=2, n_heads=4)
+    >>> result = figure4_similarity(model, "apple", "Repeat the word.", mask)
+    >>> result.comparisons
+    ['original vs instructed', 'masked vs instructed', 'masked vs masked+instructed']
+    >>> result.to_frame().shape
+    (2, 8)
+    """
+
+    _format: ClassVar[str] = "lens_heads.similarity/1"
+
+    model: str
+    comparisons: list[str]
+    pairs: list[tuple[str, str]]
+    hooks: list[str]
+    cosine: Float[Tensor, "comparison hook n_layers"]
+    top1: dict[str, list[str]]
+    label_runs: list[str]
+    position: int = -1
+
+    def _column(self, comparison: str, hook: str) -> str:
+        return f"{comparison} ({HOOK_LABELS.get(hook, hook)})"
+
+    def to_frame(self) -> pd.DataFrame:
+        """Index: layer. One column per (comparison, hook) -- ``"... (decoder)"`` for
+        ``hook_resid_post``, ``"... (attention)"`` for ``hook_attn_out`` -- and the top-1
+        token columns ``"top-1 <run>"`` of the labelled runs."""
+        n_layers = self.cosine.shape[-1]
+        data: dict[str, Any] = {}
+        for c, comparison in enumerate(self.comparisons):
+            for h, hook in enumerate(self.hooks):
+                data[self._column(comparison, hook)] = self.cosine[c, h].tolist()
+        for run in self.label_runs:
+            data[f"top-1 {run}"] = self.top1[run]
+        return pd.DataFrame(data, index=pd.RangeIndex(n_layers, name="layer"))
+
+    def summary(self, layers: Sequence[int] | range | None = None) -> pd.DataFrame:
+        """Mean cosine over ``layers`` (default: all): rows comparisons, columns hooks.
+
+        ``result.summary(range(15, 30))`` gives the later-half means of Figure 4 on SmolLM2."""
+        n_layers = self.cosine.shape[-1]
+        chosen = list(range(n_layers)) if layers is None else [int(layer) for layer in layers]
+        bad = [layer for layer in chosen if not 0 <= layer < n_layers]
+        if bad or not chosen:
+            raise ValueError(f"layers {bad or chosen} are out of range [0, {n_layers})")
+        means = self.cosine[:, :, chosen].mean(dim=-1)
+        return pd.DataFrame(
+            means.tolist(),
+            index=pd.Index(self.comparisons, name="comparison"),
+            columns=[HOOK_LABELS.get(hook, hook) for hook in self.hooks],
+        )
+
+    def to_markdown(self) -> str:
+        return markdown_table(self.to_frame(), floatfmt=".4f")
+
+    def plot(self) -> Any:
+        """Cosine per layer: dark lines for decoder outputs, light lines for attention outputs,
+        the logit-lens top-1 tokens of the labelled runs under each layer number."""
+        from lens_heads.core.figures import similarity_figure
+
+        n_layers = self.cosine.shape[-1]
+        ticks = [
+            "<br>".join([str(layer)] + [self.top1[run][layer] for run in self.label_runs])
+            for layer in range(n_layers)
+        ]
+        return similarity_figure(
+            self.cosine,
+            comparisons=self.comparisons,
+            hooks=[HOOK_LABELS.get(hook, hook) for hook in self.hooks],
+            tick_labels=ticks,
+            tick_title="layer" + "".join(f" / top-1 {run}" for run in self.label_runs),
+            title=f"hidden-state similarity on {self.model}",
+        )
+
+    @classmethod
+    def _from_saved(cls, meta: dict[str, Any], tensors: dict[str, Any]) -> SimilarityResult:
+        meta["pairs"] = [tuple(pair) for pair in meta["pairs"]]
+        return cls(**meta, **tensors)
+
+
+def _same_run(a: Run, b: Run) -> bool:
+    if a is b:
+        return True
+    same_prompt = isinstance(a.prompt, str) and a.prompt == b.prompt
+    if a.mask is None or b.mask is None:
+        same_mask = a.mask is b.mask
+    elif isinstance(a.mask, HeadMask) and isinstance(b.mask, HeadMask):
+        same_mask = a.mask == b.mask
+    else:
+        same_mask = a.mask is b.mask
+    return same_prompt and same_mask and a.instruction == b.instruction
+
+
+def layer_similarity(
+    model: ModelLike,
+    run_a: Any = None,
+    run_b: Any = None,
+    *,
+    comparisons: Mapping[str, tuple[Any, Any]] | None = None,
+    position: int = -1,
+    hooks: Sequence[str] = DEFAULT_HOOKS,
+    label_runs: Sequence[str] | None = None,
+    chat: bool | None = None,
+) -> SimilarityResult:
+    """Cosine similarity per layer of ``hook_resid_post`` (decoder outputs) and
+    ``hook_attn_out`` (attention outputs) at ``position`` between two runs, or between each
+    pair of ``comparisons={"name": (run_a, run_b)}``. A run is ``(prompt, mask or None)``,
+    ``(prompt, mask, instruction)`` or a :class:`Run`; runs with the same label (``original``,
+    ``instructed``, ``masked``, ``masked+instructed`` or ``Run(name=...)``) must be the same
+    run and are computed once.
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model()
+    >>> same = layer_similarity(model, ("apple", None), Run("apple", name="again"))
+    >>> same.cosine.round(decimals=4).tolist()
+    [[[1.0, 1.0], [1.0, 1.0]]]
+    """
+    if comparisons is None:
+        if run_a is None or run_b is None:
+            raise ValueError("give two runs (run_a, run_b) or comparisons={name: (run_a, run_b)}")
+        a, b = Run.of(run_a), Run.of(run_b)
+        if a.label == b.label and not _same_run(a, b):
+            a, b = (
+                Run(a.prompt, a.mask, a.instruction, "A"),
+                Run(b.prompt, b.mask, b.instruction, "B"),
+            )
+        pairs = {f"{a.label} vs {b.label}": (a, b)}
+    else:
+        if run_a is not None or run_b is not None:
+            raise ValueError("give either run_a/run_b or comparisons=..., not both")
+        if not comparisons:
+            raise ValueError("comparisons is empty; give at least one {name: (run_a, run_b)}")
+        pairs = {str(n): (Run.of(x), Run.of(y)) for n, (x, y) in comparisons.items()}
+    if not hooks:
+        raise ValueError("no hooks given; e.g. hooks=('hook_resid_post', 'hook_attn_out')")
+    runs: dict[str, Run] = {}
+    for a, b in pairs.values():
+        for run in (a, b):
+            known = runs.setdefault(run.label, run)
+            if not _same_run(known, run):
+                raise ValueError(
+                    f"two different runs are both called {run.label!r}; name them with "
+                    "Run(prompt, mask, instruction, name=...)"
+                )
+    captured = list(dict.fromkeys([*hooks, "hook_resid_post"]))
+    stacks: dict[str, dict[str, Tensor]] = {}
+    top1: dict[str, list[str]] = {}
+    for label, run in tqdm(runs.items(), desc="runs", disable=len(runs) < 3):
+        _, _, stacks[label] = run_stack(model, run, position=position, chat=chat, hooks=captured)
+        with torch.no_grad():
+            ids = lens_logits(model, stacks[label]["hook_resid_post"]).argmax(dim=-1)
+        top1[label] = [token_text(model.tokenizer, int(i)) for i in ids]
+    cosine = torch.stack(
+        [
+            torch.stack([cosine_by_layer(stacks[a.label][h], stacks[b.label][h]) for h in hooks])
+            for a, b in pairs.values()
+        ]
+    )
+    if label_runs is None:
+        first_a, first_b = next(iter(pairs.values()))
+        label_runs = list(dict.fromkeys([first_a.label, first_b.label]))
+    unknown = [run for run in label_runs if run not in runs]
+    if unknown:
+        raise ValueError(f"label_runs {unknown} are not runs of this comparison ({list(runs)})")
+    return SimilarityResult(
+        model=model_name(model),
+        comparisons=list(pairs),
+        pairs=[(a.label, b.label) for a, b in pairs.values()],
+        hooks=list(hooks),
+        cosine=cosine,
+        top1=top1,
+        label_runs=list(label_runs),
+        position=position,
+    )
+
+
+def _figure4_one(
+    model: ModelLike,
+    prompt: str,
+    instruction: str,
+    mask: HeadMask | Tensor,
+    *,
+    position: int = -1,
+    hooks: Sequence[str] = DEFAULT_HOOKS,
+    chat: bool | None = None,
+) -> SimilarityResult:
+    runs = {
+        "original": Run(prompt),
+        "instructed": Run(prompt, instruction=instruction),
+        "masked": Run(prompt, mask),
+        "masked+instructed": Run(prompt, mask, instruction),
+    }
+    return layer_similarity(
+        model,
+        comparisons={name: (runs[a], runs[b]) for name, (a, b) in FIGURE4_COMPARISONS.items()},
+        position=position,
+        hooks=hooks,
+        label_runs=["instructed", "masked"],
+        chat=chat,
+    )
+
+
+# -- Figure 4 over many prompts -------------------------------------------------------------------
+@dataclass
+class SimilarityStats(FolderResult):
+    """Figure 4 over many prompts: ``cosine[prompt, comparison, hook, layer]`` for each prompt,
+    summarised per layer by the mean and a 95 % t-interval over prompts, and by the paired test
+    of the figure's claim over ``later_layers`` (default: the later half).
+
+    The paired difference is, per prompt, the mean over ``later_layers`` of the decoder-output
+    cosine ``masked vs instructed`` minus ``original vs instructed``: positive when the masked
+    model's hidden state is closer to the instructed one than the original model's is (the
+    paper's direction). :meth:`difference` reports its mean, 95 % interval, a paired t-test and
+    how many prompts go each way.
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model(n_layers=2, n_heads=4)
+    >>> mask = lh.HeadMask.from_heads(["L0H1"], n_layers=2, n_heads=4)
+    >>> stats = figure4_similarity(model, ["apple", "pear", "plum"], "Repeat.", mask)
+    >>> difference = stats.difference()
+    >>> difference["n_prompts"], difference["n_positive"] + difference["n_negative"] <= 3
+    (3, True)
+    >>> stats.to_frame().shape
+    (2, 18)
+    """
+
+    _format: ClassVar[str] = "lens_heads.similarity_stats/1"
+
+    model: str
+    prompts: list[str]
+    instruction: str
+    comparisons: list[str]
+    hooks: list[str]
+    cosine: Float[Tensor, "prompt comparison hook n_layers"]
+    later_layers: list[int]
+    position: int = -1
+    task: str | None = None
+
+    @property
+    def n_prompts(self) -> int:
+        return int(self.cosine.shape[0])
+
+    def mean(self) -> Float[Tensor, "comparison hook n_layers"]:
+        return self.cosine.float().mean(dim=0)
+
+    def ci95(self) -> tuple[Tensor, Tensor]:
+        """Per-layer 95 % t-interval of the mean over prompts, ``(low, high)`` (NaN for one
+        prompt)."""
+        mean = self.mean()
+        half = _t_half_width(self.cosine.float(), dim=0)
+        return mean - half, mean + half
+
+    def _column(self, comparison: str, hook: str) -> str:
+        return f"{comparison} ({HOOK_LABELS.get(hook, hook)})"
+
+    def to_frame(self) -> pd.DataFrame:
+        """Index: layer. For each (comparison, hook) three columns: the mean over prompts and
+        the 95 % interval's ``low`` and ``high``."""
+        mean, (low, high) = self.mean(), self.ci95()
+        data: dict[str, list[float]] = {}
+        for c, comparison in enumerate(self.comparisons):
+            for h, hook in enumerate(self.hooks):
+                column = self._column(comparison, hook)
+                data[f"{column} mean"] = mean[c, h].tolist()
+                data[f"{column} low"] = low[c, h].tolist()
+                data[f"{column} high"] = high[c, h].tolist()
+        return pd.DataFrame(data, index=pd.RangeIndex(mean.shape[-1], name="layer"))
+
+    def per_prompt_frame(self) -> pd.DataFrame:
+        """One row per prompt: the mean cosine over ``later_layers`` of each (comparison,
+        hook), and the paired difference."""
+        later = self.cosine[..., self.later_layers].float().mean(dim=-1)
+        data: dict[str, Any] = {"prompt": self.prompts}
+        for c, comparison in enumerate(self.comparisons):
+            for h, hook in enumerate(self.hooks):
+                data[self._column(comparison, hook)] = later[:, c, h].tolist()
+        data["difference"] = self._differences().tolist()
+        return pd.DataFrame(data)
+
+    def summary(self) -> pd.DataFrame:
+        """Mean cosine over ``later_layers`` and over prompts: rows comparisons, columns hooks."""
+        later = self.cosine[..., self.later_layers].float().mean(dim=(0, -1))
+        return pd.DataFrame(
+            later.tolist(),
+            index=pd.Index(self.comparisons, name="comparison"),
+            columns=[HOOK_LABELS.get(hook, hook) for hook in self.hooks],
+        )
+
+    def _differences(self, hook: str = "hook_resid_post") -> Float[Tensor, " prompt"]:
+        if hook not in self.hooks:
+            raise ValueError(f"hook {hook!r} was not captured; have {self.hooks}")
+        h = self.hooks.index(hook)
+        masked = self.comparisons.index("masked vs instructed")
+        original = self.comparisons.index("original vs instructed")
+        later = self.cosine[:, :, h][..., self.later_layers].float().mean(dim=-1)
+        return later[:, masked] - later[:, original]
+
+    def difference(self, hook: str = "hook_resid_post") -> dict[str, Any]:
+        """The paired difference masked~instructed minus original~instructed over
+        ``later_layers`` (mean over prompts, 95 % t-interval, paired t-test, counts)."""
+        from scipy import stats
+
+        d = self._differences(hook).double()
+        n = int(d.numel())
+        mean = float(d.mean())
+        half = float(_t_half_width(d, dim=0))
+        if n > 1 and float(d.std()) > 0:
+            test = stats.ttest_1samp(d.numpy(), 0.0)
+            t, p = float(test.statistic), float(test.pvalue)
+        else:
+            t, p = math.nan, math.nan
+        return {
+            "hook": HOOK_LABELS.get(hook, hook),
+            "layers": f"{self.later_layers[0]}-{self.later_layers[-1]}",
+            "n_prompts": n,
+            "mean": mean,
+            "ci95_low": mean - half,
+            "ci95_high": mean + half,
+            "t": t,
+            "p_value": p,
+            "n_positive": int((d > 0).sum()),
+            "n_negative": int((d < 0).sum()),
+        }
+
+    def verdict(self) -> str:
+        """One sentence on the measured direction, whatever it is."""
+        d = self.difference()
+        direction = (
+            "closer to the instructed state than the original model's (the paper's direction)"
+            if d["mean"] > 0
+            else "further from the instructed state than the original model's (against the "
+            "paper's direction)"
+        )
+        significance = (
+            "significant" if d["p_value"] < 0.05 else "not significant"
+        ) + f" (paired t-test p = {d['p_value']:.3g})"
+        return (
+            f"Over {d['n_prompts']} prompts and layers {d['layers']}, the masked model's decoder "
+            f"state is {direction}: mean difference {d['mean']:+.4f} (95 % CI "
+            f"{d['ci95_low']:+.4f} .. {d['ci95_high']:+.4f}), {significance}; higher for "
+            f"{d['n_positive']}/{d['n_prompts']} prompts."
+        )
+
+    def to_markdown(self) -> str:
+        d = self.difference()
+        lines = [
+            f"Figure 4 over {self.n_prompts} prompts"
+            + (f" of {self.task}" if self.task else "")
+            + f" on {self.model}; instruction: {self.instruction!r}",
+            "",
+            markdown_table(self.summary(), floatfmt=".4f"),
+            "",
+            "paired difference (masked vs instructed) - (original vs instructed), "
+            f"decoder, layers {d['layers']}:",
+            "",
+            markdown_table(pd.DataFrame([d]).set_index("hook"), floatfmt=".4g"),
+            "",
+            self.verdict(),
+            "",
+            markdown_table(self.to_frame(), floatfmt=".4f"),
+        ]
+        return "\n".join(lines) + "\n"
+
+    def save(self, directory: str | os.PathLike[str], *, png: bool = False) -> list[Path]:
+        """The result folder of :class:`~lens_heads.core.storage.FolderResult` plus ``per_prompt.csv``."""
+        written = super().save(directory, png=png)
+        frame = self.per_prompt_frame().to_csv(index=False)
+        return [*written, write_atomic(Path(directory) / "per_prompt.csv", frame)]
+
+    def plot(self) -> Any:
+        """Mean cosine per layer with its 95 % band (decoder dark, attention light)."""
+        from lens_heads.core.figures import similarity_figure
+
+        low, high = self.ci95()
+        return similarity_figure(
+            self.mean(),
+            comparisons=self.comparisons,
+            hooks=[HOOK_LABELS.get(hook, hook) for hook in self.hooks],
+            band=(low, high),
+            title=f"hidden-state similarity on {self.model}: mean of {self.n_prompts} prompts "
+            "(95 % interval)",
+        )
+
+
+def _t_half_width(values: Tensor, dim: int) -> Tensor:
+    """Half-width of the 95 % t-interval of the mean along ``dim`` (NaN for one value)."""
+    from scipy import stats
+
+    n = values.shape[dim]
+    if n < 2:
+        return torch.full_like(values.mean(dim=dim), math.nan)
+    quantile = float(stats.t.ppf(0.975, n - 1))
+    return quantile * values.std(dim=dim) / math.sqrt(n)
+
+
+def _prompt_list(
+    prompts: Sequence[str] | Task | str | os.PathLike[str], n_prompts: int | None
+) -> tuple[list[str], Task | None]:
+    task = None
+    if isinstance(prompts, Task):
+        task = prompts
+    elif isinstance(prompts, (str, os.PathLike)):
+        task = get_task(prompts)
+    if task is not None:
+        items = list(task.inputs)
+    else:
+        items = [str(p) for p in prompts]
+    if n_prompts is not None:
+        if n_prompts < 1:
+            raise ValueError(f"n_prompts must be positive, got {n_prompts}")
+        items = items[-n_prompts:]  # the held-out end of a task (Task.split holds out the last)
+    empty = [i for i, p in enumerate(items) if not p]
+    if not items or empty:
+        raise ValueError(
+            "no prompts given" if not items else f"prompts {empty[:5]} are empty strings"
+        )
+    return items, task
+
+
+def figure4_stats(
+    model: ModelLike,
+    prompts: Sequence[str] | Task | str | os.PathLike[str],
+    instruction: str | None,
+    mask: HeadMask | Tensor,
+    *,
+    n_prompts: int | None = None,
+    later_layers: Sequence[int] | range | None = None,
+    position: int = -1,
+    hooks: Sequence[str] = DEFAULT_HOOKS,
+    chat: bool | None = None,
+    batch_size: int = 16,
+    progress: bool = True,
+) -> SimilarityStats:
+    """Figure 4 over many prompts (see :func:`figure4_similarity`); ``prompts`` is a list of
+    inputs, a :class:`~lens_heads.core.tasks.Task`, or a task name or file (then ``instruction``
+    defaults to the task's). ``n_prompts`` keeps the last n (a task's held-out end)."""
+    items, task = _prompt_list(prompts, n_prompts)
+    if instruction is None:
+        instruction = task.instruction if task is not None else None
+    if not instruction:
+        raise ValueError(
+            "Figure 4 compares with the instructed model: give an instruction (the task "
+            f"{task.name!r} has none)"
+            if task is not None
+            else "give an instruction"
+        )
+    n_layers = int(model.cfg.n_layers)
+    later = list(range(n_layers // 2, n_layers)) if later_layers is None else list(later_layers)
+    bad = [layer for layer in later if not 0 <= int(layer) < n_layers]
+    if bad or not later:
+        raise ValueError(f"later_layers {bad or later} are out of range [0, {n_layers})")
+    if not hooks:
+        raise ValueError("no hooks given; e.g. hooks=('hook_resid_post', 'hook_attn_out')")
+    if "hook_resid_post" not in hooks:
+        raise ValueError("the paired test uses hook_resid_post (decoder outputs): include it")
+    settings = {
+        "original": (None, None),
+        "instructed": (None, instruction),
+        "masked": (mask, None),
+        "masked+instructed": (mask, instruction),
+    }
+    acts: dict[str, dict[str, Tensor]] = {}
+    for label, (run_mask, run_instruction) in tqdm(
+        settings.items(), desc="Figure 4 runs", disable=not progress
+    ):
+        acts[label] = layer_activations(
+            model,
+            items,
+            mask=run_mask,
+            position=position,
+            hooks=hooks,
+            chat=chat,
+            instruction=run_instruction,
+            batch_size=batch_size,
+        )
+    cosine = torch.stack(
+        [
+            torch.stack([cosine_by_layer(acts[a][h], acts[b][h]) for h in hooks], dim=1)
+            for a, b in FIGURE4_COMPARISONS.values()
+        ],
+        dim=1,
+    )
+    return SimilarityStats(
+        model=model_name(model),
+        prompts=items,
+        instruction=instruction,
+        comparisons=list(FIGURE4_COMPARISONS),
+        hooks=list(hooks),
+        cosine=cosine,
+        later_layers=[int(layer) for layer in later],
+        position=position,
+        task=task.name if task is not None else None,
+    )
+
+
+def figure4_similarity(
+    model: ModelLike,
+    prompt: str | Sequence[str] | Task,
+    instruction: str | None,
+    mask: HeadMask | Tensor,
+    *,
+    position: int = -1,
+    hooks: Sequence[str] = DEFAULT_HOOKS,
+    chat: bool | None = None,
+    **many: Any,
+) -> SimilarityResult | SimilarityStats:
+    """The three comparisons of Heads up! Figure 4: original vs instructed, masked vs
+    instructed, masked vs masked + instructed, per layer.
+
+    * One prompt (a string): a :class:`SimilarityResult`, the x axis labelled with the
+      logit-lens top-1 tokens of the instructed and the masked runs.
+    * Many prompts (a list of inputs or a :class:`~lens_heads.core.tasks.Task`): a
+      :class:`SimilarityStats` -- per-layer mean and 95 % interval over prompts and the paired
+      test of the figure's claim over the later half of the layers (keywords ``n_prompts``,
+      ``later_layers``, ``batch_size``, ``progress`` of :func:`figure4_stats`). Its per-prompt
+      cosines equal the single-prompt calls'. To name a task by string use
+      :func:`figure4_stats`, since a string here is one prompt.
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model()
+    >>> result = figure4_similarity(model, "apple", "Repeat.", lh.HeadMask.ones(model))
+    >>> bool(result.summary().loc["masked vs instructed", "decoder"] < 1.0)
+    True
+    """
+    if isinstance(prompt, str):
+        if many:
+            raise TypeError(
+                f"{sorted(many)} apply to many prompts; pass a list of prompts or a Task"
+            )
+        if instruction is None:
+            raise ValueError("Figure 4 compares with the instructed model: give an instruction")
+        return _figure4_one(
+            model, prompt, instruction, mask, position=position, hooks=hooks, chat=chat
+        )
+    return figure4_stats(
+        model, prompt, instruction, mask, position=position, hooks=hooks, chat=chat, **many
+    )

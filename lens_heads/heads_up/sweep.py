@@ -1,0 +1,979 @@
+"""One-by-one head removal (Heads up! Figures 2, 5, 8, 9): remove the heads of an order one at a
+time and track, at every step, the target token's rank, the ranks of the originally most likely
+tokens, the top-1 token, a greedy continuation and the hidden-state similarity to a reference run.
+
+>>> import lens_heads as lh
+>>> model = lh.tiny_model(n_layers=2, n_heads=4)
+>>> weights = torch.linspace(-1.0, 1.0, 8).view(2, 4)  # e.g. trained mask logits W
+>>> result = lh.removal_sweep(model, "apple", weights, target="A", generate_tokens=2,
+...                          reference_prompt="Capitalize: apple", progress=False)
+>>> result.n_removed
+[0, 1, 2, 3, 4, 5, 6, 7, 8]
+>>> result.order[:3]
+['L0H0', 'L0H1', 'L0H2']
+>>> sorted(set(result.to_frame()["role"]))
+['original', 'target']
+>>> tuple(result.resid_similarity.shape)
+(9, 2)
+
+Step ``s`` evaluates the model with the first ``s`` heads of the order removed (their
+``hook_z`` output multiplied by 0 through :func:`lens_heads.core.hooks.mask_hooks`); step 0 is the
+full model. The batched engine evaluates many consecutive prefixes at once as per-example masks
+``[batch, n_layers, n_heads]``: one forward pass per chunk for the ranks, logits, top-1 token and
+the captured ``hook_resid_post``/``hook_attn_out`` at the last position, and one batched greedy
+generation (:func:`lens_heads.core.generation.greedy_generate`, KV cache) per chunk for the
+continuations. It gives the same ranks, top-1 tokens and continuations as evaluating the steps one
+by one (``engine="naive"``, used by the tests and the benchmark), and logits equal to float
+rounding.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from lens_heads.core.checks import check_context
+from lens_heads.core.generation import greedy_generate
+from lens_heads.core.hooks import mask_hooks
+from lens_heads.core.masks import HeadMask, MaskShapeError, format_head, parse_head
+from lens_heads.core.metrics import token_ranks
+from lens_heads.core.models import ModelLike, head_shape, model_name
+from lens_heads.core.prompts import PromptFormat, encode_example, encode_text
+from lens_heads.core.storage import save_figures, write_atomic, write_atomic_with
+
+__all__ = ["SweepResult", "plot_sweeps", "removal_order", "removal_sweep", "resolve_target"]
+
+_FORMAT = "lens_heads.removal_sweep/1"
+_LOGITS_BUDGET_BYTES = 1 << 28  # a chunk's full-sequence fp32 logits stay under ~256 MiB
+_MAX_BATCH = 64
+#: The two hidden states compared with the reference run (Figure 5): the result's attribute and
+#: the display name of each.
+SIMILARITY_KINDS = {"resid_similarity": "decoder output", "attn_similarity": "attention output"}
+
+Head = tuple[int, int]
+OrderLike = HeadMask | Tensor | str | Sequence[str | tuple[int, int]]
+
+
+# -- the result ----------------------------------------------------------------------------------
+@dataclass
+class SweepResult:
+    """What :func:`removal_sweep` measured, one row of each tensor per evaluated step.
+
+    ``n_removed[i]`` heads (the first ones of ``order``) are removed at step ``i``. Tracked
+    tokens (columns of ``ranks``/``logits``) are the target (role ``"target"``, first) and the
+    ``top_k`` most likely tokens of the full model other than the target (role ``"original"``).
+    Ranks are 1-based (``1 + #tokens with a strictly larger logit``) at the prompt's last
+    position; ``logits`` are the raw logits there. ``top1_ids`` is the arg-max token,
+    ``output_ids``/``outputs`` the greedy continuation (stop token excluded).
+    ``resid_similarity``/``attn_similarity`` ``[n_steps, n_layers]`` are the cosine similarities of
+    each layer's decoder output (``hook_resid_post``) and attention output (``hook_attn_out``) at
+    the last position between the masked run and the full model on ``reference_prompt``.
+
+    >>> result = SweepResult.example()
+    >>> result.switch_step(stay=2), result.switch
+    (2, 2)
+    >>> result.outputs_table()["output"].tolist()
+    ['banana', '…', 'Apple', '…', 'zzz']
+    """
+
+    model: str
+    prompt: str
+    order: list[str]
+    n_removed: list[int]
+    token_ids: list[int]
+    tokens: list[str]
+    roles: list[str]
+    ranks: Int[Tensor, "n_steps n_tracked"]
+    logits: Float[Tensor, "n_steps n_tracked"]
+    top1_ids: list[int]
+    top1_tokens: list[str]
+    output_ids: list[list[int]]
+    outputs: list[str]
+    target: str | None = None
+    target_id: int | None = None
+    reference_prompt: str | None = None
+    resid_similarity: Float[Tensor, "n_steps n_layers"] | None = None
+    attn_similarity: Float[Tensor, "n_steps n_layers"] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n_steps, n_tracked = self.ranks.shape
+        lengths = {
+            "n_removed": len(self.n_removed),
+            "top1_ids": len(self.top1_ids),
+            "top1_tokens": len(self.top1_tokens),
+            "output_ids": len(self.output_ids),
+            "outputs": len(self.outputs),
+            "logits": self.logits.shape[0],
+        }
+        wrong = {name: n for name, n in lengths.items() if n != n_steps}
+        if wrong:
+            raise ValueError(f"ranks has {n_steps} steps but {wrong}")
+        if not len(self.token_ids) == len(self.tokens) == len(self.roles) == n_tracked:
+            raise ValueError(
+                f"{n_tracked} tracked columns but {len(self.token_ids)} token ids, "
+                f"{len(self.tokens)} tokens and {len(self.roles)} roles"
+            )
+        for name in ("resid_similarity", "attn_similarity"):
+            value = getattr(self, name)
+            if value is not None and value.shape[0] != n_steps:
+                raise ValueError(f"{name} has {value.shape[0]} steps, expected {n_steps}")
+
+    @classmethod
+    def example(cls) -> SweepResult:
+        """A small hand-made result (for documentation and tests): the target ``"Apple"`` is
+        top-1 after 2 heads are removed and falls away again after 4."""
+        ranks = torch.tensor([[12, 1], [3, 1], [1, 2], [1, 3], [1, 4], [90, 500]])
+        return cls(
+            model="tiny",
+            prompt="apple",
+            order=["L0H0", "L1H1", "L0H1", "L1H0", "L1H2"],
+            n_removed=[0, 1, 2, 3, 4, 5],
+            token_ids=[7, 9],
+            tokens=["Apple", "banana"],
+            roles=["target", "original"],
+            ranks=ranks,
+            logits=-ranks.float(),
+            top1_ids=[9, 9, 7, 7, 7, 3],
+            top1_tokens=["banana", "banana", "Apple", "Apple", "Apple", "z"],
+            output_ids=[[9], [9], [7], [7], [7], [3, 3, 3]],
+            outputs=["banana", "banana", "Apple", "Apple", "Apple", "zzz"],
+            target="Apple",
+            target_id=7,
+        )
+
+    # -- views --------------------------------------------------------------------------------
+    @property
+    def n_steps(self) -> int:
+        return len(self.n_removed)
+
+    @property
+    def removed_heads(self) -> list[str]:
+        """The head removed last to reach each step (``""`` at step 0)."""
+        return [self.order[n - 1] if n > 0 else "" for n in self.n_removed]
+
+    @property
+    def target_ranks(self) -> list[int]:
+        """The target's rank at every step."""
+        if self.target_id is None:
+            raise ValueError("this sweep tracked no target; pass target= to removal_sweep")
+        return self.ranks[:, self.roles.index("target")].tolist()
+
+    def switch_step(self, stay: int = 3) -> int | None:
+        """Heads removed at the first step from which the target is top-1 for ``stay``
+        consecutive evaluated steps (with ``every > 1``, ``stay`` counts evaluated steps); None
+        when that never happens.
+
+        >>> SweepResult.example().switch_step(stay=4) is None
+        True
+        """
+        if stay < 1:
+            raise ValueError(f"stay must be at least 1 step, got {stay}")
+        top = [rank == 1 for rank in self.target_ranks]
+        for index in range(len(top) - stay + 1):
+            if all(top[index : index + stay]):
+                return self.n_removed[index]
+        return None
+
+    @property
+    def switch(self) -> int | None:
+        """:meth:`switch_step` with ``stay=3``; None when no target was tracked."""
+        return None if self.target_id is None else self.switch_step(3)
+
+    def to_frame(self) -> pd.DataFrame:
+        """Tidy table: one row per (step, tracked token) with ``step, n_removed, removed_head,
+        token, token_id, role, rank, logit, top1, top1_id, output``."""
+        rows = []
+        ranks, logits = self.ranks.tolist(), self.logits.tolist()
+        removed = self.removed_heads
+        for step in range(self.n_steps):
+            for column, token_id in enumerate(self.token_ids):
+                rows.append(
+                    {
+                        "step": step,
+                        "n_removed": self.n_removed[step],
+                        "removed_head": removed[step],
+                        "token": self.tokens[column],
+                        "token_id": token_id,
+                        "role": self.roles[column],
+                        "rank": ranks[step][column],
+                        "logit": logits[step][column],
+                        "top1": self.top1_tokens[step],
+                        "top1_id": self.top1_ids[step],
+                        "output": self.outputs[step],
+                    }
+                )
+        return pd.DataFrame(rows)
+
+    def similarity_frame(self) -> pd.DataFrame:
+        """Tidy cosine similarities: ``n_removed, layer, kind, cosine`` (``kind`` is
+        ``"decoder output"`` or ``"attention output"``); empty without a reference prompt."""
+        rows = []
+        for attribute, kind in SIMILARITY_KINDS.items():
+            values = getattr(self, attribute)
+            if values is None:
+                continue
+            for step, row in enumerate(values.tolist()):
+                for layer, cosine in enumerate(row):
+                    rows.append(
+                        {
+                            "n_removed": self.n_removed[step],
+                            "layer": layer,
+                            "kind": kind,
+                            "cosine": cosine,
+                        }
+                    )
+        return pd.DataFrame(rows, columns=["n_removed", "layer", "kind", "cosine"])
+
+    def outputs_table(self) -> pd.DataFrame:
+        """Figure 2 right: the continuation at every step, with each run of consecutive identical
+        continuations collapsed: its first step shows the text, the rest of the run is one row
+        ``"a–b"`` with output ``"…"``. Columns ``n_removed`` (str), ``removed_head``, ``output``.
+        """
+        rows: list[dict[str, str]] = []
+        removed = self.removed_heads
+        start = 0
+        while start < self.n_steps:
+            end = start
+            while end + 1 < self.n_steps and self.outputs[end + 1] == self.outputs[start]:
+                end += 1
+            rows.append(
+                {
+                    "n_removed": str(self.n_removed[start]),
+                    "removed_head": removed[start],
+                    "output": self.outputs[start],
+                }
+            )
+            if end > start:
+                first, last = self.n_removed[start + 1], self.n_removed[end]
+                span = str(first) if first == last else f"{first}–{last}"
+                rows.append({"n_removed": span, "removed_head": "…", "output": "…"})
+            start = end + 1
+        return pd.DataFrame(rows, columns=["n_removed", "removed_head", "output"])
+
+    def outputs_markdown(self) -> str:
+        """:meth:`outputs_table` as a GitHub markdown table (newlines shown as ``⏎``)."""
+
+        def cell(text: str) -> str:
+            return text.replace("|", "\\|").replace("\n", "⏎")
+
+        lines = ["| heads removed | last removed | output |", "|---|---|---|"]
+        for _, row in self.outputs_table().iterrows():
+            lines.append(f"| {row['n_removed']} | {row['removed_head']} | {cell(row['output'])} |")
+        title = f"**{self.prompt!r}** on **{self.model}**"
+        if self.target is not None:
+            title += f", target {self.target!r} (switch step: {self.switch})"
+        return title + "\n\n" + "\n".join(lines) + "\n"
+
+    def summary(self) -> dict[str, Any]:
+        """Headline figures: steps, switch step, target rank at the start, best and end."""
+        info: dict[str, Any] = {
+            "model": self.model,
+            "prompt": self.prompt,
+            "heads_in_order": len(self.order),
+            "steps": self.n_steps,
+        }
+        if self.target_id is not None:
+            ranks = self.target_ranks
+            best = min(range(len(ranks)), key=lambda i: (ranks[i], i))
+            info.update(
+                target=self.target,
+                switch_step=self.switch,
+                target_rank_start=ranks[0],
+                target_rank_best=ranks[best],
+                best_at_n_removed=self.n_removed[best],
+                target_rank_end=ranks[-1],
+            )
+        return info
+
+    # -- figures ------------------------------------------------------------------------------
+    def plot_ranks(self) -> Any:
+        """Figure 2 left: rank (log axis) of each tracked token against the heads removed."""
+        from lens_heads.core.figures import sweep_rank_figure
+
+        return sweep_rank_figure(
+            self.to_frame(), switch=self.switch, title=f"{self.prompt!r} on {self.model}"
+        )
+
+    def plot_similarity(self) -> Any:
+        """Figure 5: per-layer cosine similarity to the reference run (darker = later layer)."""
+        from lens_heads.core.figures import sweep_similarity_figure
+
+        if self.resid_similarity is None and self.attn_similarity is None:
+            raise ValueError("this sweep has no similarities: pass reference_prompt=")
+        title = f"{self.prompt!r} vs {self.reference_prompt!r} on {self.model}"
+        return sweep_similarity_figure(self.similarity_frame(), title=title)
+
+    def plot(self) -> Any:
+        """Same as :meth:`plot_ranks`."""
+        return self.plot_ranks()
+
+    # -- io -----------------------------------------------------------------------------------
+    def save(self, directory: str | os.PathLike[str]) -> list[Path]:
+        """Write ``sweep.json`` + ``sweep.safetensors`` (everything :meth:`load` needs),
+        ``sweep.csv`` (:meth:`to_frame`), ``similarity.csv`` (with a reference prompt) and
+        ``outputs.md``; each atomically."""
+        from safetensors.torch import save_file
+
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        tensors = {"ranks": self.ranks.contiguous(), "logits": self.logits.contiguous()}
+        if self.resid_similarity is not None:
+            tensors["resid_similarity"] = self.resid_similarity.contiguous()
+        if self.attn_similarity is not None:
+            tensors["attn_similarity"] = self.attn_similarity.contiguous()
+        info = {
+            "format": _FORMAT,
+            "model": self.model,
+            "prompt": self.prompt,
+            "order": self.order,
+            "n_removed": self.n_removed,
+            "token_ids": self.token_ids,
+            "tokens": self.tokens,
+            "roles": self.roles,
+            "top1_ids": self.top1_ids,
+            "top1_tokens": self.top1_tokens,
+            "output_ids": self.output_ids,
+            "outputs": self.outputs,
+            "target": self.target,
+            "target_id": self.target_id,
+            "reference_prompt": self.reference_prompt,
+            "metadata": self.metadata,
+            "summary": self.summary(),
+        }
+        written = [
+            write_atomic_with(folder / "sweep.safetensors", lambda tmp: save_file(tensors, tmp)),
+            write_atomic(folder / "sweep.json", json.dumps(info, indent=1, default=str)),
+            write_atomic(folder / "sweep.csv", self.to_frame().to_csv(index=False)),
+            write_atomic(folder / "outputs.md", self.outputs_markdown()),
+        ]
+        if self.resid_similarity is not None or self.attn_similarity is not None:
+            frame = self.similarity_frame()
+            written.append(write_atomic(folder / "similarity.csv", frame.to_csv(index=False)))
+        return written
+
+    def save_figures(self, directory: str | os.PathLike[str], *, png: bool = False) -> list[Path]:
+        """Write ``ranks.html`` (and ``similarity.html`` with a reference prompt); ``.png`` too
+        when ``png`` and kaleido can export (it needs a Chrome binary; a failure is logged)."""
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        figures = {"ranks": self.plot_ranks()}
+        if self.resid_similarity is not None or self.attn_similarity is not None:
+            figures["similarity"] = self.plot_similarity()
+        return save_figures(folder, figures, png=png)
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> SweepResult:
+        """Read a result written by :meth:`save`."""
+        from safetensors.torch import load_file
+
+        folder = Path(directory)
+        paths = [folder / "sweep.json", folder / "sweep.safetensors"]
+        missing = [p.name for p in paths if not p.is_file()]
+        if missing:
+            raise FileNotFoundError(
+                f"{folder} holds no saved sweep (missing {', '.join(missing)}); write one with "
+                "SweepResult.save()"
+            )
+        try:
+            info = json.loads(paths[0].read_text(encoding="utf-8"))
+            if info.get("format") != _FORMAT:
+                raise ValueError(f"format tag {info.get('format')!r}, expected {_FORMAT!r}")
+            tensors = load_file(str(paths[1]))
+            return cls(
+                model=info["model"],
+                prompt=info["prompt"],
+                order=list(info["order"]),
+                n_removed=[int(n) for n in info["n_removed"]],
+                token_ids=[int(t) for t in info["token_ids"]],
+                tokens=list(info["tokens"]),
+                roles=list(info["roles"]),
+                ranks=tensors["ranks"],
+                logits=tensors["logits"],
+                top1_ids=[int(t) for t in info["top1_ids"]],
+                top1_tokens=list(info["top1_tokens"]),
+                output_ids=[[int(t) for t in row] for row in info["output_ids"]],
+                outputs=list(info["outputs"]),
+                target=info["target"],
+                target_id=info["target_id"],
+                reference_prompt=info["reference_prompt"],
+                resid_similarity=tensors.get("resid_similarity"),
+                attn_similarity=tensors.get("attn_similarity"),
+                metadata=dict(info["metadata"]),
+            )
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(
+                f"{folder} is not a readable sweep ({type(error).__name__}: {error}); re-create "
+                "it with SweepResult.save()"
+            ) from error
+
+
+# -- inputs --------------------------------------------------------------------------------------
+def resolve_target(
+    tokenizer: Any,
+    prompt_text: str,
+    target: str | int,
+    *,
+    chat: bool,
+    d_vocab: int | None = None,
+) -> int:
+    """The token id tracked as the target: a token id as given, or a string's first token.
+
+    A string is tokenized *in context*, after ``prompt_text`` (the rendered prompt: the chat
+    template's text when ``chat``), so the id is the one the model would produce. With ``chat``
+    the answer opens a new assistant turn after a line break, so the target is encoded without a
+    leading space (``"Apple"`` → ``Apple``). Without ``chat``, when neither the prompt ends with
+    nor the target starts with whitespace, the target gets a leading space (``"The capital of
+    France is"`` + ``"Paris"`` → `` Paris``), as a continuation of running text would. A target
+    of several tokens warns and uses the first one.
+
+    >>> import lens_heads as lh
+    >>> tokenizer = lh.tiny_model().tokenizer
+    >>> tokenizer.decode([resolve_target(tokenizer, "x = ", "7", chat=False)])
+    '7'
+    """
+    if isinstance(target, bool):
+        raise TypeError("target must be a string or a token id, not a bool")
+    if isinstance(target, int):
+        size = d_vocab if d_vocab is not None else len(tokenizer)
+        if not 0 <= target < size:
+            raise ValueError(
+                f"target token id {target} is out of range for a vocabulary of {size} tokens"
+            )
+        return target
+    if not target.strip():
+        raise ValueError(
+            f"target {target!r} is empty: give the text of the expected answer (e.g. 'Apple') "
+            "or a token id"
+        )
+    answer = target
+    if not chat and not prompt_text[-1:].isspace() and not target[:1].isspace():
+        answer = " " + target
+    encoded = encode_example(tokenizer, prompt_text, answer, chat=chat)
+    ids = encoded.answer_tokens
+    unknown = getattr(tokenizer, "unk_token_id", None)
+    if not ids or (unknown is not None and unknown in ids):
+        raise ValueError(
+            f"the tokenizer cannot encode the target {target!r} (it becomes "
+            f"{tokenizer.convert_ids_to_tokens(ids)}); choose a target made of text this "
+            "tokenizer knows, or pass a token id"
+        )
+    if d_vocab is not None and ids[0] >= d_vocab:
+        raise ValueError(f"target token id {ids[0]} is outside the model's {d_vocab} logits")
+    if len(ids) > 1:
+        pieces = [tokenizer.decode([i]) for i in ids]
+        warnings.warn(
+            f"target {target!r} is {len(ids)} tokens {pieces}; tracking its first token "
+            f"{pieces[0]!r} (id {ids[0]})",
+            stacklevel=3,
+        )
+    return int(ids[0])
+
+
+def _weights_order(weights: Tensor, shape: tuple[int, int], what: str) -> list[Head]:
+    if weights.ndim != 2 or tuple(weights.shape) != shape:
+        raise MaskShapeError(
+            f"{what} has shape {tuple(weights.shape)} but the model has {shape[0]} layers x "
+            f"{shape[1]} heads; use a mask made for this model"
+        )
+    if weights.is_complex() or weights.dtype == torch.bool:
+        raise TypeError(f"{what} must hold real numbers, got {weights.dtype}")
+    values = weights.detach().float().cpu().flatten()
+    if not torch.isfinite(values).all():
+        raise ValueError(f"{what} contains NaN or inf; cannot order heads by weight")
+    # Ascending weight; a stable sort keeps equal weights in head-index (layer-major) order.
+    indices = torch.sort(values, stable=True).indices.tolist()
+    return [divmod(int(index), shape[1]) for index in indices]
+
+
+def _labels_order(heads: Sequence[str | tuple[int, int]], shape: tuple[int, int]) -> list[Head]:
+    order: list[Head] = []
+    seen: dict[Head, int] = {}
+    n_layers, n_heads = shape
+    for position, head in enumerate(heads):
+        if isinstance(head, str):
+            layer, index = parse_head(head, n_layers, n_heads)
+        else:
+            if len(head) != 2:
+                raise ValueError(f"head {head!r} must be a label 'L3H7' or a (layer, head) pair")
+            layer, index = int(head[0]), int(head[1])
+            if not (0 <= layer < n_layers and 0 <= index < n_heads):
+                raise ValueError(
+                    f"head {format_head(layer, index)} is out of range for a model with "
+                    f"{n_layers} layers x {n_heads} heads (valid: L0H0 .. "
+                    f"L{n_layers - 1}H{n_heads - 1})"
+                )
+        if (layer, index) in seen:
+            raise ValueError(
+                f"the order names head {format_head(layer, index)} twice (positions "
+                f"{seen[(layer, index)]} and {position}); each head can be removed only once"
+            )
+        seen[(layer, index)] = position
+        order.append((layer, index))
+    return order
+
+
+def plot_sweeps(
+    sweeps: Mapping[str, SweepResult] | Sequence[SweepResult] | SweepResult,
+    *,
+    stay: int = 3,
+    title: str | None = None,
+) -> Any:
+    """Figures 8 and 9: the target's rank along several removal sweeps on one plotly figure
+    (e.g. the influential order beside the ascending-weight order, or the sweep of a
+    negative-init mask), each switch step (:meth:`SweepResult.switch_step` with ``stay``)
+    marked by a vertical line and reported in the legend and the title.
+
+    ``sweeps``: ``{label: sweep}``, or a list (labelled by how each order was made).
+
+    >>> a, b = SweepResult.example(), SweepResult.example()
+    >>> fig = plot_sweeps({"ascending weight": a, "influential": b}, stay=2)
+    >>> [trace.name for trace in fig.data]
+    ['ascending weight (switch: 2 heads)', 'influential (switch: 2 heads)']
+    """
+    from lens_heads.core.figures import sweep_overlay_figure
+
+    if isinstance(sweeps, SweepResult):
+        sweeps = [sweeps]
+    if not isinstance(sweeps, Mapping):
+        labels = [str(s.metadata.get("order_kind", "sweep")) for s in sweeps]
+        labels = [
+            f"{label} {i + 1}" if labels.count(label) > 1 else label
+            for i, label in enumerate(labels)
+        ]
+        sweeps = dict(zip(labels, sweeps, strict=True))
+    if not sweeps:
+        raise ValueError("no sweeps to plot: pass {label: SweepResult, ...}")
+    untracked = [label for label, sweep in sweeps.items() if sweep.target_id is None]
+    if untracked:
+        raise ValueError(
+            f"sweeps {untracked} tracked no target; run removal_sweep with target=... to plot "
+            "the target's rank"
+        )
+    curves = []
+    for label, sweep in sweeps.items():
+        curves.append(
+            {
+                "label": label,
+                "n_removed": sweep.n_removed,
+                "ranks": sweep.target_ranks,
+                "switch": sweep.switch_step(stay),
+                "target": sweep.target,
+            }
+        )
+    if title is None:
+        targets = sorted({str(sweep.target) for sweep in sweeps.values()})
+        switches = ", ".join(
+            f"{c['label']} {'none' if c['switch'] is None else c['switch']}" for c in curves
+        )
+        prompts = sorted({sweep.prompt for sweep in sweeps.values()})
+        title = (
+            f"{', '.join(map(repr, prompts))} -> target {', '.join(map(repr, targets))}: "
+            f"switch step {switches}"
+        )
+    return sweep_overlay_figure(curves, title=title, stay=stay)
+
+
+def removal_order(
+    model: ModelLike,
+    order: OrderLike,
+) -> list[tuple[int, int]]:
+    """The heads of ``order`` as ``(layer, head)`` pairs in removal order.
+
+    ``order`` is a :class:`HeadMask` or a weights tensor ``[n_layers, n_heads]`` (every head,
+    ascending weight, equal weights in head-index order), or a sequence of labels ``"L3H7"`` /
+    pairs (those heads, in that order). ``"influential"`` is handled by :func:`removal_sweep`.
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model(n_layers=2, n_heads=2)
+    >>> removal_order(model, torch.tensor([[0.5, -1.0], [0.5, 2.0]]))
+    [(0, 1), (0, 0), (1, 0), (1, 1)]
+    >>> removal_order(model, ["L1H0", "L0H1"])
+    [(1, 0), (0, 1)]
+    """
+    shape = head_shape(model)
+    if isinstance(order, HeadMask):
+        order.check_model(model)
+        return _weights_order(order.values, shape, "the mask")
+    if isinstance(order, Tensor):
+        return _weights_order(order, shape, "the weights tensor")
+    if isinstance(order, str):
+        raise ValueError(
+            f"unknown order {order!r}: give a HeadMask, a weights tensor, a list of heads like "
+            "['L3H7', 'L0H1'], or 'influential'"
+        )
+    if len(order) == 0:
+        raise ValueError("the order is empty: name at least one head to remove")
+    return _labels_order(order, shape)
+
+
+def _steps(n_heads: int, every: int) -> list[int]:
+    steps = list(range(0, n_heads + 1, every))
+    if steps[-1] != n_heads:
+        steps.append(n_heads)
+    return steps
+
+
+def _prefix_masks(
+    order: Sequence[Head], steps: Sequence[int], shape: tuple[int, int]
+) -> Float[Tensor, "n_steps n_layers n_heads"]:
+    """``masks[i]`` removes (zeroes) the first ``steps[i]`` heads of ``order``."""
+    removed_at = torch.full(shape, len(order) + 1, dtype=torch.long)
+    for position, (layer, head) in enumerate(order):
+        removed_at[layer, head] = position
+    counts = torch.tensor(list(steps), dtype=torch.long)
+    return (removed_at[None] >= counts[:, None, None]).float()
+
+
+def default_batch_size(model: ModelLike, n_tokens: int) -> int:
+    """Steps per chunk: as many as keep one chunk's fp32 logits over ``n_tokens`` positions
+    under ~256 MiB, at most 64 (larger batches gain little on a CPU).
+
+    >>> import lens_heads as lh
+    >>> default_batch_size(lh.tiny_model(), 40)
+    64
+    """
+    d_vocab = int(model.cfg.d_vocab)
+    per_example = max(1, n_tokens) * d_vocab * 4
+    return max(1, min(_MAX_BATCH, _LOGITS_BUDGET_BYTES // per_example))
+
+
+# -- the two engines -----------------------------------------------------------------------------
+@dataclass
+class _Chunk:
+    last_logits: Tensor  # [b, d_vocab] fp32
+    resid: Tensor | None  # [b, n_layers, d_model]
+    attn: Tensor | None
+    outputs: list[list[int]]
+
+
+def _capture_hooks(n_layers: int, store: dict[tuple[str, int], Tensor]) -> list[Any]:
+    def make(kind: str, layer: int) -> Callable[..., None]:
+        def hook(activation: Tensor, hook: Any) -> None:
+            store[(kind, layer)] = activation[:, -1].detach().float().clone()
+
+        return hook
+
+    hooks = []
+    for layer in range(n_layers):
+        hooks.append((f"blocks.{layer}.hook_resid_post", make("resid", layer)))
+        hooks.append((f"blocks.{layer}.hook_attn_out", make("attn", layer)))
+    return hooks
+
+
+@torch.inference_mode()
+def _forward(
+    model: ModelLike,
+    tokens: Tensor,
+    mask: HeadMask | Tensor | None,
+    capture: bool,
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """Last-position logits (and captured hidden states) of ``tokens`` [b, pos] under ``mask``."""
+    n_layers = head_shape(model)[0]
+    store: dict[tuple[str, int], Tensor] = {}
+    hooks = [] if mask is None else mask_hooks(mask, model)
+    if capture:
+        hooks += _capture_hooks(n_layers, store)
+    logits = model.run_with_hooks(tokens, fwd_hooks=hooks)
+    last = logits[:, -1].float().clone()
+    if not capture:
+        return last, None, None
+    resid = torch.stack([store[("resid", layer)] for layer in range(n_layers)], dim=1)
+    attn = torch.stack([store[("attn", layer)] for layer in range(n_layers)], dim=1)
+    return last, resid, attn
+
+
+def _batched_chunks(
+    model: ModelLike,
+    prompt_ids: list[int],
+    masks: Tensor,
+    *,
+    capture: bool,
+    generate_tokens: int,
+    batch_size: int,
+) -> Iterator[tuple[int, _Chunk]]:
+    """Many steps at once: a chunk of per-example masks per forward pass and per generation."""
+    n = masks.shape[0]
+    n_chunks = math.ceil(n / batch_size)
+    size = math.ceil(n / n_chunks)  # balanced chunks (no small remainder)
+    device = model.cfg.device
+    for start in range(0, n, size):
+        chunk = masks[start : start + size]
+        tokens = torch.tensor([prompt_ids], dtype=torch.long, device=device)
+        tokens = tokens.expand(chunk.shape[0], -1).contiguous()
+        last, resid, attn = _forward(model, tokens, chunk, capture)
+        outputs: list[list[int]] = [[] for _ in range(chunk.shape[0])]
+        if generate_tokens > 0:
+            outputs = greedy_generate(
+                model,
+                [prompt_ids] * chunk.shape[0],
+                max_new_tokens=generate_tokens,
+                mask=chunk,
+                batch_size=chunk.shape[0],
+            )
+        yield chunk.shape[0], _Chunk(last, resid, attn, outputs)
+
+
+def _naive_chunks(
+    model: ModelLike,
+    prompt_ids: list[int],
+    masks: Tensor,
+    *,
+    capture: bool,
+    generate_tokens: int,
+    batch_size: int,
+) -> Iterator[tuple[int, _Chunk]]:
+    """The reference loop: every step on its own, with a shared :class:`HeadMask`."""
+    del batch_size
+    tokens = torch.tensor([prompt_ids], dtype=torch.long, device=model.cfg.device)
+    for values in masks:
+        mask = HeadMask(values)
+        last, resid, attn = _forward(model, tokens, mask, capture)
+        outputs: list[list[int]] = [[]]
+        if generate_tokens > 0:
+            outputs = greedy_generate(
+                model, [prompt_ids], max_new_tokens=generate_tokens, mask=mask, batch_size=1
+            )
+        yield 1, _Chunk(last, resid, attn, outputs)
+
+
+def _influence_order(
+    model: ModelLike,
+    prompt_ids: list[int],
+    base: list[Head],
+    k: int,
+    target_id: int,
+    batch_size: int,
+    engine: Callable[..., Iterator[tuple[int, _Chunk]]],
+) -> tuple[list[Head], dict[str, int]]:
+    """Appendix C.3.1: re-order the first ``k`` heads of ``base`` by the rank gain of the
+    target when each is removed alone (descending; ties keep the base order)."""
+    shape = head_shape(model)
+    candidates = base[:k]
+    singles = torch.ones((len(candidates) + 1, *shape))
+    for row, (layer, head) in enumerate(candidates, start=1):
+        singles[row, layer, head] = 0.0
+    target = torch.tensor([target_id])
+    ranks: list[int] = []
+    chunks = engine(
+        model, prompt_ids, singles, capture=False, generate_tokens=0, batch_size=batch_size
+    )
+    for _, chunk in chunks:
+        ranks += token_ranks(chunk.last_logits, target)[:, 0].tolist()
+    full = ranks[0]
+    gains = {
+        format_head(*head): full - rank for head, rank in zip(candidates, ranks[1:], strict=True)
+    }
+    ordered = sorted(
+        range(len(candidates)), key=lambda i: -gains[format_head(*candidates[i])]
+    )  # sorted() is stable: equal gains keep the base order
+    return [candidates[i] for i in ordered] + base[k:], gains
+
+
+def removal_sweep(
+    model: ModelLike,
+    prompt: str,
+    order: OrderLike,
+    *,
+    target: str | int | None = None,
+    track_top_k: int = 5,
+    reference_prompt: str | None = None,
+    generate_tokens: int = 20,
+    every: int = 1,
+    chat: bool = True,
+    batch_size: int | None = None,
+    influential_k: int | None = None,
+    engine: str = "batched",
+    progress: bool = True,
+) -> SweepResult:
+    """Remove the heads of ``order`` one by one and record what the model predicts at each step.
+
+    * ``order``: a :class:`HeadMask` or trained weights ``W`` ``[n_layers, n_heads]`` (every
+      head, removed in ascending weight: the paper's default; equal weights in head-index order),
+      a list of heads (``["L3H7", "L0H1"]`` or ``(layer, head)`` pairs, removed in that order),
+      or ``"influential"`` (Appendix C.3.1; needs ``target``): the heads ordered by the gain in
+      the target's rank each one causes when removed alone from the full model, largest first.
+      ``influential_k=k`` applies that re-ordering to the first ``k`` heads of any order (with
+      ``"influential"`` the candidates are all heads, or the first ``k`` in index order).
+    * At step ``s`` the first ``s`` heads are removed (step 0: the full model); with ``every=k``
+      only every ``k``-th step is evaluated, plus the last.
+    * ``target``: a string (its first token, in context: see :func:`resolve_target`) or a token
+      id; ``track_top_k``: how many of the full model's most likely tokens to track besides it.
+    * ``reference_prompt``: the full model runs it once; every step then records the cosine
+      similarity of each layer's decoder and attention output at the last position (Figure 5).
+    * ``generate_tokens``: greedy continuation length per step (0: none).
+    * ``chat``: wrap the prompt(s) in the model's chat template (instruct models).
+    * ``batch_size``: steps evaluated together (default :func:`default_batch_size`); results do
+      not depend on it.
+    * ``engine``: ``"batched"`` (default) or ``"naive"``, the reference loop that evaluates and
+      generates each step on its own (same results, several times slower; for checking).
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model(n_layers=2, n_heads=4)
+    >>> result = removal_sweep(model, "hi", ["L1H0", "L0H3"], target=72, generate_tokens=0,
+    ...                        progress=False)
+    >>> result.n_removed, result.removed_heads
+    ([0, 1, 2], ['', 'L1H0', 'L0H3'])
+    """
+    engines = {"batched": _batched_chunks, "naive": _naive_chunks}
+    if engine not in engines:
+        raise ValueError(f"engine must be 'batched' or 'naive', got {engine!r}")
+    run_chunks = engines[engine]
+    if not prompt.strip():
+        raise ValueError("the prompt is empty: give the text to run the model on, e.g. 'apple'")
+    if reference_prompt is not None and not reference_prompt.strip():
+        raise ValueError("reference_prompt is empty; pass None to skip the similarity")
+    if isinstance(every, bool) or every < 1:
+        raise ValueError(f"every must be a positive number of heads, got {every}")
+    if track_top_k < 0:
+        raise ValueError(f"track_top_k must be >= 0, got {track_top_k}")
+    if generate_tokens < 0:
+        raise ValueError(
+            f"generate_tokens must be >= 0 (0: no continuations), got {generate_tokens}"
+        )
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    if influential_k is not None and influential_k < 1:
+        raise ValueError(f"influential_k must be positive, got {influential_k}")
+    if target is None and track_top_k == 0:
+        raise ValueError("nothing to track: pass target= or track_top_k > 0")
+    started = time.perf_counter()
+    tokenizer = model.tokenizer
+    shape = head_shape(model)
+    d_vocab = int(model.cfg.d_vocab)
+    prompt_ids = encode_text(tokenizer, prompt, chat=chat)
+    check_context(model, len(prompt_ids), new_tokens=generate_tokens, what=f"the prompt {prompt!r}")
+    if reference_prompt is not None:  # before any compute
+        check_context(
+            model,
+            len(encode_text(tokenizer, reference_prompt, chat=chat)),
+            what="the reference prompt",
+        )
+    prompt_text = PromptFormat(chat=True).render(prompt, tokenizer) if chat else prompt
+    target_id = None
+    if target is not None:
+        target_id = resolve_target(tokenizer, prompt_text, target, chat=chat, d_vocab=d_vocab)
+    influential = isinstance(order, str) and order == "influential"
+    if influential:
+        heads = [(layer, head) for layer in range(shape[0]) for head in range(shape[1])]
+    else:
+        heads = removal_order(model, order)
+    if batch_size is None:
+        batch_size = default_batch_size(model, len(prompt_ids) + generate_tokens)
+    gains: dict[str, int] = {}
+    if influential or influential_k is not None:
+        if target_id is None:
+            raise ValueError("the influential order ranks heads by the target's rank: pass target=")
+        k = len(heads) if influential_k is None else min(influential_k, len(heads))
+        heads, gains = _influence_order(
+            model, prompt_ids, heads, k, target_id, batch_size, run_chunks
+        )
+
+    steps = _steps(len(heads), every)
+    masks = _prefix_masks(heads, steps, shape)
+    capture = reference_prompt is not None
+    reference: tuple[Tensor, Tensor] | None = None
+    if reference_prompt is not None:
+        reference_ids = encode_text(tokenizer, reference_prompt, chat=chat)
+        tokens = torch.tensor([reference_ids], dtype=torch.long, device=model.cfg.device)
+        _, resid, attn = _forward(model, tokens, None, capture=True)
+        assert resid is not None and attn is not None
+        reference = (resid[0], attn[0])
+
+    tracked: Tensor | None = None
+    rank_rows: list[Tensor] = []
+    logit_rows: list[Tensor] = []
+    top1: list[int] = []
+    outputs: list[list[int]] = []
+    resid_rows: list[Tensor] = []
+    attn_rows: list[Tensor] = []
+    bar = tqdm(total=len(steps), desc="removal sweep", disable=not progress, leave=False)
+    try:
+        chunks = run_chunks(
+            model,
+            prompt_ids,
+            masks,
+            capture=capture,
+            generate_tokens=generate_tokens,
+            batch_size=batch_size,
+        )
+        for count, chunk in chunks:
+            if tracked is None:  # the first chunk starts with step 0: the full model
+                tracked = _tracked_ids(chunk.last_logits[0], target_id, track_top_k)
+            rank_rows.append(token_ranks(chunk.last_logits, tracked))
+            logit_rows.append(chunk.last_logits[:, tracked])
+            top1 += chunk.last_logits.argmax(dim=-1).tolist()
+            outputs += chunk.outputs
+            if reference is not None and chunk.resid is not None and chunk.attn is not None:
+                resid_rows.append(_cosine(chunk.resid, reference[0]))
+                attn_rows.append(_cosine(chunk.attn, reference[1]))
+            bar.update(count)
+    finally:
+        bar.close()
+    assert tracked is not None
+    token_ids = [int(i) for i in tracked.tolist()]
+    roles = [
+        "target" if i == 0 and target_id is not None else "original" for i in range(len(token_ids))
+    ]
+    metadata = {
+        "chat": chat,
+        "every": every,
+        "generate_tokens": generate_tokens,
+        "track_top_k": track_top_k,
+        "batch_size": batch_size,
+        "engine": engine,
+        "order_kind": "influential"
+        if influential
+        else ("list" if isinstance(order, Sequence) else "weights"),
+        "influential_k": influential_k,
+        "influence_gain": gains,
+        "prompt_tokens": len(prompt_ids),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    return SweepResult(
+        model=model_name(model),
+        prompt=prompt,
+        order=[format_head(*head) for head in heads],
+        n_removed=steps,
+        token_ids=token_ids,
+        tokens=[tokenizer.decode([i]) for i in token_ids],
+        roles=roles,
+        ranks=torch.cat(rank_rows).long(),
+        logits=torch.cat(logit_rows).float(),
+        top1_ids=[int(i) for i in top1],
+        top1_tokens=[tokenizer.decode([i]) for i in top1],
+        output_ids=[[int(t) for t in row] for row in outputs],
+        outputs=[tokenizer.decode(row, skip_special_tokens=True) for row in outputs],
+        target=None if target is None else str(target),
+        target_id=target_id,
+        reference_prompt=reference_prompt,
+        resid_similarity=torch.cat(resid_rows) if resid_rows else None,
+        attn_similarity=torch.cat(attn_rows) if attn_rows else None,
+        metadata=metadata,
+    )
+
+
+def _tracked_ids(full_logits: Tensor, target_id: int | None, k: int) -> Tensor:
+    """The target (first) and the ``k`` most likely other tokens of the full model."""
+    ranked = torch.argsort(full_logits, descending=True, stable=True)[: k + 1].tolist()
+    originals = [i for i in ranked if i != target_id][:k]
+    ids = ([] if target_id is None else [target_id]) + originals
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def _cosine(states: Tensor, reference: Tensor) -> Tensor:
+    """Cosine similarity ``[b, n_layers]`` of ``states`` [b, L, d] with ``reference`` [L, d]."""
+    return torch.nn.functional.cosine_similarity(states, reference[None], dim=-1)

@@ -1,0 +1,619 @@
+"""Grids of mask trainings on Ray: models × tasks × seeds × schedules, each cell trained,
+evaluated (and optionally swept) in its own folder, resumable, retried, assembled into one table.
+
+>>> import tempfile, lens_heads as lh
+>>> config = lh.GridConfig.from_text('''
+... models = ["tiny-2x4"]
+... tasks = ["capitalize"]
+... [schedules.tiny]
+... steps = 2
+... batch_size = 2
+... n_eval = 4
+... dtype = "float32"
+... [evaluate]
+... n_eval = 2
+... settings = ["original", "mask"]
+... ''')
+>>> result = lh.run_grid(config, tempfile.mkdtemp(), address="local", progress=False)
+>>> result.to_frame()[["task", "heads", "steps"]].to_dict("records")
+[{'task': 'capitalize', 'heads': 8, 'steps': 2}]
+
+Each cell is one Ray task with the config's declared resources (``[resources] num_cpus``,
+``num_gpus``). A cell writes into ``<out>/<cell path>/`` (the training result, its checkpoints,
+``eval/``, ``sweep/<i>/``) and writes ``cell.json`` last, atomically: a folder with ``cell.json``
+is complete and is skipped by later runs; an interrupted cell resumes from its checkpoint;
+``compute.log`` has a line per attempt that computed it.
+Before a cell starts it takes an atomic claim (``.claim.json``, created with ``O_EXCL``, kept
+fresh by a heartbeat), so two grid runs on one folder never train the same cell at once: the
+second waits for the first's cell and reuses it. A claim whose process died (same host) or whose
+heartbeat stopped (``stale_after`` seconds, other hosts) is taken over. A failed cell (an error,
+or its worker killed) is re-submitted up to ``retries`` times and, if it still fails, listed in
+the failures table, never dropped. Each worker process keeps its model loaded across cells.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from lens_heads.core.storage import write_atomic
+from lens_heads.core.tables import markdown_table
+from lens_heads.scale.grid_config import _TINY, Cell, GridConfig, GridConfigError
+
+__all__ = ["Cell", "GridConfig", "GridConfigError", "GridResult", "run_cell", "run_grid"]
+
+DONE = "cell.json"
+CLAIM = ".claim.json"
+_METRIC_SHORT = {"accuracy": "acc", "answer CE (paper: PPL)": "CE"}
+_SETTING_SHORT = {
+    "Original": "orig",
+    "w/ instruction": "instr",
+    "w/ random M": "rand",
+    "w/ M": "M",
+    "w/ M + instruction": "M+instr",
+}
+#: Columns that measure time (they differ between runs of the same cells).
+TIMING_COLUMNS = ("train s", "cell s")
+
+
+class GridCellError(RuntimeError):
+    """A cell cannot run as configured (e.g. its folder holds a training of another config)."""
+
+
+# -- claims -------------------------------------------------------------------------------------
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _stale(holder: dict[str, Any], path: Path, stale_after: float) -> bool:
+    try:
+        age = time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        return True
+    if holder.get("host") == socket.gethostname() and not _alive(int(holder.get("pid", -1))):
+        return True
+    return age > stale_after
+
+
+def claim(folder: Path, run_id: str, stale_after: float = 120.0) -> bool:
+    """Take the cell's claim atomically; False when another live run holds it. The caller's
+    own run (a retry after its worker died) and stale claims are taken over."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / CLAIM
+    mine = {"run": run_id, "host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}
+    for _ in range(5):
+        try:
+            descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+        except FileExistsError:
+            holder = _read_json(path)
+            if holder is None:  # being written right now, or garbage
+                try:
+                    if time.time() - path.stat().st_mtime < 5:
+                        return False
+                except FileNotFoundError:
+                    continue
+                holder = {}
+            ours = holder.get("run") == run_id and holder.get("pid") != os.getpid()
+            if not (ours or _stale(holder, path, stale_after)):
+                return False
+            grave = path.with_name(f"{CLAIM}.stale-{uuid.uuid4().hex[:8]}")
+            try:
+                os.rename(path, grave)
+            except FileNotFoundError:
+                continue  # someone else took it over first; try again
+            if _read_json(grave) != (holder or None) and holder:
+                # we moved a fresh claim someone made in between: put it back
+                try:
+                    os.link(grave, path)
+                except FileExistsError:
+                    pass  # a third run claimed it meanwhile; either way it is not ours
+                finally:
+                    grave.unlink(missing_ok=True)
+                return False
+            grave.unlink(missing_ok=True)
+            continue
+        with os.fdopen(descriptor, "w") as file:
+            json.dump(mine, file)
+        return True
+    return False
+
+
+def release(folder: Path, run_id: str) -> None:
+    """Remove the cell's claim if this process holds it."""
+    path = folder / CLAIM
+    holder = _read_json(path)
+    if holder and holder.get("run") == run_id and holder.get("pid") == os.getpid():
+        path.unlink(missing_ok=True)
+
+
+class _Heartbeat:
+    """Touch the claim file every ``every`` seconds while a cell runs."""
+
+    def __init__(self, path: Path, every: float = 5.0) -> None:
+        self.path, self.every = path, every
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every):
+            try:
+                os.utime(self.path)
+            except OSError:
+                return
+
+    def __enter__(self) -> _Heartbeat:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+
+
+# -- the per-process model cache ---------------------------------------------------------------
+_MODEL: dict[str, Any] = {}
+_LOADS: list[str] = []
+
+
+def _cached_model(spec: str, device: str, dtype: str) -> Any:
+    """The model of ``spec``, loaded once per process (the last one kept: a worker that switches
+    models frees the previous one)."""
+    import lens_heads as lh
+
+    key = f"{spec}|{device}|{dtype}"
+    if _MODEL.get("key") != key or _MODEL.get("loader") is not lh.load_model:
+        _MODEL.clear()
+
+        tiny = _TINY.match(spec)
+        if tiny:
+            layers, heads, seed = tiny.groups()
+            model = lh.tiny_model(int(layers), int(heads), seed=int(seed or 0))
+        else:
+            model = lh.load_model(spec, device=device, dtype=dtype)
+        _MODEL.update(key=key, model=model, loader=lh.load_model)
+        _LOADS.append(key)
+    return _MODEL["model"]
+
+
+# -- one cell -----------------------------------------------------------------------------------
+def run_cell(
+    config: GridConfig | dict[str, Any],
+    cell: Cell | dict[str, Any],
+    out: str | os.PathLike[str],
+    run_id: str = "",
+) -> dict[str, Any]:
+    """Run (or reuse) one cell; returns ``{"status": "done", "row": ...}``, or ``{"status":
+    "busy"}`` when another run holds the cell's claim."""
+    config = config if isinstance(config, GridConfig) else GridConfig.from_dict(config)
+    cell = cell if isinstance(cell, Cell) else Cell(**cell)
+    folder = Path(out) / cell.path
+    done = _read_json(folder / DONE)
+    if done is not None:
+        return {"status": "done", "row": done["row"], "reused": True}
+    run_id = run_id or uuid.uuid4().hex
+    if not claim(folder, run_id, float(config.resources.get("stale_after", 120))):
+        return {"status": "busy"}
+    try:
+        with _Heartbeat(folder / CLAIM):
+            done = _read_json(folder / DONE)  # finished by another run since we looked
+            if done is not None:
+                return {"status": "done", "row": done["row"], "reused": True}
+            started = time.perf_counter()
+            _log(folder, run_id)
+            row = _compute(config, cell, folder)
+            row["cell s"] = round(time.perf_counter() - started, 1)
+            info = {
+                "cell": cell.to_dict(),
+                "row": row,
+                "run": run_id,
+                "worker": {
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                    "model_loads": list(_LOADS),
+                },
+            }
+            write_atomic(folder / DONE, json.dumps(info, indent=1, default=str))
+            return {"status": "done", "row": row, "reused": False, "worker": info["worker"]}
+    finally:
+        release(folder, run_id)
+
+
+def _log(folder: Path, run_id: str) -> None:
+    """Append who computes the cell to ``compute.log`` (one line per attempt that ran)."""
+    line = json.dumps({"run": run_id, "host": socket.gethostname(), "pid": os.getpid()})
+    with open(folder / "compute.log", "a", encoding="utf-8") as file:
+        file.write(f"{line}\n")
+
+
+def _compute(config: GridConfig, cell: Cell, folder: Path) -> dict[str, Any]:
+    import lens_heads as lh
+    from lens_heads.engine.evaluation import EvaluationResult
+    from lens_heads.engine.training import MaskTrainingResult
+
+    model = _cached_model(cell.model, config.device, config.dtype)
+    task = lh.get_task(config.task_spec(cell.task))
+    device = next(iter(model.parameters())).device if hasattr(model, "parameters") else "cpu"
+    wanted = config.training_config(cell)
+    if (folder / "training.json").is_file():
+        training = MaskTrainingResult.load(folder)
+        if training.config.to_dict() != wanted.resolve_dtype(device).to_dict():
+            raise GridCellError(
+                f"{folder} holds a training with another config; delete the folder to retrain "
+                "it, or give the grid another --out"
+            )
+    else:
+        training = lh.train_mask(
+            model,
+            task,
+            wanted,
+            checkpoint_dir=folder / "checkpoints",
+            checkpoint_every=config.checkpoint_every,
+            resume=True,
+            progress=False,
+        )
+        training.save(folder)
+        training.save_figures(folder)
+    evaluation = None
+    if config.evaluate is not None:
+        if (folder / "eval" / "result.json").is_file():
+            evaluation = EvaluationResult.load(folder / "eval")
+        else:
+            started = time.perf_counter()
+            evaluation = lh.evaluate(
+                model,
+                task,
+                config.evaluate["settings"],
+                mask=training.mask,
+                n_eval=config.evaluate["n_eval"],
+                split_seed=wanted.split_seed,
+                random_seeds=config.evaluate["random_seeds"],
+                batch_size=config.evaluate.get("batch_size", 16),
+                progress=False,
+            )
+            evaluation.config["seconds"] = round(time.perf_counter() - started, 1)
+            evaluation.save(folder / "eval")
+    switches = _sweeps(model, task, training, config, folder) if config.sweep else None
+    return _row(cell, training, evaluation, switches)
+
+
+def _sweeps(model: Any, task: Any, training: Any, config: GridConfig, folder: Path) -> list[float]:
+    """Removal sweeps (ascending mask weight) on the first held-out examples; switch steps."""
+    import lens_heads as lh
+    from lens_heads.core.prompts import has_chat_template
+    from lens_heads.heads_up.sweep import SweepResult
+
+    assert config.sweep is not None
+    n_eval = training.config.n_eval or len(task)
+    _, held_out = task.split(n_eval, training.config.split_seed)
+    switches = []
+    for index, example in enumerate(held_out.examples[: config.sweep["examples"]]):
+        target = folder / "sweep" / str(index)
+        if (target / "result.json").is_file():
+            sweep = SweepResult.load(target)
+        else:
+            sweep = lh.removal_sweep(
+                model,
+                example.input,
+                training.W,
+                target=example.output,
+                every=config.sweep["every"],
+                generate_tokens=config.sweep["generate_tokens"],
+                track_top_k=config.sweep.get("track_top_k", 5),
+                chat=has_chat_template(model.tokenizer),
+                progress=False,
+            )
+            sweep.save(target)
+        switch = sweep.switch_step(3)
+        switches.append(math.nan if switch is None else float(switch))
+    return switches
+
+
+def _row(
+    cell: Cell, training: Any, evaluation: Any, switches: list[float] | None
+) -> dict[str, Any]:
+    """The cell's table row; evaluation columns are ``<metric> <setting>`` for every metric
+    and setting of the evaluation's frame (short names for the paper's two: acc, CE)."""
+    row: dict[str, Any] = {
+        "model": cell.model,
+        "schedule": cell.schedule,
+        "seed": cell.seed,
+        "task": training.task,
+    }
+    if evaluation is not None:
+        row["match"] = evaluation.config.get("match")
+        row["n_eval"] = evaluation.config.get("n_eval")
+    row["heads kept"] = training.mask.n_selected
+    row["heads"] = int(training.W.numel())
+    if evaluation is not None:
+        frame = evaluation.to_frame()
+        for label, values in frame.iterrows():
+            for column in frame.columns:
+                if column in ("heads", "seeds") or column.endswith(" std"):
+                    continue
+                name = f"{_METRIC_SHORT.get(column, column)} {_SETTING_SHORT.get(label, label)}"
+                row[name] = float(values[column])
+    if switches is not None:
+        row["switch step"] = float(pd.Series(switches).mean())
+    row["train s"] = round(float(training.timing.get("seconds", math.nan)))
+    row["steps"] = int(training.config.steps)
+    row["dtype"] = training.config.dtype
+    row["cell"] = cell.path
+    return row
+
+
+# -- executors ---------------------------------------------------------------------------------
+class _LocalExecutor:
+    """Runs each cell in this process, one after another (``address="local"``)."""
+
+    def submit(self, config: dict[str, Any], cell: Cell, out: str, run_id: str) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(run_cell(config, cell, out, run_id))
+        except Exception as error:
+            future.set_exception(error)
+        return future
+
+    def wait(self, pending: list[Any], timeout: float) -> list[Any]:
+        return list(pending)
+
+    def result(self, handle: Any) -> dict[str, Any]:
+        return handle.result()
+
+    def close(self) -> None:
+        _MODEL.clear()  # this process is the caller's: free the model after the grid
+
+
+def _ray_cell(config: dict[str, Any], cell: dict[str, Any], out: str, run_id: str) -> Any:
+    """The body of the Ray task (a module-level function: workers import it by name)."""
+    return run_cell(config, cell, out, run_id)
+
+
+class _RayExecutor:
+    """Submits each cell as a Ray task with the config's resources."""
+
+    def __init__(self, address: str | None, resources: dict[str, Any]) -> None:
+        try:
+            import ray
+        except ImportError as error:
+            raise GridConfigError(
+                "Ray is not installed; `pip install 'lens_heads[grid]'` (or `pip install ray`), "
+                "or run the grid in this process with address='local' (--address local)"
+            ) from error
+        self.ray = ray
+        self.started = False
+        if not ray.is_initialized():
+            root = str(Path(__file__).resolve().parents[1])
+            path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+            options: dict[str, Any] = {"runtime_env": {"env_vars": {"PYTHONPATH": path}}}
+            if address is None:  # a new local instance: no dashboard, quiet workers
+                options.update(include_dashboard=False, log_to_driver=False)
+            ray.init(address=address, **options)
+            self.started = True
+        options: dict[str, Any] = {
+            "num_cpus": resources.get("num_cpus", 1),
+            "num_gpus": resources.get("num_gpus", 0),
+            "max_retries": 0,  # retries are the driver's, counted per cell
+        }
+        # max_calls=0: GPU workers stay alive too (Ray's default for them is 1), so their
+        # model stays loaded across cells.
+        self.remote = ray.remote(max_calls=0)(_ray_cell).options(**options)
+
+    def submit(self, config: dict[str, Any], cell: Cell, out: str, run_id: str) -> Any:
+        return self.remote.remote(config, cell.to_dict(), out, run_id)
+
+    def wait(self, pending: list[Any], timeout: float) -> list[Any]:
+        ready, _ = self.ray.wait(pending, num_returns=1, timeout=timeout)
+        return ready
+
+    def result(self, handle: Any) -> dict[str, Any]:
+        return self.ray.get(handle)
+
+    def close(self) -> None:
+        if self.started:
+            self.ray.shutdown()
+
+
+# -- the grid -----------------------------------------------------------------------------------
+@dataclass
+class GridResult:
+    """The assembled table (one row per complete cell) and the failed cells.
+
+    ``table`` holds ``model, schedule, seed, task``, the evaluation columns (``acc M``, ``CE
+    orig``, ...), ``train s``, ``steps``, ``dtype`` and ``cell`` (its folder); ``failures`` one
+    row per failed cell (``cell, attempts, error``)."""
+
+    name: str
+    table: pd.DataFrame
+    failures: pd.DataFrame
+    cells: int
+    out: str = ""
+    seconds: float = math.nan
+    workers: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.table
+
+    def to_markdown(self, digits: int = 2) -> str:
+        lines = [f"# Grid {self.name}: {len(self.table)} of {self.cells} cells complete", ""]
+        lines.append(markdown_table(self.table, floatfmt=f".{digits}f", index=False))
+        if len(self.failures):
+            lines += ["", f"## Failed cells ({len(self.failures)})", ""]
+            lines.append(markdown_table(self.failures, floatfmt=f".{digits}f", index=False))
+        return "\n".join(lines) + "\n"
+
+    def plot(self) -> Any:
+        """A heat map of the first evaluation column (default ``acc M``): task × the cells'
+        other dimensions."""
+        import plotly.graph_objects as go
+
+        columns = [c for c in self.table.columns if c.startswith("acc ")]
+        value = "acc M" if "acc M" in columns else (columns[0] if columns else "heads kept")
+        if not len(self.table):
+            return go.Figure()
+        frame = self.table.assign(
+            run=self.table["model"]
+            + " "
+            + self.table["schedule"]
+            + " s"
+            + self.table["seed"].astype(str)
+        ).pivot_table(index="run", columns="task", values=value)
+        figure = go.Figure(go.Heatmap(z=frame.values, x=list(frame.columns), y=list(frame.index)))
+        return figure.update_layout(title=f"{value} per cell of grid {self.name}")
+
+    def save(self, directory: str | os.PathLike[str]) -> list[Path]:
+        """Write ``table.csv``, ``table.md``, ``failures.csv`` and ``grid_result.json``."""
+        folder = Path(directory)
+        meta = {"name": self.name, "cells": self.cells, "seconds": self.seconds}
+        return [
+            write_atomic(folder / "table.csv", self.table.to_csv(index=False)),
+            write_atomic(folder / "table.md", self.to_markdown()),
+            write_atomic(folder / "failures.csv", self.failures.to_csv(index=False)),
+            write_atomic(folder / "grid_result.json", json.dumps(meta, indent=1)),
+        ]
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> GridResult:
+        folder = Path(directory)
+        meta = _read_json(folder / "grid_result.json")
+        if meta is None:
+            raise FileNotFoundError(f"{folder} has no grid_result.json; is it a grid output?")
+        failures = (
+            pd.read_csv(folder / "failures.csv")
+            if (folder / "failures.csv").stat().st_size > 1
+            else pd.DataFrame()
+        )
+        return cls(
+            name=meta["name"],
+            table=pd.read_csv(folder / "table.csv"),
+            failures=failures,
+            cells=meta["cells"],
+            out=str(folder),
+            seconds=meta["seconds"],
+        )
+
+
+def assemble(config: GridConfig, out: str | os.PathLike[str]) -> pd.DataFrame:
+    """The table of every complete cell of ``config`` under ``out``, in config order."""
+    rows = []
+    for cell in config.cells:
+        done = _read_json(Path(out) / cell.path / DONE)
+        if done is not None:
+            rows.append(done["row"])
+    return pd.DataFrame(rows)
+
+
+def run_grid(
+    config: GridConfig | str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    address: str | None = None,
+    progress: bool = True,
+    run_id: str | None = None,
+    poll: float = 1.0,
+) -> GridResult:
+    """Run every cell of ``config`` (a :class:`GridConfig` or a .toml/.yaml file) into ``out``
+    and assemble ``out/table.csv`` and ``out/table.md``.
+
+    ``address``: None starts a local Ray instance sized to this machine (or uses the one this
+    process already started), ``"auto"`` joins the running cluster (``ray start --head``),
+    ``"ray://host:10001"`` connects a Ray client, ``"local"`` runs the cells in this process
+    without Ray. Complete cells are skipped; cells another run holds are waited for.
+    """
+    config = config if isinstance(config, GridConfig) else GridConfig.load(config)
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(out_dir / "grid.json", json.dumps(config.to_dict(), indent=1, default=str))
+    run_id = run_id or uuid.uuid4().hex
+    payload = config.to_dict()
+    cells = config.cells
+    executor: Any = (
+        _LocalExecutor() if address == "local" else _RayExecutor(address, config.resources)
+    )
+    started = time.perf_counter()
+    failures: list[dict[str, Any]] = []
+    workers: dict[str, list[str]] = {}
+    pending: dict[Any, tuple[Cell, int]] = {}
+    waiting: list[tuple[float, Cell, int]] = []
+    bar = tqdm(total=len(cells), desc=f"grid {config.name}", unit="cell", disable=not progress)
+    try:
+        for cell in cells:
+            pending[executor.submit(payload, cell, str(out_dir), run_id)] = (cell, 1)
+        while pending or waiting:
+            now = time.monotonic()
+            for item in [w for w in waiting if w[0] <= now]:
+                waiting.remove(item)
+                _, cell, attempt = item
+                pending[executor.submit(payload, cell, str(out_dir), run_id)] = (cell, attempt)
+            if not pending:
+                time.sleep(min(poll, max(0.0, min(w[0] for w in waiting) - now)))
+                continue
+            for handle in executor.wait(list(pending), poll):
+                cell, attempt = pending.pop(handle)
+                try:
+                    outcome = executor.result(handle)
+                except Exception as error:
+                    if attempt <= config.retries:
+                        again = executor.submit(payload, cell, str(out_dir), run_id)
+                        pending[again] = (cell, attempt + 1)
+                        bar.set_postfix(retrying=cell.key)
+                        continue
+                    failures.append(
+                        {"cell": cell.key, "attempts": attempt, "error": _summary(error)}
+                    )
+                    bar.update(1)
+                    continue
+                if outcome["status"] == "busy":
+                    waiting.append((time.monotonic() + poll, cell, attempt))
+                    continue
+                if "worker" in outcome:
+                    worker = outcome["worker"]
+                    workers[f"{worker['host']}:{worker['pid']}"] = worker["model_loads"]
+                bar.update(1)
+    finally:
+        bar.close()
+        executor.close()
+    result = GridResult(
+        name=config.name,
+        table=assemble(config, out_dir),
+        failures=pd.DataFrame(failures, columns=["cell", "attempts", "error"]),
+        cells=len(cells),
+        out=str(out_dir),
+        seconds=round(time.perf_counter() - started, 2),
+        workers=workers,
+    )
+    result.save(out_dir)
+    return result
+
+
+def _summary(error: BaseException) -> str:
+    """The last line of an error (Ray wraps a cell's exception with its remote traceback)."""
+    text = str(error).strip() or type(error).__name__
+    lines = [line for line in text.splitlines() if line.strip()]
+    last = lines[-1] if lines else text
+    if "Traceback" in text and len(lines) > 1:
+        return last.strip()[:300]
+    return f"{type(error).__name__}: {last.strip()}"[:300] if last == text else last[:300]
