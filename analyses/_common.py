@@ -30,7 +30,7 @@ from typing import Any
 import lens_heads as lh
 from lens_heads.core.storage import Stages, record_settings, save_figures, write_atomic
 from lens_heads.core.tables import markdown_table
-from lens_heads.engine.training import MaskTrainingResult
+from lens_heads.engine import MaskTrainingResult
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 _COMMAND: list[str] | None = None  # the command line of the analysis running from a shell

@@ -20,7 +20,7 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.engine.training import MaskTrainingResult
+from lens_heads.engine import MaskTrainingResult
 
 
 @dataclass

@@ -27,7 +27,7 @@ from analyses._common import (
     write_outputs,
 )
 from lens_heads.core.prompts import hybrid_few_shot
-from lens_heads.engine.evaluation import EvaluationResult
+from lens_heads.engine import EvaluationResult
 
 HOLDOUT = 100  # each task's last examples, never used as training queries or demonstrations
 

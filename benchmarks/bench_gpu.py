@@ -16,7 +16,7 @@ ALIAS = "smollm2-135m-instruct"
 
 def _training_step_seconds(model: Any, repeats: int) -> float:
     import lens_heads as lh
-    from lens_heads.engine.training import MaskTrainer, TrainingConfig
+    from lens_heads.engine import MaskTrainer, TrainingConfig
 
     trainer = MaskTrainer(model, lh.get_task("capitalize"), TrainingConfig(batch_size=16))
     trainer.step()  # warm up (kernels, the partial-unembedding check)

@@ -60,7 +60,7 @@ def peak_step_memory_mb(function: Callable[[], Any], interval: float = 0.002) ->
 def _step_memory_child(variant: str, task_name: str) -> None:
     """In a fresh process: load, then print the peak memory one step of ``variant`` adds."""
     import lens_heads as lh
-    from lens_heads.engine.training import MaskTrainer, TrainingConfig
+    from lens_heads.engine import MaskTrainer, TrainingConfig
 
     model = lh.load_model(ALIAS)
     ours = MaskTrainer(model, lh.get_task(task_name), TrainingConfig(batch_size=16))
@@ -194,7 +194,7 @@ def bench_bf16_mask_agreement(quick: bool) -> BenchmarkResult:
     """The short schedule on capitalize in fp32 and in bf16 autocast: time, Jaccard of the two
     masks, answer CE and accuracy under each on 40 held-out examples."""
     import lens_heads as lh
-    from lens_heads.engine.training import TrainingConfig, train_mask
+    from lens_heads.engine import TrainingConfig, train_mask
 
     model = lh.load_model(ALIAS)
     task = lh.get_task("capitalize")

@@ -22,8 +22,13 @@ from lens_heads.core.models import MODEL_ALIASES, head_shape, load_model, tiny_m
 from lens_heads.core.prompts import PromptFormat
 from lens_heads.core.scales import HeadScale
 from lens_heads.core.tasks import Task, get_task, list_tasks
-from lens_heads.engine.evaluation import EvaluationResult, evaluate
-from lens_heads.engine.training import MaskTrainingResult, TrainingConfig, train_mask
+from lens_heads.engine import (
+    EvaluationResult,
+    MaskTrainingResult,
+    TrainingConfig,
+    evaluate,
+    train_mask,
+)
 from lens_heads.heads_up.alpha import AlphaCurve, alpha_curve
 from lens_heads.heads_up.attention import attention_on_target
 from lens_heads.heads_up.lens import logit_lens, top_tokens

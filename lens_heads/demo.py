@@ -25,8 +25,13 @@ from lens_heads.core.prompts import INSTRUCTION_TEMPLATE, has_chat_template
 from lens_heads.core.storage import Stages, record_settings, write_atomic
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import Task, get_task
-from lens_heads.engine.evaluation import EvaluationResult, evaluate
-from lens_heads.engine.training import MaskTrainingResult, TrainingConfig, train_mask
+from lens_heads.engine import (
+    EvaluationResult,
+    MaskTrainingResult,
+    TrainingConfig,
+    evaluate,
+    train_mask,
+)
 from lens_heads.heads_up.lens import LogitLensResult, logit_lens
 from lens_heads.heads_up.similarity import SimilarityResult, figure4_similarity
 from lens_heads.heads_up.sweep import SweepResult, removal_sweep

@@ -31,7 +31,7 @@ import torch
 import lens_heads as lh
 from lens_heads.core.storage import write_atomic
 from lens_heads.core.tables import markdown_table
-from lens_heads.engine.training import MaskTrainer
+from lens_heads.engine import MaskTrainer
 
 
 def gradient_at_all_off(trainer: MaskTrainer, batches: int) -> torch.Tensor:

@@ -28,7 +28,7 @@ from lens_heads.core.models import head_shape, model_name
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import Task, get_task
-from lens_heads.engine.evaluation import evaluate
+from lens_heads.engine import evaluate
 
 __all__ = [
     "AblationResult",

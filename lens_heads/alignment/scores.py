@@ -59,7 +59,12 @@ from lens_heads.alignment.aligners import (
     split_words,
     word_spans,
 )
-from lens_heads.core.decoding import _batch_cache, _step, shared_prefix_length, supports_kv_cache
+from lens_heads.core.decoding import (
+    cached_forward,
+    repeat_cache,
+    shared_prefix_length,
+    supports_kv_cache,
+)
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import head_shape, model_name
 from lens_heads.core.prompts import PromptFormat, has_chat_template, pad_token_id
@@ -533,11 +538,11 @@ def _score_items(
         ]
         if prefix:
             head = tokens[:1, :prefix].to(device)
-            _, prefix_cache = _step(model, head, torch.ones_like(head), None, 1)
+            _, prefix_cache = cached_forward(model, head, torch.ones_like(head), None, 1)
             rest = tokens[:, prefix:].to(device)
             attention = torch.ones(tokens.shape, dtype=torch.long, device=device)
             with model.hooks(fwd_hooks=hooks):  # patterns: [batch, heads, rest, prefix + rest]
-                _step(model, rest, attention, _batch_cache(prefix_cache, len(batch)), 1)
+                cached_forward(model, rest, attention, repeat_cache(prefix_cache, len(batch)), 1)
         else:
             with model.hooks(fwd_hooks=hooks):
                 _forward(model, tokens.to(device))
@@ -799,11 +804,11 @@ def _greedy_outputs(
 ) -> tuple[list[str], list[list[int] | None]]:
     """The model's greedy translations (first line) on the KV-cached decoder: texts and ids."""
     from lens_heads.core.generation import greedy_generate, stop_token_ids
-    from lens_heads.engine.evaluation import _newline_tokens
+    from lens_heads.core.prompts import newline_tokens
 
     tokenizer = model.tokenizer
     encoded = [list(tokenizer(prompt, add_special_tokens=not chat).input_ids) for prompt in prompts]
-    stops = sorted(set(stop_token_ids(tokenizer)) | set(_newline_tokens(tokenizer)))
+    stops = sorted(set(stop_token_ids(tokenizer)) | set(newline_tokens(tokenizer)))
     outputs = greedy_generate(
         model,
         encoded,

@@ -54,7 +54,7 @@ def _add_eval(sub: Any) -> None:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     from lens_heads.core.tasks import get_task
-    from lens_heads.engine.evaluation import evaluate
+    from lens_heads.engine import evaluate
 
     try:
         seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
@@ -169,8 +169,7 @@ def _add_train_mask(sub: Any) -> None:
 def _cmd_train_mask(args: argparse.Namespace) -> int:
     from lens_heads.core.models import load_model
     from lens_heads.core.tasks import get_task
-    from lens_heads.engine.evaluation import evaluate
-    from lens_heads.engine.training import TrainingConfig, train_mask, with_overrides
+    from lens_heads.engine import TrainingConfig, evaluate, train_mask, with_overrides
 
     try:
         seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]

@@ -71,7 +71,7 @@ def _sweep_order(args: argparse.Namespace, model: Any) -> Any:
     """The ``order`` argument of removal_sweep from --mask / --heads / --influential."""
     import warnings
 
-    from lens_heads.engine.training import MaskTrainingResult
+    from lens_heads.engine import MaskTrainingResult
 
     if args.influential:
         return "influential"

@@ -38,7 +38,9 @@ from lens_heads.core.prompts import pad_token_id
 __all__ = [
     "Decoded",
     "answer_rows_budget",
+    "cached_forward",
     "decode_greedy",
+    "repeat_cache",
     "shared_prefix_length",
     "supports_kv_cache",
 ]
@@ -81,7 +83,7 @@ def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
     return length
 
 
-def _step(
+def cached_forward(
     model: ModelLike,
     tokens: Tensor,
     attention: Tensor,
@@ -108,7 +110,7 @@ def answer_rows_budget(model: ModelLike, answers: Sequence[Sequence[int]]) -> in
     return max(1, LOGITS_BUDGET_BYTES // row_bytes)
 
 
-def _batch_cache(prefix_cache: Any, rows: int, groups: Tensor | None = None) -> Any:
+def repeat_cache(prefix_cache: Any, rows: int, groups: Tensor | None = None) -> Any:
     """A copy of the prefix cache for a batch of ``rows``: the one prefix repeated, or, with
     ``groups`` (one index per row into the prefix cache's batch), each row's own prefix."""
     if prefix_cache is None:
@@ -141,7 +143,7 @@ def _answer_ce(
     # the whole answer is fed (its last logits are not scored) so the window has its shape
     mask = torch.cat([attention, answer_mask[:, 1:].to(attention)], dim=1)
     inputs = tokens[:, 1:].to(attention.device)
-    rest, _ = _step(model, inputs, mask, copy.deepcopy(cache), None, masks)
+    rest, _ = cached_forward(model, inputs, mask, copy.deepcopy(cache), None, masks)
     logits = torch.cat([last[:, None], rest.to(last.dtype)], dim=1)
     return answer_ce(logits, tokens.to(logits.device), answer_mask.to(logits.device))
 
@@ -207,7 +209,7 @@ def decode_greedy(
             head = torch.tensor([list(prompts[0][:prefix])], dtype=torch.long, device=device)
             if prefix_masks is not None:  # one prefix row per distinct mask
                 head = head.expand(prefix_masks.shape[0], -1).contiguous()
-            _, prefix_cache = _step(model, head, torch.ones_like(head), None, 1, prefix_masks)
+            _, prefix_cache = cached_forward(model, head, torch.ones_like(head), None, 1, prefix_masks)
         starts = range(0, len(order), batch_size)
         for start in tqdm(starts, desc="generating", disable=not progress, leave=False):
             indices = order[start : start + batch_size]
@@ -215,7 +217,7 @@ def decode_greedy(
                 model,
                 [prompts[index][prefix:] for index in indices],
                 prefix,
-                _batch_cache(
+                repeat_cache(
                     prefix_cache,
                     len(indices),
                     None if groups is None else groups[indices].to(device),
@@ -264,7 +266,7 @@ def _decode_batch(
         tokens[row, width - len(suffix) :] = torch.tensor(list(suffix), dtype=torch.long)
         attention[row, prefix + width - len(suffix) :] = 1
     tokens, attention = tokens.to(device), attention.to(device)
-    logits, cache = _step(model, tokens, attention, cache, 1, masks)
+    logits, cache = cached_forward(model, tokens, attention, cache, 1, masks)
     last = logits[:, -1]
     losses = None
     if answers is not None:
@@ -293,6 +295,6 @@ def _decode_batch(
             masks = None if masks is None else masks[keep]
             active = [active[i] for i in keep]
         attention = torch.cat([attention, attention.new_ones((len(active), 1))], dim=1)
-        logits, cache = _step(model, chosen[:, None], attention, cache, 1, masks)
+        logits, cache = cached_forward(model, chosen[:, None], attention, cache, 1, masks)
         last = logits[:, -1]
     return Decoded(outputs, losses, stopped_by)

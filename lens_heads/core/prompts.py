@@ -35,9 +35,10 @@ __all__ = [
     "encode_text",
     "has_chat_template",
     "hybrid_few_shot",
+    "newline_tokens",
     "pad_token_id",
-    "token_text",
     "sample_shots",
+    "token_text",
 ]
 
 INSTRUCTION_TEMPLATE = "{instruction}\n\nInput:\n\n{input}\n\nOutput:\n\n"
@@ -378,3 +379,13 @@ def token_text(tokenizer: Any, token: int) -> str:
         text = "␣" + text[1:]
     return text
 
+
+def newline_tokens(tokenizer: Any) -> list[int]:
+    """Ids of the tokens that are only whitespace with a line break (``"\\n"``, ``"\\n\\n"``...)."""
+    found = []
+    for piece, index in tokenizer.get_vocab().items():
+        if "\n" in piece or "Ċ" in piece or "<0x0A>" in piece:  # raw, byte-level, SentencePiece
+            text = tokenizer.decode([index])
+            if text and not text.strip() and "\n" in text:
+                found.append(int(index))
+    return sorted(found)

@@ -1,1 +1,52 @@
-"""engine"""
+"""The engine every research line runs on: head-mask training and the settings table.
+
+Layer 1: it imports :mod:`lens_heads.core` and nothing above it. The research lines
+(:mod:`~lens_heads.heads_up`, :mod:`~lens_heads.alignment`, :mod:`~lens_heads.lahis`), the grids,
+the demo and the CLI use the names below, imported from ``lens_heads.engine``; the engine's
+modules are its own business.
+
+* :func:`train_mask` / :class:`MaskTrainer` -- Gumbel-sigmoid straight-through training of a 0/1
+  (or soft) head mask on a frozen model, resumable from checkpoints; :class:`TrainingConfig`
+  holds the schedule, :class:`MaskTrainingResult` what it learned.
+* :func:`evaluate` -- a task under each setting (Original / w/ instruction / w/ random M / w/ M
+  / ...) in batched, KV-cached greedy decoding; :class:`EvaluationResult` is the table.
+  :class:`EvaluationRun` and :func:`run_plan` let a caller evaluate its own list of runs (the
+  alpha curves of Heads up! Figure 6 stack one run per alpha).
+
+>>> from lens_heads import engine
+>>> sorted(set(engine.__all__) & {"evaluate", "train_mask"})
+['evaluate', 'train_mask']
+"""
+
+from lens_heads.engine.evaluation import check_evaluation_arguments, evaluate, mask_info, run_plan
+from lens_heads.engine.evaluation_result import (
+    METRICS,
+    SETTINGS,
+    TRANSLATION_METRICS,
+    WORD_METRICS,
+    EvaluationResult,
+)
+from lens_heads.engine.scoring import EvaluationRun
+from lens_heads.engine.training import CheckpointError, MaskTrainer, train_mask
+from lens_heads.engine.training_config import TrainingConfig, native_bf16, with_overrides
+from lens_heads.engine.training_result import MaskTrainingResult
+
+__all__ = [
+    "METRICS",
+    "SETTINGS",
+    "TRANSLATION_METRICS",
+    "WORD_METRICS",
+    "CheckpointError",
+    "EvaluationResult",
+    "EvaluationRun",
+    "MaskTrainer",
+    "MaskTrainingResult",
+    "TrainingConfig",
+    "check_evaluation_arguments",
+    "evaluate",
+    "mask_info",
+    "native_bf16",
+    "run_plan",
+    "train_mask",
+    "with_overrides",
+]

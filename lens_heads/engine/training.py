@@ -28,7 +28,6 @@ import logging
 import math
 import os
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -36,12 +35,12 @@ from typing import Any
 
 import pandas as pd
 import torch
-from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.core.checks import check_context
 from lens_heads.core.hooks import mask_hooks
+from lens_heads.core.logits import answer_logits, partial_unembed_works
 from lens_heads.core.masks import parse_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.prompts import (
@@ -95,68 +94,6 @@ _CHECKPOINT_FORMAT = "lens_heads.mask_checkpoint/1"
 class CheckpointError(ValueError):
     """A checkpoint does not belong to this run (another model, task or config), or a fresh
     run would overwrite one."""
-
-
-# -- the forward pass: logits only where the loss needs them -----------------------------------
-class _StopForward(Exception):
-    """Raised by a hook once the final residual stream is captured."""
-
-
-def _answer_logits(
-    model: ModelLike,
-    tokens: Int[Tensor, "batch pos"],
-    answer_mask: Bool[Tensor, "batch pos"],
-    fwd_hooks: list[tuple[str, Callable[..., Any]]],
-    *,
-    partial: bool,
-) -> Float[Tensor, "n_answer d_vocab"]:
-    """Logits predicting each answer token (row-major order). With ``partial`` the forward
-    pass stops after the last block (its ``hook_resid_post`` is captured) and only the
-    predicting positions go through ``ln_final`` and the unembedding."""
-    rows, cols = answer_mask.nonzero(as_tuple=True)
-    if not partial:
-        logits = model.run_with_hooks(tokens, fwd_hooks=fwd_hooks)
-        return logits[rows, cols - 1]
-    captured: dict[str, Tensor] = {}
-
-    def capture(resid: Tensor, hook: Any) -> None:
-        captured["resid"] = resid
-        raise _StopForward
-
-    last = f"blocks.{int(model.cfg.n_layers) - 1}.hook_resid_post"
-    try:
-        with model.hooks(fwd_hooks=[*fwd_hooks, (last, capture)]):
-            model(tokens)
-    except _StopForward:
-        pass
-    if "resid" not in captured:
-        raise RuntimeError(f"the hook {last} never fired; this model does not expose it")
-    selected = captured["resid"][rows, cols - 1]
-    logits = model.unembed(model.ln_final(selected))
-    cap = float(getattr(model.cfg, "output_logits_soft_cap", -1.0) or -1.0)
-    if cap > 0:
-        logits = cap * torch.tanh(logits / cap)
-    return logits
-
-
-def _partial_unembed_works(model: ModelLike, tokens: Tensor, answer_mask: Tensor) -> bool:
-    """Check once that the partial unembedding equals the model's own logits."""
-    try:
-        with torch.no_grad():
-            full = _answer_logits(model, tokens, answer_mask, [], partial=False).float()
-            part = _answer_logits(model, tokens, answer_mask, [], partial=True).float()
-    except Exception as error:  # any surface mismatch: fall back to full logits
-        logger.warning("partial unembedding unavailable (%s); using full logits", error)
-        return False
-    scale = float(full.abs().max().clamp_min(1.0))
-    ok = part.shape == full.shape and bool((part - full).abs().max() <= 1e-4 * scale)
-    if not ok:
-        warnings.warn(
-            "the partial unembedding (final residual -> ln_final -> unembed) does not reproduce "
-            "this model's logits; training computes the full logits instead (slower)",
-            stacklevel=3,
-        )
-    return ok
 
 
 # -- data --------------------------------------------------------------------------------------
@@ -316,7 +253,7 @@ class MaskTrainer:
         if ffn is not None:
             hooks += _ffn_hooks(ffn)
         with torch.enable_grad(), self._autocast():
-            logits = _answer_logits(
+            logits = answer_logits(
                 self.model, tokens, answer_mask, hooks, partial=self.partial
             ).float()
         return torch.nn.functional.cross_entropy(logits, tokens[answer_mask])
@@ -326,7 +263,7 @@ class MaskTrainer:
         config, step = self.config, self.step_index
         tokens, answer_mask = self.batch(step)
         if not self._checked:
-            self.partial = _partial_unembed_works(self.model, tokens[:2], answer_mask[:2])
+            self.partial = partial_unembed_works(self.model, tokens[:2], answer_mask[:2])
             self._checked = True
         lr = lr_at(step, config)
         for group in self.optimizer.param_groups:

@@ -32,21 +32,20 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from lens_heads.core.checks import check_int
+from lens_heads.core.checks import check_int, resolve_mask
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import ModelLike, model_name
 from lens_heads.core.storage import FolderResult, write_atomic
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import Task, get_task
-from lens_heads.engine.evaluation import (
+from lens_heads.engine import (
     METRICS,
     TRANSLATION_METRICS,
     WORD_METRICS,
-    _check_arguments,
-    _mask_info,
-    _resolve_mask,
-    _Run,
-    _run_plan,
+    EvaluationRun,
+    check_evaluation_arguments,
+    mask_info,
+    run_plan,
 )
 
 __all__ = ["DEFAULT_ALPHAS", "AlphaCurve", "alpha_curve", "check_alphas", "table8"]
@@ -108,7 +107,7 @@ def _check_mask(mask: Any, model: ModelLike) -> HeadMask:
             "and no alpha: evaluate it directly with lh.evaluate(model, task, ['mask'], "
             "mask=scale)"
         )
-    resolved = _resolve_mask(mask, model)  # checks the shape against the model
+    resolved = resolve_mask(mask, model)  # checks the shape against the model
     assert resolved is not None
     return resolved
 
@@ -391,12 +390,12 @@ def alpha_curve(
     mask_ = _check_mask(mask, model)
     values = check_alphas(alphas, binary=mask_.is_binary)
     batch_size = 16 if batch_size is None else batch_size
-    _check_arguments(batch_size=batch_size, n_eval=n_eval, max_new_tokens=max_new_tokens)
+    check_evaluation_arguments(batch_size=batch_size, n_eval=n_eval, max_new_tokens=max_new_tokens)
     instructed = instruction is not False
-    plan = [_Run(_label(a, instructed), -1, mask_.with_alpha(a), instructed) for a in values]
+    plan = [EvaluationRun(_label(a, instructed), -1, mask_.with_alpha(a), instructed) for a in values]
     if uninstructed and instructed:
-        plan.append(_Run(_label(0.0, False), -1, mask_.with_alpha(0.0), False))
-    run_rows, record_rows, config = _run_plan(
+        plan.append(EvaluationRun(_label(0.0, False), -1, mask_.with_alpha(0.0), False))
+    run_rows, record_rows, config = run_plan(
         model,
         task,
         plan,
@@ -424,12 +423,12 @@ def alpha_curve(
         instructed=instructed,
         alphas=values,
         total_heads=n_layers * n_heads,
-        mask=_mask_info(mask, mask_),
+        mask=mask_info(mask, mask_),
     )
     return AlphaCurve(model_name(model), task.name, task.kind, runs, records, config)
 
 
-def _alpha_of(run: _Run) -> float:
+def _alpha_of(run: EvaluationRun) -> float:
     assert run.mask is not None
     return float(run.mask.alpha)
 

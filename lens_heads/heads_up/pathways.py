@@ -47,7 +47,7 @@ from lens_heads.core.models import ModelLike, model_name
 from lens_heads.core.storage import FolderResult, write_atomic
 from lens_heads.core.tables import mean_std_table
 from lens_heads.core.tasks import Task, get_task
-from lens_heads.engine.training import MaskTrainingResult, TrainingConfig
+from lens_heads.engine import MaskTrainingResult, TrainingConfig
 
 __all__ = [
     "CONDITIONS",
@@ -173,7 +173,7 @@ class PathwaysResult(FolderResult):
         """One row per (task, condition) -- index ``(task, condition label)`` -- with ``heads
         removed``, ``seeds`` and, per metric, the mean over seeds and a ``... std`` column (the
         sample standard deviation over seeds; NaN for single runs)."""
-        from lens_heads.engine.evaluation import METRICS
+        from lens_heads.engine import METRICS
 
         rows = []
         for task in self.tasks:
@@ -245,7 +245,7 @@ class PathwaysResult(FolderResult):
         return f"{first} {second}"
 
     def to_markdown(self, digits: int = 3) -> str:
-        from lens_heads.engine.evaluation import METRICS
+        from lens_heads.engine import METRICS
 
         metrics = [METRICS[m] for m in self.metrics]
         table = mean_std_table(self.to_frame(), metrics, keep=["heads removed"], digits=digits)
@@ -315,7 +315,7 @@ def _pathways_figure(result: PathwaysResult) -> Any:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from lens_heads.engine.evaluation import METRICS
+    from lens_heads.engine import METRICS
 
     table = result.to_frame()
     metrics = [METRICS[m] for m in result.metrics if m in ("answer_ce", "accuracy", "chrf")]
@@ -480,7 +480,7 @@ def functional_pathways(
     >>> masks = lh.train_family_masks(model, family, "runs/table6/masks")  # doctest: +SKIP
     >>> lh.functional_pathways(model, family, masks).to_frame()  # doctest: +SKIP
     """
-    from lens_heads.engine.evaluation import evaluate
+    from lens_heads.engine import evaluate
 
     family = _family(tasks)
     chosen = _family_masks(masks, family, model)
@@ -601,7 +601,7 @@ def train_family_masks(
     >>> list(masks), masks["upper"].shape
     (['upper'], (2, 4))
     """
-    from lens_heads.engine.training import train_mask
+    from lens_heads.engine import train_mask
 
     config = config or TrainingConfig.short(init_mean=-3.0)
     if isinstance(tasks, (str, os.PathLike, Task)):

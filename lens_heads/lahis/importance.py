@@ -39,6 +39,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.core.hooks import MaskLike, mask_hooks
+from lens_heads.core.logits import answer_logits, partial_unembed_works
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.prompts import pad_token_id
@@ -271,9 +272,8 @@ def _losses(
     partial: bool,
 ) -> Float[Tensor, " batch"]:
     """Per-document token-mean next-token CE (float32) of a right-padded batch."""
-    from lens_heads.engine.training import _answer_logits
 
-    logits = _answer_logits(model, tokens, valid, hooks, partial=partial).float()
+    logits = answer_logits(model, tokens, valid, hooks, partial=partial).float()
     ce = torch.nn.functional.cross_entropy(logits, tokens[valid], reduction="none")
     rows = valid.nonzero(as_tuple=True)[0]
     counts = valid.sum(1).to(ce.dtype)
@@ -281,7 +281,7 @@ def _losses(
 
 
 def _autocast(dtype: str, device: torch.device) -> Any:
-    from lens_heads.engine.training import native_bf16
+    from lens_heads.engine import native_bf16
 
     if dtype not in ("auto", "float32", "bfloat16"):
         raise ImportanceInputError(f"dtype must be 'auto', 'float32' or 'bfloat16', got {dtype!r}")
@@ -354,13 +354,12 @@ def head_importance(
     gradients = torch.zeros(len(encoded), n_layers, n_heads, dtype=torch.float32)
     losses = torch.zeros(len(encoded), dtype=torch.float32)
     batches = _batches([len(d) for d in encoded], batch_size)
-    from lens_heads.engine.training import _partial_unembed_works
 
     for parameter in trainable:
         parameter.requires_grad_(False)
     try:
         first_tokens, first_valid = _pad([encoded[i] for i in batches[0][:2]], pad_id, device)
-        partial = _partial_unembed_works(model, first_tokens, first_valid)
+        partial = partial_unembed_works(model, first_tokens, first_valid)
         for batch in tqdm(batches, desc="head importance", disable=not progress):
             tokens, valid = _pad([encoded[i] for i in batch], pad_id, device)
             ones = torch.ones(len(batch), n_layers, n_heads, device=device, requires_grad=True)

@@ -34,8 +34,14 @@ from lens_heads.core.scales import HeadScale
 from lens_heads.core.storage import FolderResult, write_atomic
 from lens_heads.core.tables import mean_std_table
 from lens_heads.core.tasks import Task, get_task
-from lens_heads.engine.evaluation import METRICS, EvaluationResult, evaluate
-from lens_heads.engine.training import MaskTrainingResult, TrainingConfig, train_mask
+from lens_heads.engine import (
+    METRICS,
+    EvaluationResult,
+    MaskTrainingResult,
+    TrainingConfig,
+    evaluate,
+    train_mask,
+)
 from lens_heads.lahis.importance import HeadImportance
 from lens_heads.lahis.languages import LanguageHeads
 

@@ -182,19 +182,19 @@ _LOADS: list[str] = []
 def _cached_model(spec: str, device: str, dtype: str) -> Any:
     """The model of ``spec``, loaded once per process (the last one kept: a worker that switches
     models frees the previous one)."""
-    import lens_heads as lh
+    from lens_heads.core import models
 
     key = f"{spec}|{device}|{dtype}"
-    if _MODEL.get("key") != key or _MODEL.get("loader") is not lh.load_model:
+    if _MODEL.get("key") != key or _MODEL.get("loader") is not models.load_model:
         _MODEL.clear()
 
         tiny = _TINY.match(spec)
         if tiny:
             layers, heads, seed = tiny.groups()
-            model = lh.tiny_model(int(layers), int(heads), seed=int(seed or 0))
+            model = models.tiny_model(int(layers), int(heads), seed=int(seed or 0))
         else:
-            model = lh.load_model(spec, device=device, dtype=dtype)
-        _MODEL.update(key=key, model=model, loader=lh.load_model)
+            model = models.load_model(spec, device=device, dtype=dtype)
+        _MODEL.update(key=key, model=model, loader=models.load_model)
         _LOADS.append(key)
     return _MODEL["model"]
 
@@ -250,12 +250,11 @@ def _log(folder: Path, run_id: str) -> None:
 
 
 def _compute(config: GridConfig, cell: Cell, folder: Path) -> dict[str, Any]:
-    import lens_heads as lh
-    from lens_heads.engine.evaluation import EvaluationResult
-    from lens_heads.engine.training import MaskTrainingResult
+    from lens_heads.core.tasks import get_task
+    from lens_heads.engine import EvaluationResult, MaskTrainingResult, evaluate, train_mask
 
     model = _cached_model(cell.model, config.device, config.dtype)
-    task = lh.get_task(config.task_spec(cell.task))
+    task = get_task(config.task_spec(cell.task))
     device = next(iter(model.parameters())).device if hasattr(model, "parameters") else "cpu"
     wanted = config.training_config(cell)
     if (folder / "training.json").is_file():
@@ -266,7 +265,7 @@ def _compute(config: GridConfig, cell: Cell, folder: Path) -> dict[str, Any]:
                 "it, or give the grid another --out"
             )
     else:
-        training = lh.train_mask(
+        training = train_mask(
             model,
             task,
             wanted,
@@ -283,7 +282,7 @@ def _compute(config: GridConfig, cell: Cell, folder: Path) -> dict[str, Any]:
             evaluation = EvaluationResult.load(folder / "eval")
         else:
             started = time.perf_counter()
-            evaluation = lh.evaluate(
+            evaluation = evaluate(
                 model,
                 task,
                 config.evaluate["settings"],
@@ -302,8 +301,8 @@ def _compute(config: GridConfig, cell: Cell, folder: Path) -> dict[str, Any]:
 
 def _sweeps(model: Any, task: Any, training: Any, config: GridConfig, folder: Path) -> list[float]:
     """Removal sweeps (ascending mask weight) on the first held-out examples; switch steps."""
-    import lens_heads as lh
     from lens_heads.core.prompts import has_chat_template
+    from lens_heads.heads_up import sweep as sweeps
     from lens_heads.heads_up.sweep import SweepResult
 
     assert config.sweep is not None
@@ -315,7 +314,7 @@ def _sweeps(model: Any, task: Any, training: Any, config: GridConfig, folder: Pa
         if (target / "result.json").is_file():
             sweep = SweepResult.load(target)
         else:
-            sweep = lh.removal_sweep(
+            sweep = sweeps.removal_sweep(
                 model,
                 example.input,
                 training.W,

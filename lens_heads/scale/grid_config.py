@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lens_heads.engine.training import TrainingConfig
+from lens_heads.engine import TrainingConfig
 
 __all__ = ["Cell", "GridConfig", "GridConfigError"]
 
@@ -460,7 +460,7 @@ class _Validator:
         if values.get("evaluate") is False:
             return None
         section = self.section(values, "evaluate", _EVALUATE_KEYS)
-        from lens_heads.engine.evaluation import SETTINGS
+        from lens_heads.engine import SETTINGS
 
         settings = section.setdefault("settings", ["original", "instruction", "random", "mask"])
         for setting in settings:

@@ -9,8 +9,7 @@ import pytest
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.engine.evaluation import EvaluationResult
-from lens_heads.engine.training import MaskTrainingResult
+from lens_heads.engine import EvaluationResult, MaskTrainingResult
 from lens_heads.heads_up.similarity import SimilarityStats
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ import sacrebleu
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.engine.evaluation import EvaluationResult
+from lens_heads.engine import EvaluationResult
 
 pytestmark = pytest.mark.integration
 

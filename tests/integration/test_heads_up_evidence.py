@@ -10,7 +10,7 @@ import pytest
 
 import lens_heads as lh
 from analyses import figure2_sweep, figure7_mask_weights, logit_lens_tables
-from lens_heads.engine.training import MaskTrainingResult
+from lens_heads.engine import MaskTrainingResult
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ import torch
 import lens_heads as lh
 from lens_heads.cli import main
 from lens_heads.core.capture import encode_prompt
-from lens_heads.heads_up.lens import LogitLensResult, TopTokensResult
 from lens_heads.heads_up.attention import AttentionResult
+from lens_heads.heads_up.lens import LogitLensResult, TopTokensResult
 from lens_heads.heads_up.similarity import SimilarityResult
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from lens_heads.cli import main
-from lens_heads.engine.evaluation import EvaluationResult
+from lens_heads.engine import EvaluationResult
 from lens_heads.heads_up.sweep import SweepResult
 
 pytestmark = pytest.mark.integration

@@ -8,13 +8,8 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.engine.evaluation import EvaluationResult
-from lens_heads.engine.training import (
-    MaskTrainer,
-    MaskTrainingResult,
-    TrainingConfig,
-    _answer_logits,
-)
+from lens_heads.core.logits import answer_logits
+from lens_heads.engine import EvaluationResult, MaskTrainer, MaskTrainingResult, TrainingConfig
 
 pytestmark = pytest.mark.integration
 
@@ -23,8 +18,8 @@ def test_partial_unembedding_matches_the_bridge_logits(smollm2):
     trainer = MaskTrainer(smollm2, lh.get_task("capitalize"), TrainingConfig(batch_size=4))
     tokens, answer_mask = trainer.batch(0)
     with torch.no_grad():
-        full = _answer_logits(smollm2, tokens, answer_mask, [], partial=False)
-        part = _answer_logits(smollm2, tokens, answer_mask, [], partial=True)
+        full = answer_logits(smollm2, tokens, answer_mask, [], partial=False)
+        part = answer_logits(smollm2, tokens, answer_mask, [], partial=True)
     torch.testing.assert_close(part, full, atol=1e-4, rtol=1e-4)
 
 

@@ -20,7 +20,7 @@ import torch
 import lens_heads as lh
 from lens_heads.core.masks import HeadMask, MaskShapeError
 from lens_heads.core.tasks import Example, Task
-from lens_heads.engine.evaluation import evaluate
+from lens_heads.engine import evaluate
 from lens_heads.heads_up.alpha import AlphaCurve, table8
 from lens_heads.heads_up.sweep import SweepResult
 
@@ -108,15 +108,15 @@ def test_batched_curve_equals_a_loop_of_evaluator_calls(tiny, curve, mask):
 def test_all_alphas_are_decoded_in_one_pass(tiny, mask, monkeypatch):
     """One call of the decoder for the instructed prompts (every alpha as per-example masks,
     a batch of prompts with all its alphas) and one for the un-instructed point."""
-    evaluation = importlib.import_module("lens_heads.engine.evaluation")  # lh.evaluate is the function
+    scoring = importlib.import_module("lens_heads.engine.scoring")
     calls: list[tuple[int, torch.Tensor | None, int]] = []
-    inner = evaluation._generate_and_score
+    inner = scoring.generate_and_score
 
     def spy(model, encoded, run_mask, new_tokens, batch_size, **kwargs):
         calls.append((len(encoded), kwargs.get("per_example_masks"), batch_size))
         return inner(model, encoded, run_mask, new_tokens, batch_size, **kwargs)
 
-    monkeypatch.setattr(evaluation, "_generate_and_score", spy)
+    monkeypatch.setattr(scoring, "generate_and_score", spy)
     lh.alpha_curve(tiny, word_task(), mask, alphas=ALPHAS, **RUN)
     assert len(calls) == 2
     (rows_, masks, batch), (rows_alone, masks_alone, _) = calls
@@ -133,13 +133,13 @@ def test_prefix_runs_once_per_distinct_mask(tiny, mask, monkeypatch):
     from lens_heads.core.prompts import encode_example
 
     fed: list[tuple[int, int]] = []
-    step = decoding._step
+    step = decoding.cached_forward
 
     def counting(model, tokens, *args, **kwargs):
         fed.append(tuple(tokens.shape))
         return step(model, tokens, *args, **kwargs)
 
-    monkeypatch.setattr(decoding, "_step", counting)
+    monkeypatch.setattr(decoding, "cached_forward", counting)
     encoded = [
         encode_example(tiny.tokenizer, f"Write it in capitals.\n\n{w}", w.upper(), chat=True)
         for w in WORDS[:3]
@@ -171,13 +171,13 @@ def test_large_batches_drop_finished_rows_with_the_same_tokens(tiny, mask, monke
     stops = sorted({free[0][1], free[3][2]})  # rows finish at different steps
     whole = decode_greedy(tiny, prompts, stops=stops, **run)
     fed: list[int] = []
-    step = decoding._step
+    step = decoding.cached_forward
 
     def counting(model, tokens, *args, **kwargs):
         fed.append(tokens.shape[0])
         return step(model, tokens, *args, **kwargs)
 
-    monkeypatch.setattr(decoding, "_step", counting)
+    monkeypatch.setattr(decoding, "cached_forward", counting)
     monkeypatch.setattr(decoding, "PRUNE_ROWS", 2)
     pruned = decode_greedy(tiny, prompts, stops=stops, **run)
     assert pruned.new_tokens == whole.new_tokens and pruned.stopped_by == whole.stopped_by

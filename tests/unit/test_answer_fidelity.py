@@ -16,7 +16,7 @@ from lens_heads.cli import main
 from lens_heads.core.metrics import echo_rate, exact_match, first_segment, is_echo, is_exact_match
 from lens_heads.core.prompts import answer_end_tokens, encode_example
 from lens_heads.core.tasks import Example, Task, get_task, match_rule_for
-from lens_heads.engine.training import MaskTrainer, TrainingConfig
+from lens_heads.engine import MaskTrainer, TrainingConfig
 from lens_heads.heads_up.similarity import SimilarityStats, figure4_similarity, figure4_stats
 
 WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "grape", "melon", "peach"]

@@ -12,7 +12,8 @@ from lens_heads.core.decoding import decode_greedy, shared_prefix_length, suppor
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.prompts import EncodedExample, encode_example
 from lens_heads.core.tasks import Example, Task
-from lens_heads.engine.evaluation import _answer_nll, evaluate
+from lens_heads.engine import evaluate
+from lens_heads.engine.scoring import _answer_nll
 
 INSTRUCTION = "Answer with the word in capitals, nothing else."
 WORDS = "cat dog owl bee ant cow pig elk yak emu fox hen".split()
@@ -85,10 +86,10 @@ def test_answer_logits_budget_shrinks_batches(tiny, encoded, monkeypatch):
     row_bytes = max(len(a) for a in answers) * tiny.cfg.d_vocab * 4
     monkeypatch.setattr(decoding, "LOGITS_BUDGET_BYTES", 3 * row_bytes)
     fed: list[int] = []
-    step = decoding._step
+    step = decoding.cached_forward
     monkeypatch.setattr(
         decoding,
-        "_step",
+        "cached_forward",
         lambda model, tokens, *a, **k: fed.append(tokens.shape[0]) or step(model, tokens, *a, **k),
     )
     split = decode_greedy(tiny, prompts, **run)
@@ -103,13 +104,13 @@ def test_prefix_is_computed_once(tiny, encoded, monkeypatch):
     import lens_heads.core.decoding as decoding
 
     fed: list[tuple[int, int]] = []
-    step = decoding._step
+    step = decoding.cached_forward
 
     def counting(model, tokens, *args, **kwargs):
         fed.append(tuple(tokens.shape))
         return step(model, tokens, *args, **kwargs)
 
-    monkeypatch.setattr(decoding, "_step", counting)
+    monkeypatch.setattr(decoding, "cached_forward", counting)
     prompts = [e.prompt_tokens for e in encoded]
     prefix = shared_prefix_length(prompts)
     assert prefix > len(prompts[0]) // 2  # chat template + instruction dominate the prompt
@@ -123,10 +124,10 @@ def test_per_example_masks_share_no_prefix(tiny, encoded, monkeypatch):
     import lens_heads.core.decoding as decoding
 
     fed: list[tuple[int, int]] = []
-    step = decoding._step
+    step = decoding.cached_forward
     monkeypatch.setattr(
         decoding,
-        "_step",
+        "cached_forward",
         lambda model, tokens, *a, **k: (
             fed.append(tuple(tokens.shape)) or step(model, tokens, *a, **k)
         ),

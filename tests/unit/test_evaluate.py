@@ -18,7 +18,8 @@ from lens_heads.core.masks import HeadMask, MaskFileError, MaskShapeError
 from lens_heads.core.metrics import answer_ce
 from lens_heads.core.prompts import PromptFormat, collate, encode_example
 from lens_heads.core.tasks import Example, Task
-from lens_heads.engine.evaluation import METRICS, EvaluationResult, _first_line, evaluate
+from lens_heads.engine import METRICS, EvaluationResult, evaluate
+from lens_heads.engine.scoring import first_line_of
 
 WORDS = [f"{w}" for w in "cat dog owl bee ant cow pig elk yak emu fox hen ram".split()]
 
@@ -94,7 +95,7 @@ def test_records_match_direct_generation_and_teacher_forcing(result, tiny, mask)
         records = result.predictions(setting)
         texts = [tokenizer.decode(t, skip_special_tokens=True) for t in new]
         # generation stops at a line break (only the first line is scored): same first line
-        assert records["prediction"].tolist() == [_first_line(text) for text in texts]
+        assert records["prediction"].tolist() == [first_line_of(text) for text in texts]
         assert all(t.startswith(g) for t, g in zip(texts, records["generated"], strict=True))
         assert records["answer_ce"].tolist() == pytest.approx(expected_ce.tolist(), abs=1e-4)
         assert records["prompt"][0] == tokenizer.decode(encoded[0].prompt_tokens)
@@ -118,7 +119,7 @@ def test_batched_equals_one_at_a_time(tiny, mask):
     )
 
 
-def test_newline_stops_give_the_same_first_line():
+def test_newline_stops_give_the_samefirst_line_of():
     """Stopping at line breaks (first_line=True) scores what the full generation's first
     non-empty line would be, including rows whose output starts with a line break."""
     model = lh.tiny_model(n_layers=2, n_heads=4, seed=1)
@@ -130,14 +131,14 @@ def test_newline_stops_give_the_same_first_line():
     kwargs = dict(n_eval=len(words), chat=False, max_new_tokens=8, progress=False)
     stopped = evaluate(model, task, ["original"], **kwargs).records
     full = evaluate(model, task, ["original"], first_line=False, **kwargs).records
-    assert stopped["prediction"].tolist() == [_first_line(t) for t in full["generated"]]
+    assert stopped["prediction"].tolist() == [first_line_of(t) for t in full["generated"]]
     assert full["generated"].str.contains("\n").sum() >= 5  # the stops were exercised
     assert full["generated"].str.lstrip(" ").str.startswith("\n").sum() >= 1  # and the retry
     assert (stopped["generated"].str.len() < full["generated"].str.len()).sum() >= 5
     assert stopped["answer_ce"].tolist() == full["answer_ce"].tolist()
 
 
-def test_match_rules_score_the_first_line(tiny):
+def test_match_rules_score_thefirst_line_of(tiny):
     """Answers built from the model's own predictions: prefix vs infix under each rule."""
     probe = evaluate(tiny, word_task(), ["original"], n_eval=6, progress=False)
     predictions = probe.records["prediction"].tolist()
@@ -376,7 +377,7 @@ def test_per_example_answer_ce_is_finite(result):
 def test_answer_ce_window_without_logits_to_keep(tiny, mask):
     """Models whose forward refuses ``logits_to_keep`` (legacy HookedTransformer) get the
     window sliced from the full logits: the same CE."""
-    from lens_heads.engine.evaluation import _logits_window
+    from lens_heads.engine.scoring import _logits_window
 
     class Legacy:
         def __init__(self, model):

@@ -17,10 +17,10 @@ from lens_heads.core.capture import (
     layer_activations,
     lens_logits,
 )
-from lens_heads.core.prompts import token_text
-from lens_heads.heads_up.lens import LogitLensResult, TopTokensResult, logit_lens, top_tokens
 from lens_heads.core.hooks import maybe_mask
 from lens_heads.core.masks import MaskShapeError
+from lens_heads.core.prompts import token_text
+from lens_heads.heads_up.lens import LogitLensResult, TopTokensResult, logit_lens, top_tokens
 from lens_heads.heads_up.similarity import SimilarityResult, figure4_similarity, layer_similarity
 
 

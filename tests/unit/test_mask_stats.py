@@ -12,7 +12,7 @@ import torch
 import lens_heads as lh
 from analyses import table5_mask_stats
 from lens_heads.core.masks import HeadMask, MaskShapeError
-from lens_heads.engine.training import MaskTrainingResult
+from lens_heads.engine import MaskTrainingResult
 from lens_heads.heads_up.mask_stats import MaskStatistics, TasksPerHead, load_masks, pair_row
 
 

@@ -15,12 +15,11 @@ import torch
 import lens_heads as lh
 import lens_heads.cli.common as cli
 from lens_heads.cli import build_parser, main
-from lens_heads.heads_up.lens import logit_lens
 from lens_heads.core.checks import ContextLengthError, MaskSourceError, check_context, resolve_mask
 from lens_heads.core.masks import HeadMask, MaskShapeError
 from lens_heads.core.tasks import Example, Task, TaskDataError, load_examples
-from lens_heads.engine.evaluation import evaluate
-from lens_heads.engine.training import TrainingConfig, train_mask
+from lens_heads.engine import TrainingConfig, evaluate, train_mask
+from lens_heads.heads_up.lens import logit_lens
 from lens_heads.heads_up.similarity import figure4_similarity
 from lens_heads.heads_up.sweep import removal_sweep
 

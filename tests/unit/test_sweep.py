@@ -12,7 +12,7 @@ from lens_heads.core.masks import MaskShapeError
 from lens_heads.core.metrics import token_ranks
 from lens_heads.core.prompts import encode_text
 from lens_heads.core.tasks import Example, Task
-from lens_heads.engine.training import TrainingConfig
+from lens_heads.engine import TrainingConfig
 from lens_heads.heads_up.sweep import SweepResult, removal_order, resolve_target
 
 WEIGHTS = torch.tensor([[0.3, -1.0, 2.0, 0.1], [1.5, -0.2, 0.7, -3.0]])  # every head distinct

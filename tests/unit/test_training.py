@@ -15,6 +15,7 @@ import torch
 
 import lens_heads as lh
 from lens_heads.cli import main
+from lens_heads.core.logits import answer_logits
 from lens_heads.core.prompts import collate, encode_example, encode_text
 from lens_heads.core.tasks import Example, Task
 from lens_heads.engine.training import (
@@ -22,7 +23,6 @@ from lens_heads.engine.training import (
     MaskTrainer,
     MaskTrainingResult,
     TrainingConfig,
-    _answer_logits,
     _batch_indices,
     _query_side_hooks,
     gumbel_noise,
@@ -141,8 +141,8 @@ def test_partial_unembedding_equals_the_full_logits(model):
     ]
     tokens, answer_mask, _ = collate(encoded, tokenizer.pad_token_id)
     hooks = lh.mask_hooks(lh.HeadMask.from_heads(["L0H1", "L1H2"], n_layers=2, n_heads=4))
-    full = _answer_logits(model, tokens, answer_mask, hooks, partial=False)
-    part = _answer_logits(model, tokens, answer_mask, hooks, partial=True)
+    full = answer_logits(model, tokens, answer_mask, hooks, partial=False)
+    part = answer_logits(model, tokens, answer_mask, hooks, partial=True)
     assert part.shape == (int(answer_mask.sum()), model.cfg.d_vocab)
     torch.testing.assert_close(part, full, atol=1e-5, rtol=1e-5)
     assert sum(len(point._forward_hooks) for point in model.hook_dict.values()) == 0
@@ -286,7 +286,7 @@ def test_resume_after_the_process_is_killed(model, upper_task, tmp_path):
         f"""
         import os, signal
         import lens_heads as lh
-        from lens_heads.engine.training import TrainingConfig
+        from lens_heads.engine import TrainingConfig
         model = lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=0)
         def kill(step, loss):
             if step == 7:
