@@ -17,12 +17,12 @@ import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pandas as pd
 
+from lens_heads.core.language_id import CORPUS_LANGUAGES, identify_language
 from lens_heads.core.masks import HeadMask, format_head, parse_head
 from lens_heads.core.models import head_shape, model_name
 from lens_heads.core.storage import FolderResult
@@ -34,13 +34,11 @@ __all__ = [
     "AblationResult",
     "ablate_heads",
     "failure_category",
-    "identify_language",
     "resolve_heads",
 ]
 
 SETTINGS = ("unmasked", "ablated", "random")
 CATEGORIES = ("no translation", "target language, missing details", "other")
-LANGUAGES = ("en", "fr", "es", "de", "zh")  # langid restricted to the corpus's languages
 DAMAGE = 10.0  # a sentence-level chrF++ drop of this many points counts as damage
 
 
@@ -76,24 +74,6 @@ def resolve_heads(heads: Any, model: Any) -> list[str]:
 
 def _removal(labels: Sequence[str], n_layers: int, n_heads: int) -> HeadMask:
     return HeadMask.from_heads(labels, n_layers=n_layers, n_heads=n_heads).complement()
-
-
-@cache
-def _identifier(languages: tuple[str, ...]) -> Any:
-    from langid.langid import LanguageIdentifier, model
-
-    identifier = LanguageIdentifier.from_modelstring(model, norm_probs=True)
-    identifier.set_languages(list(languages))
-    return identifier
-
-
-def identify_language(text: str, languages: Sequence[str] = ("en", "fr", "es", "de", "zh")) -> str:
-    """The language of ``text`` among ``languages`` (ISO 639-1), by langid.py's offline model.
-
-    >>> identify_language("Le chien est dans la cuisine.")
-    'fr'
-    """
-    return str(_identifier(tuple(sorted(set(languages)))).classify(text)[0])
 
 
 def failure_category(
@@ -287,7 +267,7 @@ def ablate_heads(
                     before = dict(zip(frame["index"], frame["chrf"], strict=True))
                     outputs_before = dict(zip(frame["index"], frame["prediction"], strict=True))
                 else:
-                    languages = sorted({current.source_lang or "en", *LANGUAGES})
+                    languages = sorted({current.source_lang or "en", *CORPUS_LANGUAGES})
                     frame["category"] = [
                         failure_category(
                             p, outputs_before[i], current.target_lang or "en", languages, q

@@ -35,12 +35,10 @@ is cached.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -48,7 +46,6 @@ import pandas as pd
 import torch
 from jaxtyping import Float
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from lens_heads.alignment.aligners import (
     Aligner,
@@ -57,20 +54,21 @@ from lens_heads.alignment.aligners import (
     SimAligner,
     parse_alignment,
     split_words,
-    word_spans,
 )
-from lens_heads.core.decoding import (
-    cached_forward,
-    repeat_cache,
-    shared_prefix_length,
-    supports_kv_cache,
+from lens_heads.alignment.argmax import check_pattern_hook, score_items
+from lens_heads.alignment.pairs import (
+    PairsLike,
+    QueryItem,
+    demonstrations,
+    encode_item,
+    read_alignments,
+    resolve_pairs,
 )
 from lens_heads.core.masks import HeadMask, format_head
-from lens_heads.core.models import head_shape, model_name
-from lens_heads.core.prompts import PromptFormat, has_chat_template, pad_token_id
+from lens_heads.core.models import model_name
+from lens_heads.core.prompts import PromptFormat, has_chat_template
 from lens_heads.core.storage import FolderResult, save_figures
 from lens_heads.core.tables import markdown_table
-from lens_heads.core.tasks import LANGUAGE_NAMES, Task, get_task, parallel_corpus
 
 __all__ = [
     "AlignmentError",
@@ -79,10 +77,6 @@ __all__ = [
     "TranslationScores",
     "translation_scores",
 ]
-
-PairsLike = str | os.PathLike[str] | Task | Sequence[tuple[str, str]]
-
-_TIE = 1e-5  # relative tolerance under which attention values tie with the maximum
 
 
 # -- the result -------------------------------------------------------------------------------
@@ -289,313 +283,12 @@ class TranslationScores(FolderResult):
         )
 
 
-# -- inputs -----------------------------------------------------------------------------------
-@dataclass
-class _Pairs:
-    name: str
-    sources: list[str]
-    targets: list[str]
-    source_words: list[list[str]]
-    target_words: list[list[str]]
-    gold: list[list[tuple[int, int]]] | None
-    source_lang: str | None = None
-    target_lang: str | None = None
-    pool: list[tuple[str, str]] = field(default_factory=list)
-
-
-def _corpus_pairs(source: str, target: str) -> _Pairs:
-    corpus = parallel_corpus()
-    missing = [lang for lang in (source, target) if lang not in corpus.languages]
-    if missing or source == target:
-        raise AlignmentError(
-            f"the built-in corpus has no pair {source}-{target}; it has the languages "
-            f"{', '.join(corpus.languages)} (pairs like en-fr), or pass your own sentence pairs"
-        )
-    n = len(corpus)
-    return _Pairs(
-        name=f"{source}-{target}",
-        sources=list(corpus.sentences[source]),
-        targets=list(corpus.sentences[target]),
-        source_words=[list(words) for words in corpus.tokens[source]],
-        target_words=[list(words) for words in corpus.tokens[target]],
-        gold=[corpus.alignment(source, target, i) for i in range(n)],
-        source_lang=source,
-        target_lang=target,
-    )
-
-
-def _resolve_pairs(pairs: PairsLike, source_lang: str | None, target_lang: str | None) -> _Pairs:
-    if isinstance(pairs, str) and not pairs.endswith((".json", ".jsonl", ".tsv")):
-        parts = pairs.split("-")
-        if len(parts) == 2 and all(1 < len(p) <= 3 and p.isalpha() for p in parts):
-            return _corpus_pairs(*parts)
-    if isinstance(pairs, (str, os.PathLike)):
-        pairs = get_task(pairs)
-    if isinstance(pairs, Task):
-        corpus = pairs.metadata.get("corpus")
-        src, tgt = pairs.source_lang or source_lang, pairs.target_lang or target_lang
-        if corpus is not None and src and tgt:
-            full = _corpus_pairs(src, tgt)
-            where = {s: i for i, s in enumerate(full.sources)}
-            keep = [where[e.input] for e in pairs.examples if e.input in where]
-            if len(keep) == len(pairs):
-                assert full.gold is not None
-                return _Pairs(
-                    pairs.name,
-                    [full.sources[i] for i in keep],
-                    [full.targets[i] for i in keep],
-                    [full.source_words[i] for i in keep],
-                    [full.target_words[i] for i in keep],
-                    [full.gold[i] for i in keep],
-                    src,
-                    tgt,
-                )
-        items = [(e.input, e.output) for e in pairs.examples]
-        name = pairs.name
-    else:
-        items = [tuple(item) for item in pairs]  # type: ignore[misc]
-        name = f"{source_lang or 'src'}-{target_lang or 'tgt'}"
-        src, tgt = source_lang, target_lang
-    if not items:
-        raise AlignmentError("no sentence pairs given; pass a pair name like 'en-fr' or pairs")
-    for index, item in enumerate(items):
-        if len(item) != 2 or not all(isinstance(text, str) for text in item):
-            raise AlignmentError(f"pair {index} is not a (source, reference) pair of strings")
-        if not item[0].strip() or not item[1].strip():
-            raise AlignmentError(
-                f"pair {index} has an empty sentence ({item!r}); remove it or fill it in"
-            )
-    return _Pairs(
-        name,
-        [s for s, _ in items],
-        [t for _, t in items],
-        [split_words(s) for s, _ in items],
-        [split_words(t) for _, t in items],
-        None,
-        src,
-        tgt,
-    )
-
-
-def _read_alignments(alignments: Any) -> list[Any]:
-    if isinstance(alignments, (str, os.PathLike)):
-        path = Path(alignments)
-        if not path.is_file():
-            raise FileNotFoundError(f"alignment file {path} does not exist")
-        text = path.read_text(encoding="utf-8")
-        if path.suffix == ".json":
-            return list(json.loads(text))
-        return text.rstrip("\n").split("\n")  # Pharaoh: one line per sentence pair
-    return list(alignments)
-
-
-# -- encoding ---------------------------------------------------------------------------------
-@dataclass
-class _Item:
-    """One sentence ready to score: tokens, query rows, their argmax domains and hit sets."""
-
-    tokens: list[int]
-    queries: list[int]
-    domains: list[list[int]]
-    hits: list[list[int]]
-
-
-def _overlapping(
-    offsets: Sequence[tuple[int, int]], start: int, end: int, shift: int = 0
-) -> list[int]:
-    return [shift + i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
-
-
-def _answer_offsets(tokenizer: Any, ids: list[int], text: str) -> list[tuple[int, int]]:
-    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    if list(encoded.input_ids) == ids:
-        return [tuple(o) for o in encoded.offset_mapping]
-    offsets, previous = [], 0
-    for i in range(len(ids)):  # incremental decoding (ids that re-tokenize differently)
-        end = max(previous, len(tokenizer.decode(ids[: i + 1]).rstrip("\ufffd")))
-        offsets.append((previous, end))
-        previous = end
-    return offsets
-
-
-def _encode_item(
-    tokenizer: Any,
-    prompt: str,
-    chat: bool,
-    source: str,
-    source_words: Sequence[str],
-    answer: str,
-    answer_ids: list[int] | None,
-    target_words: Sequence[str],
-    alignment: Sequence[tuple[int, int]],
-    query: str,
-    argmax_over: str,
-    where: str,
-) -> _Item:
-    encoded = tokenizer(prompt, add_special_tokens=not chat, return_offsets_mapping=True)
-    prompt_ids, prompt_offsets = list(encoded.input_ids), list(encoded.offset_mapping)
-    eos = tokenizer.eos_token_id
-    if not chat and eos is not None and prompt_ids and prompt_ids[-1] == eos:
-        prompt_ids, prompt_offsets = prompt_ids[:-1], prompt_offsets[:-1]
-    if answer_ids is None:
-        answer_ids = list(tokenizer(answer, add_special_tokens=False).input_ids)
-    answer_offsets = _answer_offsets(tokenizer, answer_ids, answer)
-    start = prompt.rfind(source)
-    source_span = _overlapping(prompt_offsets, start, start + len(source))
-    source_tokens = [
-        _overlapping(prompt_offsets, start + a, start + b)
-        for a, b in word_spans(source, source_words, where=where + "source: ")
-    ]
-    base = len(prompt_ids)
-    target_tokens = [
-        _overlapping(answer_offsets, a, b, shift=base)
-        for a, b in word_spans(answer, target_words, where=where + "target: ")
-    ]
-    hit_sets: dict[int, set[int]] = {}
-    for s, t in alignment:
-        for position in target_tokens[t]:
-            hit_sets.setdefault(position, set()).update(source_tokens[s])
-    queries, domains, hits = [], [], []
-    for position in sorted(hit_sets):
-        row = position if query == "token" else position - 1
-        domain = list(range(row + 1)) if argmax_over == "sequence" else source_span
-        targets = sorted(hit_sets[position] & set(domain))
-        if targets:
-            queries.append(row)
-            domains.append(domain)
-            hits.append(targets)
-    return _Item(prompt_ids + answer_ids, queries, domains, hits)
-
-
-# -- scoring ----------------------------------------------------------------------------------
-def _check_pattern_hook(model: Any) -> None:
-    names = getattr(model, "hook_dict", None)
-    if names is None or "blocks.0.attn.hook_pattern" not in names:
-        raise AlignmentError(
-            f"model {getattr(getattr(model, 'cfg', None), 'model_name', type(model).__name__)} "
-            "exposes no 'blocks.0.attn.hook_pattern' hook, which translation scores read; load "
-            "it as a TransformerLens model (lh.load_model) so attention patterns are hooked"
-        )
-
-
-def _forward(model: Any, tokens: Tensor) -> None:
-    try:
-        model(tokens, logits_to_keep=1)  # a bridge unembeds only the last position
-    except TypeError:  # a legacy HookedTransformer
-        model(tokens)
-
-
-@torch.inference_mode()
-def _score_items(
-    model: Any, items: Sequence[_Item], batch_size: int, progress: bool
-) -> tuple[Tensor, Tensor, Tensor]:
-    """``(hits [n, L, H], queries [n], chance [n])`` from right-padded batches; on a model with
-    a KV cache, the token prefix a batch's prompts share (their demonstrations) runs once and
-    every prompt continues from it (the same hits as full forwards, less arithmetic)."""
-    n_layers, n_heads = head_shape(model)
-    hits = torch.zeros(len(items), n_layers, n_heads)
-    queries = torch.tensor([float(len(item.queries)) for item in items])
-    chance = torch.tensor(
-        [sum(len(h) / len(d) for h, d in zip(i.hits, i.domains, strict=True)) for i in items],
-        dtype=torch.float32,
-    )
-    pad = pad_token_id(model.tokenizer)
-    device = model.cfg.device
-    order = sorted(
-        (i for i in range(len(items)) if items[i].queries), key=lambda i: len(items[i].tokens)
-    )
-    batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
-    cached = supports_kv_cache(model)
-    for batch in tqdm(batches, desc="translation scores", disable=not progress, leave=False):
-        width = max(len(items[i].tokens) for i in batch)
-        tokens = torch.full((len(batch), width), pad, dtype=torch.long)
-        rows, positions, owners = [], [], []
-        domain_rows, hit_rows = [], []
-        for row, index in enumerate(batch):
-            item = items[index]
-            tokens[row, : len(item.tokens)] = torch.tensor(item.tokens)
-            for q, domain, hit in zip(item.queries, item.domains, item.hits, strict=True):
-                rows.append(row)
-                positions.append(q)
-                owners.append(index)
-                d = torch.zeros(width, dtype=torch.bool)
-                d[domain] = True
-                h = torch.zeros(width, dtype=torch.bool)
-                h[hit] = True
-                domain_rows.append(d)
-                hit_rows.append(h)
-        # the batch's common prefix (the demonstrations) runs once, before any query
-        prefix = 0
-        if cached and len(batch) > 1:
-            prefix = min(shared_prefix_length([items[i].tokens for i in batch]), min(positions))
-        row_index = torch.tensor(rows, device=device)
-        pos_index = torch.tensor(positions, device=device) - prefix
-        domain = torch.stack(domain_rows).to(device)[:, None, :]
-        hit = torch.stack(hit_rows).to(device)[:, None, :]
-        reducer = _ArgmaxHits(row_index, pos_index, domain, hit)
-        hooks = [
-            (f"blocks.{layer}.attn.hook_pattern", reducer.hook(layer)) for layer in range(n_layers)
-        ]
-        if prefix:
-            head = tokens[:1, :prefix].to(device)
-            _, prefix_cache = cached_forward(model, head, torch.ones_like(head), None, 1)
-            rest = tokens[:, prefix:].to(device)
-            attention = torch.ones(tokens.shape, dtype=torch.long, device=device)
-            with model.hooks(fwd_hooks=hooks):  # patterns: [batch, heads, rest, prefix + rest]
-                cached_forward(model, rest, attention, repeat_cache(prefix_cache, len(batch)), 1)
-        else:
-            with model.hooks(fwd_hooks=hooks):
-                _forward(model, tokens.to(device))
-        found = reducer.found
-        per_query = torch.stack([found[layer] for layer in range(n_layers)], dim=1)  # [q, L, H]
-        hits.index_add_(0, torch.tensor(owners), per_query)
-    return hits, queries, chance
-
-
-class _ArgmaxHits:
-    """Reduces each layer's pattern, inside its ``hook_pattern`` hook, to the hit fraction of
-    the argmax at each query row (ties share the hit); the pattern is left unchanged."""
-
-    def __init__(self, rows: Tensor, positions: Tensor, domain: Tensor, hit: Tensor) -> None:
-        self.rows, self.positions, self.domain, self.hit = rows, positions, domain, hit
-        self.found: dict[int, Tensor] = {}
-
-    def hook(self, layer: int) -> Callable[[Tensor, Any], None]:
-        def reduce(pattern: Tensor, hook: Any) -> None:
-            chosen = pattern[self.rows, :, self.positions, :].float()  # [queries, heads, keys]
-            chosen = chosen.masked_fill(~self.domain, -math.inf)
-            top = chosen.amax(-1, keepdim=True)
-            ties = (chosen >= top - _TIE * top.abs()) & self.domain
-            hits = (ties & self.hit).sum(-1) / ties.sum(-1).clamp(min=1)
-            self.found[layer] = hits.cpu()
-
-        return reduce
-
-
-def _demonstrations(
-    pool: Sequence[tuple[str, str]], shots: int, seed: int
-) -> Callable[[int], tuple]:
-    if shots < 0:
-        raise ValueError(f"shots must be >= 0, got {shots}")
-    if shots and len(pool) <= shots:
-        raise AlignmentError(
-            f"{shots} demonstrations need more than {shots} sentence pairs, got {len(pool)}; "
-            "use fewer shots or more pairs"
-        )
-    candidates = random.Random(seed).sample(range(len(pool)), min(len(pool), 2 * shots))
-
-    def pick(index: int) -> tuple:
-        return tuple(pool[c] for c in candidates if c != index)[:shots]
-
-    return pick
-
-
 @dataclass
 class _Prepared:
     name: str
     sources: list[str]
     targets: list[str]
-    items: list[_Item]
+    items: list[QueryItem]
     settings: dict[str, Any]
 
 
@@ -656,7 +349,7 @@ def translation_scores(
         max_new_tokens=max_new_tokens,
         batch_size=batch_size,
     )
-    hits, queries, chance = _score_items(model, prepared.items, batch_size or 16, progress)
+    hits, queries, chance = score_items(model, prepared.items, batch_size or 16, progress)
     return TranslationScores(
         model=model_name(model),
         pair=prepared.name,
@@ -701,12 +394,12 @@ def _prepare(
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
-    _check_pattern_hook(model)
-    data = _resolve_pairs(pairs, src_lang, tgt_lang)
+    check_pattern_hook(model)
+    data = resolve_pairs(pairs, src_lang, tgt_lang)
     pool = list(zip(data.sources, data.targets, strict=True))
     gold: list[Any] | None = data.gold
     if alignments is not None:
-        entries = _read_alignments(alignments)
+        entries = read_alignments(alignments)
         if len(entries) != len(pool):
             raise AlignmentError(
                 f"got {len(entries)} alignments for {len(pool)} sentence pairs; give one "
@@ -724,7 +417,7 @@ def _prepare(
     count = len(pool) if n is None else min(n, len(pool))
     tokenizer = model.tokenizer
     chat = has_chat_template(tokenizer) if chat is None else chat
-    pick = _demonstrations(pool, shots, shot_seed)
+    pick = demonstrations(pool, shots, shot_seed)
     prompts = [
         PromptFormat(chat=chat, shots=pick(i)).render(data.sources[i], tokenizer)
         for i in range(count)
@@ -769,7 +462,7 @@ def _prepare(
         if gold is None:
             n_gold = 0
     items = [
-        _encode_item(
+        encode_item(
             tokenizer,
             prompts[i],
             chat,
@@ -820,6 +513,3 @@ def _greedy_outputs(
     return texts, [list(ids) for ids in outputs]
 
 
-def language_names() -> dict[str, str]:
-    """Codes and names of the built-in corpus's languages."""
-    return dict(LANGUAGE_NAMES)

@@ -17,7 +17,7 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -223,17 +223,48 @@ class FolderResult:
         return cls._from_saved(meta, tensors)
 
 
+def check_settings(
+    stored: Mapping[str, Any],
+    wanted: Mapping[str, Any],
+    *,
+    where: str | os.PathLike[str],
+    what: str = "a run",
+    remedy: str,
+    ignore: Sequence[str] = (),
+    error: type[Exception] = ValueError,
+) -> None:
+    """The one settings guard: raise ``error`` naming each field that differs between the
+    settings ``stored`` with a result (a folder, a checkpoint) and the ones ``wanted`` now, so
+    that finished work is never reused for other settings. Fields in ``ignore`` are not compared.
+
+    >>> check_settings({"steps": 3, "lr": 0.1}, {"steps": 3, "lr": 0.1}, where="runs/a", remedy="")
+    >>> try:
+    ...     check_settings({"steps": 3}, {"steps": 4}, where="runs/a", remedy="use another folder")
+    ... except ValueError as error:
+    ...     print(error)
+    runs/a holds a run with other settings (steps: saved 3, this run 4); use another folder
+    """
+    stored = json.loads(json.dumps(dict(stored), default=str))
+    wanted = json.loads(json.dumps(dict(wanted), default=str))
+    fields = sorted((set(stored) | set(wanted)) - set(ignore))
+    changed = [k for k in fields if stored.get(k) != wanted.get(k)]
+    if changed:
+        details = "; ".join(f"{k}: saved {stored.get(k)!r}, this run {wanted.get(k)!r}" for k in changed)
+        raise error(f"{os.fspath(where)} holds {what} with other settings ({details}); {remedy}")
+
+
 def record_settings(
     path: str | os.PathLike[str],
     settings: Mapping[str, Any],
     *,
     remedy: str,
+    what: str = "a run",
     replace: bool = False,
 ) -> None:
     """Write ``settings`` to the JSON file ``path`` on a result folder's first run; a later run
-    with other settings is a ValueError naming the fields that differ (``remedy`` says what to
-    do), since the folder's finished stages would otherwise be reused as its own. ``replace``
-    writes them without comparing.
+    with other settings is refused by :func:`check_settings` (``remedy`` says what to do), since
+    the folder's finished stages would otherwise be reused as its own. ``replace`` writes them
+    without comparing.
 
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "config.json"
@@ -242,22 +273,15 @@ def record_settings(
     ...     record_settings(path, {"steps": 4}, remedy="retry")
     ... except ValueError as error:
     ...     print(str(error).split(" holds ")[1])
-    a run with other settings (steps differ) -- saved {'steps': 3}, now {'steps': 4}; retry
+    a run with other settings (steps: saved 3, this run 4); retry
     """
     path = Path(path)
-    current = json.loads(json.dumps(dict(settings), default=str))
     if path.is_file() and not replace:
         stored = json.loads(path.read_text(encoding="utf-8"))
-        changed = sorted(k for k in set(stored) | set(current) if stored.get(k) != current.get(k))
-        if changed:
-            raise ValueError(
-                f"{path.parent} holds a run with other settings ({', '.join(changed)} differ) -- "
-                f"saved { ({k: stored.get(k) for k in changed}) }, "
-                f"now { ({k: current.get(k) for k in changed}) }; {remedy}"
-            )
+        check_settings(stored, settings, where=path.parent, what=what, remedy=remedy)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(current, indent=2))
+    write_atomic(path, json.dumps(json.loads(json.dumps(dict(settings), default=str)), indent=2))
 
 
 class Stages:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 import random
@@ -112,6 +113,18 @@ class Task:
     @property
     def max_new_tokens(self) -> int:
         return 50 if self.kind == "translation" else 10
+
+    def fingerprint(self) -> str:
+        """A short hash of the examples (inputs and outputs, in order): checkpoints and cached
+        runs record it, so a changed data file is never mistaken for the one they came from.
+
+        >>> Task("t", (Example("a", "A"),)).fingerprint()
+        '05d2318fba6a179d'
+        """
+        digest = hashlib.sha256()
+        for example in self.examples:
+            digest.update(example.input.encode() + b"\x00" + example.output.encode() + b"\x01")
+        return digest.hexdigest()[:16]
 
     def subset(self, indices: Iterable[int], suffix: str = "") -> Task:
         return replace(

@@ -26,6 +26,7 @@ from lens_heads.engine.evaluation_result import (
     WORD_METRICS,
     EvaluationResult,
 )
+from lens_heads.engine.figures import evaluation_figure
 from lens_heads.engine.scoring import EvaluationRun
 from lens_heads.engine.training import CheckpointError, MaskTrainer, train_mask
 from lens_heads.engine.training_config import TrainingConfig, native_bf16, with_overrides
@@ -44,6 +45,7 @@ __all__ = [
     "TrainingConfig",
     "check_evaluation_arguments",
     "evaluate",
+    "evaluation_figure",
     "mask_info",
     "native_bf16",
     "run_plan",

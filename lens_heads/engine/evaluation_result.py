@@ -143,7 +143,7 @@ class EvaluationResult:
 
     def plot(self) -> Any:
         """Grouped bars: one panel per metric, one bar per setting (error bars: std over seeds)."""
-        from lens_heads.core.figures import evaluation_figure
+        from lens_heads.engine.figures import evaluation_figure
 
         return evaluation_figure(
             self.to_frame(),

@@ -22,7 +22,6 @@ cross-entropy of the answer tokens only. The final mask keeps the heads with ``s
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -53,7 +52,7 @@ from lens_heads.core.prompts import (
     pad_token_id,
     sample_shots,
 )
-from lens_heads.core.storage import write_atomic_with
+from lens_heads.core.storage import check_settings, write_atomic_with
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine.training_config import (
     _LATER_FIELDS,
@@ -155,11 +154,6 @@ def _batch_indices(step: int, n: int, batch_size: int, seed: int) -> list[int]:
     return order[offset * batch_size : (offset + 1) * batch_size].tolist()
 
 
-def _task_fingerprint(train: Task) -> str:
-    digest = hashlib.sha256()
-    for example in train.examples:
-        digest.update(example.input.encode() + b"\x00" + example.output.encode() + b"\x01")
-    return digest.hexdigest()[:16]
 
 
 # -- the trainer -------------------------------------------------------------------------------
@@ -214,7 +208,7 @@ class MaskTrainer:
         self.trajectory_steps: list[int] = [0]
         self.elapsed = 0.0
         self.partial = True
-        self.fingerprint = _task_fingerprint(self.train_set)
+        self.fingerprint = self.train_set.fingerprint()
         self._checked = False
 
     # -- one update --------------------------------------------------------------------------
@@ -356,27 +350,23 @@ class MaskTrainer:
                 f"{path} is not a readable mask-training checkpoint ({type(error).__name__}: "
                 f"{error}); delete it to start afresh"
             ) from error
-        mine, theirs = self._identity(), {k: state.get(k) for k in self._identity()}
-        if mine != theirs:
-            differ = ", ".join(
-                f"{k}: {theirs[k]!r} (this run: {mine[k]!r})" for k in mine if mine[k] != theirs[k]
-            )
-            raise CheckpointError(
-                f"checkpoint {path} belongs to another run ({differ}); resume with the same "
-                "model and task, or use another checkpoint directory"
-            )
-        config = self.config.to_dict()
-        stored = {**_LATER_FIELDS, **state["config"]}
-        if stored != config:
-            differ = ", ".join(
-                f"{k}={stored.get(k)!r} (this run: {v!r})"
-                for k, v in config.items()
-                if stored.get(k) != v
-            )
-            raise CheckpointError(
-                f"checkpoint {path} was written with another config ({differ}); resume with "
-                "the same TrainingConfig, or use another checkpoint directory"
-            )
+        identity = self._identity()
+        check_settings(
+            {k: state.get(k) for k in identity},
+            identity,
+            where=path,
+            what="a checkpoint of another run",
+            remedy="resume with the same model and task, or use another checkpoint directory",
+            error=CheckpointError,
+        )
+        check_settings(
+            {**_LATER_FIELDS, **state["config"]},
+            self.config.to_dict(),
+            where=path,
+            what="a checkpoint",
+            remedy="resume with the same TrainingConfig, or use another checkpoint directory",
+            error=CheckpointError,
+        )
         with torch.no_grad():
             self.W.copy_(tensors["W"].to(self.device))
             if self.ffn_W is not None:

@@ -180,7 +180,7 @@ class MaskTrainingResult:
     def plot_trajectories(self) -> Any:
         """Figure 3: sigmoid(W) of every head over training; kept heads blue, removed red,
         heads that cross 0.5 more than once drawn bold."""
-        from lens_heads.core.figures import mask_trajectory_figure
+        from lens_heads.engine.figures import mask_trajectory_figure
 
         return mask_trajectory_figure(
             self.trajectory,
@@ -190,7 +190,7 @@ class MaskTrainingResult:
 
     def plot_heatmap(self) -> Any:
         """Figure 7: sigmoid(W) per layer x head."""
-        from lens_heads.core.figures import mask_heatmap_figure
+        from lens_heads.engine.figures import mask_heatmap_figure
 
         return mask_heatmap_figure(
             self.probabilities,
@@ -199,7 +199,7 @@ class MaskTrainingResult:
 
     def plot_loss(self) -> Any:
         """The training loss, temperature and heads kept per step."""
-        from lens_heads.core.figures import training_curve_figure
+        from lens_heads.engine.figures import training_curve_figure
 
         return training_curve_figure(self.history, title=f"{self.task} on {self.model}")
 

@@ -287,7 +287,7 @@ class AlphaCurve(FolderResult):
         """Figure 6: answer CE (and accuracy, or BLEU for sentence tasks) against alpha with the
         instruction, the un-instructed masked point as a marker at alpha 0 and a dashed line,
         the best alpha starred."""
-        from lens_heads.core.figures import alpha_curve_figure
+        from lens_heads.heads_up.figures import alpha_curve_figure
 
         second = "bleu" if "bleu" in self.metrics else "accuracy"
         point = self.uninstructed

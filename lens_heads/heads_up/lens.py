@@ -128,7 +128,7 @@ class LogitLensResult(FolderResult):
     def plot(self) -> Any:
         """Heat map of each target's probability per layer (one row per setting), each cell
         annotated with the setting's top-1 token."""
-        from lens_heads.core.figures import logit_lens_figure
+        from lens_heads.heads_up.figures import logit_lens_figure
 
         return logit_lens_figure(
             self.target_probs,
@@ -283,7 +283,7 @@ class TopTokensResult(FolderResult):
 
     def plot(self) -> Any:
         """Horizontal bars of the top logits per setting, labelled with the rank change."""
-        from lens_heads.core.figures import top_tokens_figure
+        from lens_heads.heads_up.figures import top_tokens_figure
 
         return top_tokens_figure(self.to_frame(), title=f"top tokens on {self.model}")
 

@@ -26,7 +26,6 @@ than removing as many random heads, and removing (b) does not hurt (it slightly 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -44,7 +43,7 @@ from tqdm.auto import tqdm
 from lens_heads.core.checks import check_int
 from lens_heads.core.masks import HeadMask, MaskShapeError
 from lens_heads.core.models import ModelLike, model_name
-from lens_heads.core.storage import FolderResult, write_atomic
+from lens_heads.core.storage import FolderResult, check_settings, write_atomic
 from lens_heads.core.tables import mean_std_table
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine import MaskTrainingResult, TrainingConfig
@@ -409,12 +408,6 @@ def _family_masks(
     return chosen
 
 
-def _fingerprint(task: Task) -> str:
-    """A short hash of the task's examples (a changed data file invalidates cached runs)."""
-    digest = hashlib.sha256()
-    for example in task.examples:
-        digest.update(f"{example.input}\x00{example.output}\x01".encode())
-    return digest.hexdigest()[:16]
 
 
 def _cached_run(
@@ -517,7 +510,7 @@ def functional_pathways(
                 "model": model_name(model),
                 "task": task.name,
                 "instruction": task.instruction,
-                "examples": _fingerprint(task),
+                "examples": task.fingerprint(),
                 "condition": key,
                 "seed": run_seed,
                 "removed": heads.labels,
@@ -612,14 +605,14 @@ def train_family_masks(
     for task in family:
         folder = root / task.name
         if (folder / _MASK_FILE).is_file() and (folder / "training.json").is_file():
-            stored, wanted = _stored_config(folder), config.to_dict()
-            differ = sorted(k for k in wanted if k != "dtype" and stored.get(k) != wanted[k])
-            if differ:
-                raise ValueError(
-                    f"{folder} holds a mask trained with another config ("
-                    + ", ".join(f"{k}={stored.get(k)!r}, wanted {wanted[k]!r}" for k in differ)
-                    + "); use another output folder, or delete that task's folder to retrain"
-                )
+            check_settings(
+                _stored_config(folder),
+                config.to_dict(),
+                where=folder,
+                what="a mask",
+                ignore=["dtype"],
+                remedy="use another output folder, or delete that task's folder to retrain",
+            )
             masks[task.name] = HeadMask.load(folder / _MASK_FILE, model=model)
             continue
         result: MaskTrainingResult = train_mask(

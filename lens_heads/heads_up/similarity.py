@@ -129,7 +129,7 @@ class SimilarityResult(FolderResult):
     def plot(self) -> Any:
         """Cosine per layer: dark lines for decoder outputs, light lines for attention outputs,
         the logit-lens top-1 tokens of the labelled runs under each layer number."""
-        from lens_heads.core.figures import similarity_figure
+        from lens_heads.heads_up.figures import similarity_figure
 
         n_layers = self.cosine.shape[-1]
         ticks = [
@@ -442,7 +442,7 @@ class SimilarityStats(FolderResult):
 
     def plot(self) -> Any:
         """Mean cosine per layer with its 95 % band (decoder dark, attention light)."""
-        from lens_heads.core.figures import similarity_figure
+        from lens_heads.heads_up.figures import similarity_figure
 
         low, high = self.ci95()
         return similarity_figure(

@@ -2,10 +2,10 @@
 specific heads hurts that language most) and attention transfer (scaling a language's heads
 x3/x5 and another's x0 pulls translation toward the target language).
 
->>> import lens_heads as lh
->>> from lens_heads.lahis.language_experiments import identify_language
->>> identify_language(["Le chat est sur la table.", "The cat is on the table."], ["en", "fr"])
-['fr', 'en']
+Off-target outputs are judged by :func:`lens_heads.core.language_id.identify_language`.
+
+>>> PerplexityExperiment.example().direction()["own_hurt_most"].tolist()
+[True]
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any, ClassVar
 
 import pandas as pd
 import torch
 
 from lens_heads.core.generation import generate
+from lens_heads.core.language_id import identify_language
 from lens_heads.core.masks import HeadMask, MaskShapeError
 from lens_heads.core.metrics import chrf_pp
 from lens_heads.core.models import ModelLike, head_shape, model_name
@@ -36,39 +36,8 @@ __all__ = [
     "PerplexityExperiment",
     "TransferResult",
     "attention_transfer",
-    "identify_language",
     "perplexity_experiment",
 ]
-
-
-# -- language identification -------------------------------------------------------------------
-@cache
-def _langid() -> Any:
-    try:
-        from langid import langid
-    except ImportError as error:  # pragma: no cover - a declared dependency
-        raise ImportError("language identification needs langid: pip install langid") from error
-    return langid.LanguageIdentifier.from_modelstring(langid.model, norm_probs=False)
-
-
-def _identifier(languages: tuple[str, ...]) -> Any:
-    identifier = _langid()
-    identifier.set_languages(list(languages))
-    return identifier
-
-
-def identify_language(texts: Sequence[str], candidates: Sequence[str]) -> list[str]:
-    """The language of each text among ``candidates`` (ISO 639-1 codes), by the offline
-    ``langid`` classifier; ``""`` for a text with no letters."""
-    if not candidates:
-        raise ImportanceInputError("candidates is empty: name the languages to choose from")
-    try:
-        identifier = _identifier(tuple(sorted(set(candidates))))
-    except ValueError as error:
-        raise ImportanceInputError(
-            f"langid does not know some of {list(candidates)} ({error}); use ISO 639-1 codes"
-        ) from error
-    return [identifier.classify(t)[0] if any(c.isalpha() for c in t) else "" for t in texts]
 
 
 # -- the perplexity experiment -------------------------------------------------------------------

@@ -13,8 +13,6 @@ evaluated on the same held-out sentences (:func:`lens_heads.engine.evaluation`).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -31,7 +29,7 @@ from lens_heads.core.checks import check_int
 from lens_heads.core.masks import MaskShapeError, format_head, parse_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.scales import HeadScale
-from lens_heads.core.storage import FolderResult, write_atomic
+from lens_heads.core.storage import FolderResult, check_settings, record_settings
 from lens_heads.core.tables import mean_std_table
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine import (
@@ -323,7 +321,7 @@ class SoftMaskExperiment(FolderResult):
     def plot(self) -> Any:
         """Bars per condition for answer CE, chrF++ and BLEU (those reported; error bars: std
         over the random seeds)."""
-        from lens_heads.core.figures import evaluation_figure
+        from lens_heads.engine import evaluation_figure
 
         wanted = [m for m in ("answer_ce", "chrf", "bleu") if m in self.metrics] or self.metrics
         return evaluation_figure(
@@ -360,11 +358,6 @@ class SoftMaskExperiment(FolderResult):
 
 
 # -- the experiment -----------------------------------------------------------------------------
-def _fingerprint(task: Task) -> str:
-    digest = hashlib.sha256()
-    for example in task.examples:
-        digest.update(example.input.encode() + b"\x00" + example.output.encode() + b"\x01")
-    return digest.hexdigest()[:16]
 
 
 def _split(task: Task, n_train: int, n_eval: int, split_seed: int | None) -> tuple[Task, Task]:
@@ -381,23 +374,12 @@ def _split(task: Task, n_train: int, n_eval: int, split_seed: int | None) -> tup
 
 def _check_plan(folder: Path, plan: dict[str, Any]) -> None:
     """Write ``plan.json``, or check that the one already there is this experiment's."""
-    path = folder / _PLAN
-    text = json.dumps(plan, indent=1, sort_keys=True, default=str)
-    if path.is_file():
-        old = json.loads(path.read_text(encoding="utf-8"))
-        new = json.loads(text)
-        if old != new:
-            differ = ", ".join(
-                f"{k}: {old.get(k)!r} (this run: {new.get(k)!r})"
-                for k in sorted(set(old) | set(new))
-                if old.get(k) != new.get(k)
-            )
-            raise ValueError(
-                f"{folder} holds another soft-mask experiment ({differ}); resume with the same "
-                "arguments, or choose another out folder"
-            )
-        return
-    write_atomic(path, text)
+    record_settings(
+        folder / _PLAN,
+        plan,
+        what="a soft-mask experiment",
+        remedy="resume with the same arguments, or choose another out folder",
+    )
 
 
 def _epoch_losses(history: pd.DataFrame, per_epoch: int) -> tuple[float, float]:
@@ -504,7 +486,7 @@ def soft_mask_experiment(
             "model": model_name(model),
             "shape": list(shape),
             "task": task.name,
-            "task_fingerprint": _fingerprint(task),
+            "task_fingerprint": task.fingerprint(),
             "language": language,
             "fraction": fraction,
             "top_heads": top,
@@ -523,11 +505,13 @@ def soft_mask_experiment(
         place = None if folder is None else folder / name
         if place is not None and (place / "training.json").is_file():
             done = MaskTrainingResult.load(place)
-            if done.config.trainable != config.trainable or done.config.steps != config.steps:
-                raise ValueError(
-                    f"{place} holds a mask trained on other heads or for another number of "
-                    "steps; delete it or choose another out folder"
-                )
+            check_settings(
+                {"trainable": done.config.trainable, "steps": done.config.steps},
+                {"trainable": config.trainable, "steps": config.steps},
+                where=place,
+                what="a soft mask",
+                remedy="delete it or choose another out folder",
+            )
             return done
         result = train_mask(
             model,

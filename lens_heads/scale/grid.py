@@ -48,7 +48,7 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from lens_heads.core.storage import write_atomic
+from lens_heads.core.storage import check_settings, write_atomic
 from lens_heads.core.tables import markdown_table
 from lens_heads.scale.grid_config import _TINY, Cell, GridConfig, GridConfigError
 
@@ -259,11 +259,14 @@ def _compute(config: GridConfig, cell: Cell, folder: Path) -> dict[str, Any]:
     wanted = config.training_config(cell)
     if (folder / "training.json").is_file():
         training = MaskTrainingResult.load(folder)
-        if training.config.to_dict() != wanted.resolve_dtype(device).to_dict():
-            raise GridCellError(
-                f"{folder} holds a training with another config; delete the folder to retrain "
-                "it, or give the grid another --out"
-            )
+        check_settings(
+            training.config.to_dict(),
+            wanted.resolve_dtype(device).to_dict(),
+            where=folder,
+            what="a training",
+            remedy="delete the folder to retrain it, or give the grid another --out",
+            error=GridCellError,
+        )
     else:
         training = train_mask(
             model,

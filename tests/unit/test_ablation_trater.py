@@ -12,10 +12,10 @@ import lens_heads as lh
 from lens_heads.alignment.ablation import (
     AblationResult,
     failure_category,
-    identify_language,
     resolve_heads,
 )
 from lens_heads.alignment.trater import TextFileError, TRaterResult, load_texts
+from lens_heads.core.language_id import identify_language
 
 
 def test_ablation_runs_the_three_settings(tiny, tmp_path):

@@ -72,7 +72,7 @@ def test_gold_pattern_scores_one_and_uniform_scores_chance(tiny, query, argmax_o
 
 
 def test_gold_pattern_scores_one_on_greedy_outputs(tiny):
-    from lens_heads.alignment.scores import _score_items
+    from lens_heads.alignment.scores import score_items
 
     def every_word_to_the_first(source_words, target_words):
         return [(0, j) for j in range(len(target_words))]
@@ -89,7 +89,7 @@ def test_gold_pattern_scores_one_on_greedy_outputs(tiny):
     items = list({len(i.tokens): i for i in prepared.items if i.queries}.values())
     assert items, "the tiny model's greedy outputs should contain words"
     with tiny.hooks(fwd_hooks=replacing_hook(items, gold)):
-        hits, queries, _ = _score_items(tiny, items, 1, False)
+        hits, queries, _ = score_items(tiny, items, 1, False)
     assert torch.allclose(hits[:, HEAD[0], HEAD[1]], queries)
 
 

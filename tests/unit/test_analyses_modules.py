@@ -159,7 +159,7 @@ def test_a_folder_refuses_a_run_with_other_settings(tiny_everywhere, tmp_path):
     stored = json.loads((out / "config.json").read_text())
     assert stored["every"] == 8 and "out" not in stored and "progress" not in stored
     # its finished sweep would otherwise be reused as if it had been computed every 4 steps
-    with pytest.raises(ValueError, match=r"other settings \(every differ\)"):
+    with pytest.raises(ValueError, match=r"other settings \(every: saved"):
         figure2_sweep.main(
             [*argv[:-4], "--every", "4", "--generate-tokens", "0", "--out", str(out)]
         )

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import lens_heads as lh
+from lens_heads.core.language_id import identify_language
 from lens_heads.core.masks import HeadMask, MaskFileError, MaskShapeError
 from lens_heads.core.scales import HeadScale, ScaleValueError
 from lens_heads.core.tasks import Example, Task
@@ -22,7 +23,6 @@ from lens_heads.lahis.importance import (
 from lens_heads.lahis.language_experiments import (
     PerplexityExperiment,
     TransferResult,
-    identify_language,
     perplexity_experiment,
     transfer_scale,
 )
@@ -378,7 +378,7 @@ def test_identify_language():
         ["en", "fr", "de", "zh"],
     )
     assert found == ["fr", "de", "zh", ""]
-    with pytest.raises(ImportanceInputError, match="candidates is empty"):
+    with pytest.raises(ValueError, match="candidates is empty"):
         identify_language(["x"], [])
 
 

@@ -241,7 +241,7 @@ def test_train_family_masks_trains_once_with_negative_init(tiny, tmp_path):
     assert again["title"] == masks["title"]
     assert lh.load_masks(tmp_path).keys() == masks.keys()
     other = lh.TrainingConfig(steps=2, batch_size=4, n_eval=4, init_mean=4.0, dtype="float32")
-    with pytest.raises(ValueError, match=r"another config \(init_mean=-3.0, wanted 4.0\)"):
+    with pytest.raises(ValueError, match=r"other settings \(init_mean: saved -3.0, this run 4.0\)"):
         lh.train_family_masks(tiny, family(2), tmp_path, other, progress=False)
 
 

@@ -326,12 +326,12 @@ def test_checkpoint_of_another_model_task_or_config_is_refused(model, upper_task
     config = _config(steps=4)
     train_mask(model, upper_task, config, checkpoint_dir=tmp_path, progress=False)
     other_model = lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=1)
-    with pytest.raises(CheckpointError, match=r"another run.*model"):
+    with pytest.raises(CheckpointError, match=r"another run with other settings.*model"):
         train_mask(other_model, upper_task, config, checkpoint_dir=tmp_path, resume=True)
     lower = Task("lower", tuple(Example(w.upper(), w) for w in _words(40)))
-    with pytest.raises(CheckpointError, match=r"another run.*task"):
+    with pytest.raises(CheckpointError, match=r"another run with other settings.*task"):
         train_mask(model, lower, config, checkpoint_dir=tmp_path, resume=True)
-    with pytest.raises(CheckpointError, match=r"another config.*lr=0.1 \(this run: 0.2\)"):
+    with pytest.raises(CheckpointError, match=r"other settings.*lr: saved 0.1, this run 0.2"):
         train_mask(
             model, upper_task, _config(steps=4, lr=0.2), checkpoint_dir=tmp_path, resume=True
         )
@@ -573,5 +573,5 @@ def test_a_checkpoint_from_before_later_config_fields_still_resumes(model, upper
     resumed = train_mask(model, upper_task, config, checkpoint_dir=tmp_path, resume=True)
     assert resumed.timing["steps_this_session"] == 2 and first.W.shape == resumed.W.shape
     rewrite(("answer_end",))
-    with pytest.raises(CheckpointError, match="answer_end=None"):
+    with pytest.raises(CheckpointError, match="answer_end: saved None"):
         train_mask(model, upper_task, config, checkpoint_dir=tmp_path, resume=True)
