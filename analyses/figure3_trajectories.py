@@ -41,7 +41,9 @@ def run(config: Config) -> MaskTrainingResult:
     }
     text = "\n".join(f"- {key}: {value}" for key, value in numbers.items())
     text += "\n\nHeads that changed their mind (crossed 0.5 more than once):\n\n"
-    text += markdown_table(changed[["label", "p", "kept", "crossings"]].head(15), floatfmt=".3f", index=False)
+    text += markdown_table(
+        changed[["label", "p", "kept", "crossings"]].head(15), floatfmt=".3f", index=False
+    )
     write_outputs(
         config.out,
         title=f"Figure 3: mask weights during training ({config.task}, {training.model})",

@@ -50,7 +50,8 @@ def run(config: Config) -> SweepResult:
     }
     text = (
         f"Cosine similarity to the instructed prompt, mean over layers, every "
-        f"{max(1, len(table) // 10)}-th evaluated step:\n\n{markdown_table(rows, floatfmt='.4f', index=False)}\n\n"
+        f"{max(1, len(table) // 10)}-th evaluated step:\n\n"
+        f"{markdown_table(rows, floatfmt='.4f', index=False)}\n\n"
         f"Later half of the layers ({numbers['layers']}): "
         + "; ".join(f"{key} {value}" for key, value in list(numbers.items())[1:])
         + "."

@@ -12,7 +12,7 @@ one schedule, one training seed, the tasks as cells. Each task gets a folder ``<
 reused and an interrupted one resumes from its checkpoint, so the command can be re-run until
 the table is complete. ``<out>/table.md`` and ``table.csv`` combine them; the evaluation
 columns (``<metric> <setting>``: ``acc M``, ``CE orig``, ``perplexity rand``, ...) come from
-the evaluation's own table, so a metric added to :func:`lens_heads.engine.evaluation` becomes a column.
+the evaluation's own table, so a metric added to :func:`lens_heads.evaluate` becomes a column.
 By default the cells run in this process (``--address local``); ``--address`` takes a Ray
 address (``auto``, ``ray://host:10001``) or ``ray`` for a local Ray instance.
 Base models (no chat template) get the ``{input}\\n\\n`` format, as the reference code does.

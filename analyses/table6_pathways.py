@@ -4,7 +4,7 @@ Trains one mask per family task from a low init (every head starts mostly remove
 switches on the heads it needs), then removes from the full model (a) the
 heads every mask keeps, (b) the heads no mask keeps, and random head sets of the same sizes
 (``--seeds`` seeds), and evaluates each task *with* its instruction on held-out examples
-(answer CE, accuracy, exact match) through :func:`lens_heads.engine.evaluation`. The paper's claim:
+(answer CE, accuracy, exact match) through :func:`lens_heads.evaluate`. The paper's claim:
 (a) hurts far more than its random control; (b) does not hurt (slightly helps).
 
     python -m analyses.table6_pathways --model smollm2-135m-instruct --out runs/table6/smollm2

@@ -63,9 +63,12 @@ def run(config: Config) -> AttentionResult:
     numbers = {setting: means.loc[setting].round(5).to_dict() for setting in means.index}
     text = (
         f"{len(attention.prompts)} held-out prompts; mean attention of the last position on "
-        f"the answer word's tokens:\n\n{markdown_table(means.reset_index(), floatfmt='.4f', index=False)}\n\n"
+        "the answer word's tokens:\n\n"
+        f"{markdown_table(means.reset_index(), floatfmt='.4f', index=False)}\n\n"
         f"Top heads (masked run):\n\n"
-        + markdown_table(attention.top_heads(attention.settings[-1], k=10), floatfmt=".4f", index=False)
+        + markdown_table(
+            attention.top_heads(attention.settings[-1], k=10), floatfmt=".4f", index=False
+        )
     )
     write_outputs(
         config.out,

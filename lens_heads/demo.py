@@ -128,98 +128,125 @@ def run_demo(
         answer_end=answer_end,
     )
     _prepare_folder(folder, settings, fresh)
-    stage = Stages(folder)
-    seconds = stage.seconds
-    loaded: list[Any] = [] if isinstance(model, str) else [model]
+    demo = _Demo(folder, model, task, steps, lr, n_eval, sweep_every, generate_tokens, seed,
+                 answer_end, progress)  # fmt: skip
+    training = demo.stage("training", demo.train, MaskTrainingResult.load)
+    evaluation = demo.stage(
+        "eval", lambda where: demo.evaluate(where, training), EvaluationResult.load
+    )
+    sweep = demo.stage("sweep", lambda where: demo.sweep(where, training), SweepResult.load)
+    similarity = demo.stage(
+        "similarity", lambda where: demo.similarity(where, training, sweep), SimilarityResult.load
+    )
+    lens = demo.stage(
+        "logit_lens", lambda where: demo.lens(where, training, sweep), LogitLensResult.load
+    )
+    report = DemoReport(folder, training, evaluation, sweep, similarity, lens, demo.stage.seconds)
+    write_atomic(folder / "report.md", _markdown(report, task))
+    write_atomic(folder / "report.html", _html(report, task))
+    return report
 
-    def the_model() -> Any:  # loaded only when a stage has to compute
-        if not loaded:
+
+@dataclass
+class _Demo:
+    """The demo's stages, each computing one result into its folder; the model is loaded only
+    when a stage has to compute (a finished folder never loads it)."""
+
+    folder: Path
+    model_spec: str | Any
+    task: Task
+    steps: int
+    lr: float
+    n_eval: int
+    sweep_every: int
+    generate_tokens: int
+    seed: int
+    answer_end: str
+    progress: bool
+    loaded: list[Any] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.stage = Stages(self.folder)
+        if not isinstance(self.model_spec, str):
+            self.loaded.append(self.model_spec)
+
+    def model(self) -> Any:
+        if not self.loaded:
             start = time.perf_counter()
-            loaded.append(load_model(model))
-            _timed(seconds, "load model", start)
-        return loaded[0]
+            self.loaded.append(load_model(self.model_spec))
+            _timed(self.stage.seconds, "load model", start)
+        return self.loaded[0]
 
-    def train(where: Path) -> MaskTrainingResult:
+    def chat(self) -> bool:
+        return has_chat_template(self.model().tokenizer)
+
+    def train(self, where: Path) -> MaskTrainingResult:
         config = TrainingConfig.short(
-            steps=steps, lr=lr, n_eval=n_eval, seed=seed, answer_end=answer_end
-        )
+            steps=self.steps, lr=self.lr, n_eval=self.n_eval, seed=self.seed,
+            answer_end=self.answer_end,
+        )  # fmt: skip
         result = train_mask(
-            the_model(), task, config, checkpoint_dir=where / "checkpoints", resume=True,
-            progress=progress,
+            self.model(), self.task, config, checkpoint_dir=where / "checkpoints", resume=True,
+            progress=self.progress,
         )  # fmt: skip
         result.save(where)
         result.save_figures(where, png=True)
         return result
 
-    training = stage("training", train, MaskTrainingResult.load)
-
-    def run_evaluation(where: Path) -> EvaluationResult:
+    def evaluate(self, where: Path, training: MaskTrainingResult) -> EvaluationResult:
         result = evaluate(
-            the_model(),
-            task,
+            self.model(),
+            self.task,
             ["original", "instruction", "random", "mask"],
             mask=training.mask,
-            n_eval=n_eval,
+            n_eval=self.n_eval,
             random_seeds=(0, 1),
-            progress=progress,
+            progress=self.progress,
         )
         result.save(where, png=True)
         return result
 
-    evaluation = stage("eval", run_evaluation, EvaluationResult.load)
-
-    def chat() -> bool:
-        return has_chat_template(the_model().tokenizer)
-
-    def example() -> Any:
-        return sweep_example(the_model(), task.split(n_eval=n_eval)[1], chat())
-
-    def run_sweep(where: Path) -> SweepResult:
-        chosen = example()
-        instructed = INSTRUCTION_TEMPLATE.format(instruction=task.instruction, input=chosen.input)
+    def sweep(self, where: Path, training: MaskTrainingResult) -> SweepResult:
+        chosen = sweep_example(self.model(), self.task.split(n_eval=self.n_eval)[1], self.chat())
+        instruction = self.task.instruction
+        instructed = INSTRUCTION_TEMPLATE.format(instruction=instruction, input=chosen.input)
         result = removal_sweep(
-            the_model(),
+            self.model(),
             chosen.input,
             training.W,
             target=chosen.output,
             reference_prompt=instructed,
-            generate_tokens=generate_tokens,
-            every=sweep_every,
-            chat=chat(),
-            progress=progress,
+            generate_tokens=self.generate_tokens,
+            every=self.sweep_every,
+            chat=self.chat(),
+            progress=self.progress,
         )
         result.save(where)
         result.save_figures(where, png=True)
         return result
 
-    sweep = stage("sweep", run_sweep, SweepResult.load)
-
-    def run_similarity(where: Path) -> SimilarityResult:
+    def similarity(
+        self, where: Path, training: MaskTrainingResult, sweep: SweepResult
+    ) -> SimilarityResult:
         result = figure4_similarity(
-            the_model(), sweep.prompt, task.instruction, training.mask, chat=chat()
+            self.model(), sweep.prompt, self.task.instruction, training.mask, chat=self.chat()
         )
         result.save(where, png=True)
         return result
 
-    similarity = stage("similarity", run_similarity, SimilarityResult.load)
-
-    def run_lens(where: Path) -> LogitLensResult:
+    def lens(
+        self, where: Path, training: MaskTrainingResult, sweep: SweepResult
+    ) -> LogitLensResult:
         result = logit_lens(
-            the_model(),
+            self.model(),
             sweep.prompt,
             mask=training.mask,
-            instruction=task.instruction,
+            instruction=self.task.instruction,
             targets=[sweep.target_id] if sweep.target_id is not None else None,
-            chat=chat(),
+            chat=self.chat(),
         )
         result.save(where, png=True)
         return result
-
-    lens = stage("logit_lens", run_lens, LogitLensResult.load)
-    report = DemoReport(folder, training, evaluation, sweep, similarity, lens, seconds)
-    write_atomic(folder / "report.md", _markdown(report, task))
-    write_atomic(folder / "report.html", _html(report, task))
-    return report
 
 
 def sweep_example(model: Any, held_out: Task, chat: bool) -> Any:

@@ -1,4 +1,15 @@
-"""Token alignment heads."""
+"""Token alignment heads (Liu et al., 2025): heads whose attention aligns a translation with
+its source (layer 2).
+
+It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another research line.
+
+* scores, pairs, argmax -- ``translation_scores`` per head (each open choice of the method is an
+  argument), its inputs (sentence pairs, alignments) and the argmax counting in ``hook_pattern``
+* aligners -- the SimAlign-style aligner and ``EflomalAligner``
+* ablation -- ``ablate_heads``: mask the top heads against random ones (BLEU, chrF++, failures)
+* trater -- ``trater_scores``: data scored by the CE change with the top heads masked
+* consistency -- top-k Jaccard across language pairs and models
+"""
 
 from lens_heads.alignment.scores import TranslationScores, translation_scores
 

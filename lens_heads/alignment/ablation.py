@@ -132,7 +132,9 @@ class AblationResult(FolderResult):
         for task in self.runs["task"].unique():
             lines.append(f"*{task}*\n\n" + markdown_table(self.to_frame(task), index=True) + "\n")
         if len(self.records):
-            lines.append("Failure categories\n\n" + markdown_table(self.failures(), index=True) + "\n")
+            lines.append(
+                "Failure categories\n\n" + markdown_table(self.failures(), index=True) + "\n"
+            )
         return "\n".join(lines)
 
     def plot(self) -> Any:

@@ -30,6 +30,7 @@ __all__ = ["check_pattern_hook", "score_items"]
 
 _TIE = 1e-5  # relative tolerance under which attention values tie with the maximum
 
+
 # -- scoring ----------------------------------------------------------------------------------
 def check_pattern_hook(model: Any) -> None:
     names = getattr(model, "hook_dict", None)
@@ -40,11 +41,13 @@ def check_pattern_hook(model: Any) -> None:
             "it as a TransformerLens model (lh.load_model) so attention patterns are hooked"
         )
 
+
 def _forward(model: Any, tokens: Tensor) -> None:
     try:
         model(tokens, logits_to_keep=1)  # a bridge unembeds only the last position
     except TypeError:  # a legacy HookedTransformer
         model(tokens)
+
 
 @torch.inference_mode()
 def score_items(
@@ -111,6 +114,7 @@ def score_items(
         per_query = torch.stack([found[layer] for layer in range(n_layers)], dim=1)  # [q, L, H]
         hits.index_add_(0, torch.tensor(owners), per_query)
     return hits, queries, chance
+
 
 class _ArgmaxHits:
     """Reduces each layer's pattern, inside its ``hook_pattern`` hook, to the hit fraction of

@@ -32,6 +32,7 @@ __all__ = [
 
 PairsLike = str | os.PathLike[str] | Task | Sequence[tuple[str, str]]
 
+
 # -- inputs -----------------------------------------------------------------------------------
 @dataclass
 class SentencePairs:
@@ -44,6 +45,7 @@ class SentencePairs:
     source_lang: str | None = None
     target_lang: str | None = None
     pool: list[tuple[str, str]] = field(default_factory=list)
+
 
 def _corpus_pairs(source: str, target: str) -> SentencePairs:
     corpus = parallel_corpus()
@@ -65,7 +67,10 @@ def _corpus_pairs(source: str, target: str) -> SentencePairs:
         target_lang=target,
     )
 
-def resolve_pairs(pairs: PairsLike, source_lang: str | None, target_lang: str | None) -> SentencePairs:
+
+def resolve_pairs(
+    pairs: PairsLike, source_lang: str | None, target_lang: str | None
+) -> SentencePairs:
     if isinstance(pairs, str) and not pairs.endswith((".json", ".jsonl", ".tsv")):
         parts = pairs.split("-")
         if len(parts) == 2 and all(1 < len(p) <= 3 and p.isalpha() for p in parts):
@@ -117,6 +122,7 @@ def resolve_pairs(pairs: PairsLike, source_lang: str | None, target_lang: str | 
         tgt,
     )
 
+
 def read_alignments(alignments: Any) -> list[Any]:
     if isinstance(alignments, (str, os.PathLike)):
         path = Path(alignments)
@@ -128,6 +134,7 @@ def read_alignments(alignments: Any) -> list[Any]:
         return text.rstrip("\n").split("\n")  # Pharaoh: one line per sentence pair
     return list(alignments)
 
+
 # -- encoding ---------------------------------------------------------------------------------
 @dataclass
 class QueryItem:
@@ -138,10 +145,12 @@ class QueryItem:
     domains: list[list[int]]
     hits: list[list[int]]
 
+
 def _overlapping(
     offsets: Sequence[tuple[int, int]], start: int, end: int, shift: int = 0
 ) -> list[int]:
     return [shift + i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
+
 
 def _answer_offsets(tokenizer: Any, ids: list[int], text: str) -> list[tuple[int, int]]:
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
@@ -153,6 +162,7 @@ def _answer_offsets(tokenizer: Any, ids: list[int], text: str) -> list[tuple[int
         offsets.append((previous, end))
         previous = end
     return offsets
+
 
 def encode_item(
     tokenizer: Any,
@@ -201,6 +211,7 @@ def encode_item(
             domains.append(domain)
             hits.append(targets)
     return QueryItem(prompt_ids + answer_ids, queries, domains, hits)
+
 
 def demonstrations(
     pool: Sequence[tuple[str, str]], shots: int, seed: int

@@ -1,4 +1,4 @@
-"""Translation scores and token alignment heads (Liu et al., 2025; DESIGN.md §1.2 and §2).
+"""Translation scores and token alignment heads (Liu et al., 2025).
 
 A head's translation score is the fraction of aligned target tokens whose attention argmax
 lands on a source token aligned to them. The method leaves four choices open; each is an
@@ -59,6 +59,7 @@ from lens_heads.alignment.argmax import check_pattern_hook, score_items
 from lens_heads.alignment.pairs import (
     PairsLike,
     QueryItem,
+    SentencePairs,
     demonstrations,
     encode_item,
     read_alignments,
@@ -319,7 +320,7 @@ def translation_scores(
     a :class:`~lens_heads.Task`, a task file, or ``(source, reference)`` strings. ``alignments``
     (one per pair; a list, or a Pharaoh/JSON file) overrides the gold ones: index pairs
     ``[[i, j], ...]``, word pairs ``[["cat", "chat"], ...]`` or Pharaoh lines ``"0-0 1-2"``, over
-    the words of :func:`~lens_heads.alignment.aligners.split_words` (the corpus's own words for built-in
+    the words of :func:`split_words` (the corpus's own words for built-in
     pairs). Without gold alignments the ``aligner`` (default :class:`SimAligner` on ``model``)
     aligns. ``n`` scores the first ``n`` pairs; each prompt has ``shots`` demonstrations drawn
     (``shot_seed``) from the other pairs. Sentences are scored in right-padded batches of
@@ -383,84 +384,25 @@ def _prepare(
     progress: bool = False,
 ) -> _Prepared:
     """Validate the arguments and encode every sentence (greedy: decode first)."""
-    choices = {
-        "decoding": (decoding, ("teacher_forced", "greedy")),
-        "query": (query, ("token", "predicting")),
-        "argmax_over": (argmax_over, ("sequence", "source")),
-        "average": (average, ("per_sentence", "pooled")),
-    }
-    for name, (value, allowed) in choices.items():
-        if value not in allowed:
-            raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    _check_choices(decoding=decoding, query=query, argmax_over=argmax_over, average=average)
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
+    if n is not None and n < 1:
+        raise ValueError(f"n must be positive, got {n}")
     check_pattern_hook(model)
     data = resolve_pairs(pairs, src_lang, tgt_lang)
-    pool = list(zip(data.sources, data.targets, strict=True))
-    gold: list[Any] | None = data.gold
-    if alignments is not None:
-        entries = read_alignments(alignments)
-        if len(entries) != len(pool):
-            raise AlignmentError(
-                f"got {len(entries)} alignments for {len(pool)} sentence pairs; give one "
-                "alignment per pair, in the same order"
-            )
-        gold = [
-            parse_alignment(e, sw, tw, where=f"pair {i}: ")
-            for i, (e, sw, tw) in enumerate(
-                zip(entries, data.source_words, data.target_words, strict=True)
-            )
-        ]
-    if n is not None:
-        if n < 1:
-            raise ValueError(f"n must be positive, got {n}")
-    count = len(pool) if n is None else min(n, len(pool))
+    gold = data.gold if alignments is None else _given_alignments(data, alignments)
+    count = len(data.sources) if n is None else min(n, len(data.sources))
     tokenizer = model.tokenizer
     chat = has_chat_template(tokenizer) if chat is None else chat
-    pick = demonstrations(pool, shots, shot_seed)
-    prompts = [
-        PromptFormat(chat=chat, shots=pick(i)).render(data.sources[i], tokenizer)
-        for i in range(count)
-    ]
-    n_ctx = int(getattr(model.cfg, "n_ctx", 0) or 0)
-    budget = max_new_tokens if decoding == "greedy" else 0
-    for i, prompt in enumerate(prompts):
-        length = len(tokenizer(prompt, add_special_tokens=not chat).input_ids)
-        reference = len(tokenizer(data.targets[i], add_special_tokens=False).input_ids)
-        if n_ctx and length + max(reference, budget) > n_ctx:
-            raise AlignmentError(
-                f"pair {i}: the prompt ({length} tokens with {shots} demonstrations) and its "
-                f"translation do not fit the model's context of {n_ctx} tokens; use a shorter "
-                "source, fewer shots, or a model with a longer context"
-            )
-
+    prompts = _prompts(model, data, count, chat, shots, shot_seed)
+    _check_fit(model, prompts, data, chat, shots, max_new_tokens if decoding == "greedy" else 0)
     answers: list[str] = list(data.targets[:count])
     answer_ids: list[list[int] | None] = [None] * count
     target_words = [list(w) for w in data.target_words[:count]]
-    links: list[Any] = [None] * count
-    n_gold = count
     if decoding == "greedy":
         answers, answer_ids = _greedy_outputs(model, prompts, chat, max_new_tokens, batch_size)
-        aligner_ = aligner
-        n_gold = 0
-        for i in range(count):
-            if gold is not None and answers[i].strip() == data.targets[i].strip():
-                links[i] = gold[i]
-                n_gold += 1
-            else:
-                target_words[i] = split_words(answers[i])
-                if aligner_ is None:
-                    aligner_ = SimAligner(model)
-                links[i] = [tuple(p) for p in aligner_(data.source_words[i], target_words[i])]
-    else:
-        for i in range(count):
-            if gold is not None:
-                links[i] = gold[i]
-            else:
-                aligner = aligner or SimAligner(model)
-                links[i] = [tuple(p) for p in aligner(data.source_words[i], target_words[i])]
-        if gold is None:
-            n_gold = 0
+    links, n_gold = _links(model, data, gold, answers, target_words, aligner)
     items = [
         encode_item(
             tokenizer,
@@ -492,6 +434,88 @@ def _prepare(
     return _Prepared(data.name, list(data.sources[:count]), answers, items, settings)
 
 
+def _check_choices(**choices: str) -> None:
+    allowed = {
+        "decoding": ("teacher_forced", "greedy"),
+        "query": ("token", "predicting"),
+        "argmax_over": ("sequence", "source"),
+        "average": ("per_sentence", "pooled"),
+    }
+    for name, value in choices.items():
+        if value not in allowed[name]:
+            raise ValueError(f"{name} must be one of {', '.join(allowed[name])}, got {value!r}")
+
+
+def _given_alignments(data: SentencePairs, alignments: Any) -> list[Any]:
+    """Alignments from a file or a list, one per sentence pair, checked against its words."""
+    entries = read_alignments(alignments)
+    if len(entries) != len(data.sources):
+        raise AlignmentError(
+            f"got {len(entries)} alignments for {len(data.sources)} sentence pairs; give one "
+            "alignment per pair, in the same order"
+        )
+    return [
+        parse_alignment(entry, source, target, where=f"pair {i}: ")
+        for i, (entry, source, target) in enumerate(
+            zip(entries, data.source_words, data.target_words, strict=True)
+        )
+    ]
+
+
+def _prompts(
+    model: Any, data: SentencePairs, count: int, chat: bool, shots: int, shot_seed: int
+) -> list[str]:
+    """Each source sentence after ``shots`` demonstrations drawn from the other pairs."""
+    pick = demonstrations(list(zip(data.sources, data.targets, strict=True)), shots, shot_seed)
+    return [
+        PromptFormat(chat=chat, shots=pick(i)).render(data.sources[i], model.tokenizer)
+        for i in range(count)
+    ]
+
+
+def _check_fit(
+    model: Any, prompts: list[str], data: SentencePairs, chat: bool, shots: int, new_tokens: int
+) -> None:
+    """Each prompt with its reference (or ``new_tokens`` generated) fits the context."""
+    tokenizer = model.tokenizer
+    n_ctx = int(getattr(model.cfg, "n_ctx", 0) or 0)
+    for i, prompt in enumerate(prompts):
+        length = len(tokenizer(prompt, add_special_tokens=not chat).input_ids)
+        reference = len(tokenizer(data.targets[i], add_special_tokens=False).input_ids)
+        if n_ctx and length + max(reference, new_tokens) > n_ctx:
+            raise AlignmentError(
+                f"pair {i}: the prompt ({length} tokens with {shots} demonstrations) and its "
+                f"translation do not fit the model's context of {n_ctx} tokens; use a shorter "
+                "source, fewer shots, or a model with a longer context"
+            )
+
+
+def _links(
+    model: Any,
+    data: SentencePairs,
+    gold: list[Any] | None,
+    answers: list[str],
+    target_words: list[list[str]],
+    aligner: Aligner | None,
+) -> tuple[list[Any], int]:
+    """Word links of each answer to its source, and how many are gold: the gold alignment
+    where the answer is the reference, else the aligner's (default :class:`SimAligner`) on the
+    output's own words (``target_words`` is updated for those)."""
+    links: list[Any] = []
+    n_gold = 0
+    for i, answer in enumerate(answers):
+        is_reference = answer.strip() == data.targets[i].strip()
+        if gold is not None and is_reference:
+            links.append(gold[i])
+            n_gold += 1
+            continue
+        if not is_reference:  # a greedy output: its own words
+            target_words[i] = split_words(answer)
+        aligner = aligner or SimAligner(model)
+        links.append([tuple(pair) for pair in aligner(data.source_words[i], target_words[i])])
+    return links, n_gold
+
+
 def _greedy_outputs(
     model: Any, prompts: Sequence[str], chat: bool, max_new_tokens: int, batch_size: int | None
 ) -> tuple[list[str], list[list[int] | None]]:
@@ -511,5 +535,3 @@ def _greedy_outputs(
     )
     texts = [tokenizer.decode(ids) for ids in outputs]
     return texts, [list(ids) for ids in outputs]
-
-

@@ -1,6 +1,7 @@
 """The ``lens-heads`` command: one module per research line, each listing its subcommands as
 ``(name, add_arguments, run)`` in ``COMMANDS``; :mod:`lens_heads.cli.common` holds the arguments
-they share. Nothing here imports this module, so there is no import circle.
+they share. Layer 5: it may import every layer below (and the demo); nothing in it imports
+this module, so there is no import circle.
 
     lens-heads demo --out demo-report      # the end-to-end demo on the offline default model
     lens-heads models [--prepare ALIAS]
@@ -41,7 +42,7 @@ COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], 
     *heads_up.COMMANDS[:-1],  # sweep, logit-lens, similarity, attention
     heads_up.COMMANDS[-1],  # demo
     *grid.COMMANDS,  # grid
-    *lahis.COMMANDS,  # importance, language-heads, language-perplexity, transfer, soft-mask-experiment
+    *lahis.COMMANDS,  # importance, language-heads/-perplexity, transfer, soft-mask-experiment
     *alignment.COMMANDS,  # translation-scores, ablate-heads, trater
 ]
 

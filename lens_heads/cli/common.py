@@ -157,7 +157,6 @@ def add_match_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-
 def print_written(paths: Sequence[Path]) -> None:
     print("wrote " + ", ".join(str(path) for path in paths))
 

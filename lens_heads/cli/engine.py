@@ -32,7 +32,10 @@ def _add_eval(sub: Any) -> None:
         "(default: every setting the given masks allow)",
     )
     parser.add_argument(
-        "--n-eval", type=common.positive, default=100, help="evaluate the last N examples (default 100)"
+        "--n-eval",
+        type=common.positive,
+        default=100,
+        help="evaluate the last N examples (default 100)",
     )
     parser.add_argument("--split-seed", type=int, help="shuffle the task (seeded) before splitting")
     parser.add_argument(
@@ -124,7 +127,9 @@ def _add_train_mask(sub: Any) -> None:
         choices=["example", "batch"],
         help="Gumbel noise drawn per example (the paper's, default) or once per batch",
     )
-    parser.add_argument("--sparsity", type=common.finite, help="weight of the mean sigmoid(W) penalty")
+    parser.add_argument(
+        "--sparsity", type=common.finite, help="weight of the mean sigmoid(W) penalty"
+    )
     parser.add_argument(
         "--shots", type=common.non_negative, help="k demonstrations before each training input"
     )

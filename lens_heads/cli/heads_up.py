@@ -42,7 +42,9 @@ def _add_sweep(sub: Any) -> None:
         "--reference-instruction",
         help="instead of --reference-prompt: the prompt in the instruction template (Table 10)",
     )
-    parser.add_argument("--influential-k", type=common.positive, help="re-order only the first K heads")
+    parser.add_argument(
+        "--influential-k", type=common.positive, help="re-order only the first K heads"
+    )
     parser.add_argument(
         "--top-k", type=common.non_negative, default=5, help="original top tokens to track"
     )
@@ -258,7 +260,10 @@ def _cmd_similarity(args: argparse.Namespace) -> int:
         written = result.save(common.output_dir(args.out), png=True)
         print(result.to_markdown())
         label = "all layers" if layers is None else f"layers {layers.start}-{layers.stop - 1}"
-        print(f"\nmean cosine over {label}:\n" + markdown_table(result.summary(layers), floatfmt=".4f"))
+        print(
+            f"\nmean cosine over {label}:\n"
+            + markdown_table(result.summary(layers), floatfmt=".4f")
+        )
         common.print_written(written)
         return 0
     stats = figure4_stats(
@@ -337,7 +342,12 @@ def _cmd_attention(args: argparse.Namespace) -> int:
     )
     written = result.save(common.output_dir(args.out), png=True)
     print(result.to_markdown())
-    print("top heads (" + result.settings[0] + "):\n" + markdown_table(result.top_heads(k=5), floatfmt=".4f"))
+    print(
+        "top heads ("
+        + result.settings[0]
+        + "):\n"
+        + markdown_table(result.top_heads(k=5), floatfmt=".4f")
+    )
     common.print_written(written)
     return 0
 
@@ -358,7 +368,9 @@ def _add_demo(sub: Any) -> None:
     parser.add_argument("--steps", type=common.positive, default=100, help="mask-training steps")
     parser.add_argument("--lr", type=common.finite, default=0.2, help="peak learning rate")
     parser.add_argument("--n-eval", type=common.positive, default=40, help="held-out examples")
-    parser.add_argument("--sweep-every", type=common.positive, default=2, help="evaluate every K heads")
+    parser.add_argument(
+        "--sweep-every", type=common.positive, default=2, help="evaluate every K heads"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--fresh", action="store_true", help="recompute every stage (default: reuse finished ones)"
@@ -372,7 +384,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     common.check_out(args.out)
     report = run_demo(
         args.out,
-        model=args.model if args.dtype == "float32" else common.load_model(args),  # an alias loads lazily
+        model=args.model
+        if args.dtype == "float32"
+        else common.load_model(args),  # an alias loads lazily
         task=args.task,
         steps=args.steps,
         lr=args.lr,

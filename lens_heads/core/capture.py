@@ -25,7 +25,6 @@ the instruction template of HeadsUp Table 10; token ids (a list or a 1-D tensor)
 they are. A *run* is ``(prompt, mask)`` or ``(prompt, mask, instruction)`` or a :class:`Run`.
 """
 
-
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -112,7 +111,7 @@ def encode_prompt(
     instruction: str | None = None,
     offsets: bool = False,
 ) -> EncodedPrompt:
-    """Render and tokenize one prompt like :func:`lens_heads.engine.evaluation` does.
+    """Render and tokenize one prompt like :func:`lens_heads.evaluate` does.
 
     Text goes through ``PromptFormat(chat=chat, instruction=instruction).render`` (``chat``
     default: when the tokenizer has a chat template) and is tokenized without special tokens
@@ -433,8 +432,6 @@ def lens_logits(
     return logits
 
 
-
-
 def target_token_ids(model: ModelLike, targets: Sequence[str | int]) -> list[int]:
     vocab = int(model.cfg.d_vocab)
     ids = []
@@ -451,7 +448,6 @@ def target_token_ids(model: ModelLike, targets: Sequence[str | int]) -> list[int
                 raise ValueError(f"target id {target} is outside the vocabulary [0, {vocab})")
             ids.append(int(target))
     return ids
-
 
 
 def run_stack(

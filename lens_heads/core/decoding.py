@@ -6,7 +6,7 @@ system prompt, an instruction, few-shot demonstrations) once, under the shared m
 each batch a copy of its cache. A batch then runs only its prompts' remaining tokens (left padded
 after the prefix: an interior gap the attention mask and position ids skip), scores optional
 answer tokens teacher forced on a copy of that cache, and decodes greedily one token per step.
-:func:`lens_heads.greedy_generate` and :func:`lens_heads.engine.evaluation` use it; a legacy
+:func:`lens_heads.greedy_generate` and :func:`lens_heads.evaluate` use it; a legacy
 ``HookedTransformer`` falls back to its own ``generate``.
 
 >>> import lens_heads as lh
@@ -171,7 +171,7 @@ def decode_greedy(
     prompt its own, in which case no prefix is shared (a mask changes every later layer's
     keys and values) -- unless ``prefix_per_mask``: then the shared prefix runs once per
     distinct mask (one batched pass) and each row continues from its own mask's prefix, as
-    if each mask's prompts were decoded on their own (:func:`lens_heads.engine.evaluation` with
+    if each mask's prompts were decoded on their own (:func:`lens_heads.evaluate` with
     ``stack_masks=True`` and :func:`lens_heads.alpha_curve`, where few masks repeat over many
     prompts). ``drop_finished``: batches of :data:`PRUNE_ROWS` rows or more drop the rows that
     have stopped from the cache as they decode (the same tokens, less compute). ``answers``
@@ -209,7 +209,9 @@ def decode_greedy(
             head = torch.tensor([list(prompts[0][:prefix])], dtype=torch.long, device=device)
             if prefix_masks is not None:  # one prefix row per distinct mask
                 head = head.expand(prefix_masks.shape[0], -1).contiguous()
-            _, prefix_cache = cached_forward(model, head, torch.ones_like(head), None, 1, prefix_masks)
+            _, prefix_cache = cached_forward(
+                model, head, torch.ones_like(head), None, 1, prefix_masks
+            )
         starts = range(0, len(order), batch_size)
         for start in tqdm(starts, desc="generating", disable=not progress, leave=False):
             indices = order[start : start + batch_size]

@@ -98,5 +98,3 @@ def head_score_figure(
         width=max(420, len(panels) * max(260, 26 * n_heads + 120)),
     )
     return figure
-
-

@@ -48,7 +48,9 @@ def identify_language(
     if isinstance(candidates, str):
         raise ValueError(f"candidates must be a list of language codes, got {candidates!r}")
     if not candidates:
-        raise ValueError("candidates is empty: name the languages to choose from, e.g. ['en', 'fr']")
+        raise ValueError(
+            "candidates is empty: name the languages to choose from, e.g. ['en', 'fr']"
+        )
     identifier = _identifier(tuple(sorted(set(candidates))))
 
     def one(text: str) -> str:

@@ -39,7 +39,6 @@ __all__ = [
     "perplexity",
     "rouge_l",
     "rouge_l_text",
-    "target_language_fraction",
     "token_ranks",
 ]
 
@@ -358,22 +357,6 @@ def chrf_pp(predictions: Sequence[str], references: Sequence[str]) -> float:
     _check_pairs(predictions, references, "predictions", "references")
     metric = sacrebleu.CHRF(word_order=2)
     return float(metric.corpus_score(list(predictions), [list(references)]).score)
-
-
-def target_language_fraction(texts: Sequence[str], lang: str) -> float:
-    """Fraction of texts in the target script: "zh*" = has CJK; anything else is taken to be a
-    Latin-script language (has Latin letters and no CJK).
-
-    >>> target_language_fraction(["猫", "cat", "猫 cat"], "zh")
-    0.6666666666666666
-    """
-    if not texts:
-        raise ValueError("texts is empty")
-    if lang.lower().startswith("zh"):
-        hits = sum(bool(_CJK.search(t)) for t in texts)
-    else:
-        hits = sum(bool(_LATIN.search(t)) and not _CJK.search(t) for t in texts)
-    return hits / len(texts)
 
 
 def _check_pairs(left: Sequence[str], right: Sequence[str], lname: str, rname: str) -> None:

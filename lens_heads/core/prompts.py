@@ -31,7 +31,6 @@ __all__ = [
     "answer_end_tokens",
     "collate",
     "encode_example",
-    "encode_examples",
     "encode_text",
     "has_chat_template",
     "hybrid_few_shot",
@@ -227,14 +226,6 @@ def encode_example(
     return EncodedExample(prompt_ids + answer_ids + end, len(prompt_ids), boundary_merged=True)
 
 
-def encode_examples(
-    tokenizer: Any, prompts: Sequence[str], answers: Sequence[str], *, chat: bool
-) -> list[EncodedExample]:
-    return [
-        encode_example(tokenizer, p, a, chat=chat) for p, a in zip(prompts, answers, strict=True)
-    ]
-
-
 def pad_token_id(tokenizer: Any) -> int:
     """The id that pads a batch: the tokenizer's pad token, else its EOS, else 0. Any id
     serves, since padded positions are masked out or never scored.
@@ -256,7 +247,8 @@ def collate(
 
     Right padding needs no attention mask for teacher-forced scoring and training: causal
     attention never lets a real token see the pads after it (and bf16 stays finite, unlike a
-    left-padded batch with fully masked rows; see DESIGN.md §3). ``answer_mask[b, p]`` is True
+    left-padded batch with fully masked rows, which gave NaN on both offline models).
+    ``answer_mask[b, p]`` is True
     where ``tokens[b, p]`` is an answer token (predicted by the logits at ``p - 1``).
 
     >>> tokens, answer_mask, lengths = collate([EncodedExample([5, 6, 7], 2)], pad_id=0)
@@ -322,7 +314,7 @@ def hybrid_few_shot(
     input reads ``x1{sep}y1{sep}...xk{sep}yk{sep}query`` -- exactly the base-model k-shot
     format once :class:`PromptFormat` (``chat=False``) appends the separator. Each example
     keeps its task's match rule and name (``Example.match``, ``Example.source``), which
-    :func:`lens_heads.engine.evaluation.evaluate` uses. Everything is drawn from ``random.Random(seed)``.
+    :func:`lens_heads.evaluate` uses. Everything is drawn from ``random.Random(seed)``.
 
     >>> from lens_heads.core.tasks import Example, Task
     >>> up = Task("up", tuple(Example(w, w.upper()) for w in "abcdefgh"), match="startswith")

@@ -223,6 +223,14 @@ class FolderResult:
         return cls._from_saved(meta, tensors)
 
 
+def read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None when it is missing, unreadable or half written."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def check_settings(
     stored: Mapping[str, Any],
     wanted: Mapping[str, Any],
@@ -249,7 +257,9 @@ def check_settings(
     fields = sorted((set(stored) | set(wanted)) - set(ignore))
     changed = [k for k in fields if stored.get(k) != wanted.get(k)]
     if changed:
-        details = "; ".join(f"{k}: saved {stored.get(k)!r}, this run {wanted.get(k)!r}" for k in changed)
+        details = "; ".join(
+            f"{k}: saved {stored.get(k)!r}, this run {wanted.get(k)!r}" for k in changed
+        )
         raise error(f"{os.fspath(where)} holds {what} with other settings ({details}); {remedy}")
 
 

@@ -509,28 +509,3 @@ def load_alignments(path: str | os.PathLike[str]) -> list[Alignment]:
                 ) from error
         result.append(pairs)
     return result
-
-
-def load_hf_task(
-    dataset: str,
-    *,
-    split: str = "train",
-    input_field: str = "input",
-    output_field: str = "output",
-    name: str | None = None,
-    instruction: str | None = None,
-    match: MatchRule = "contains",
-) -> Task:
-    """A task from a Hugging Face dataset (needs ``pip install datasets`` and network)."""
-    try:
-        import datasets
-    except ImportError as error:
-        raise ImportError(
-            "load_hf_task needs the datasets package: pip install datasets"
-        ) from error
-    rows = datasets.load_dataset(dataset, split=split)
-    examples = tuple(
-        _example({"input": row[input_field], "output": row[output_field]}, f"{dataset}[{i}]")
-        for i, row in enumerate(rows)
-    )
-    return Task(name or dataset, examples, instruction=instruction, match=match)

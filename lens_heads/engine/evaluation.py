@@ -40,8 +40,6 @@ _MASK_SETTINGS = {"random": "mask", "mask": "mask", "mask+instruction": "mask"}
 _INSTRUCTED = {"instruction", "mask+instruction"}
 
 
-
-
 def check_evaluation_arguments(*, batch_size: Any, n_eval: Any, max_new_tokens: Any) -> None:
     check_int("batch_size", batch_size, minimum=1)
     check_int("n_eval", n_eval, minimum=1)
@@ -83,7 +81,8 @@ def _plan(
                 raise ValueError("setting 'random' needs at least one seed in random_seeds")
             assert mask is not None
             runs += [
-                EvaluationRun(setting, s, HeadMask.random_like(mask, seed=s), False) for s in random_seeds
+                EvaluationRun(setting, s, HeadMask.random_like(mask, seed=s), False)
+                for s in random_seeds
             ]
         elif setting == "other_mask":
             runs.append(EvaluationRun(setting, -1, other_mask, False))

@@ -49,6 +49,7 @@ WORD_METRICS = ("accuracy", "exact_match", "echo_rate", "answer_ce", "perplexity
 
 TRANSLATION_METRICS = (*WORD_METRICS, "rouge_l", "bleu", "chrf")
 
+
 # -- the result ----------------------------------------------------------------------------------
 @dataclass
 class EvaluationResult:

@@ -82,6 +82,7 @@ def evaluation_figure(table: pd.DataFrame, metrics: Sequence[str], *, title: str
     )
     return figure
 
+
 def mask_trajectory_figure(trajectory: Any, steps: Sequence[int], *, title: str = "") -> go.Figure:
     """Figure 3: ``sigmoid(W)`` of every head against the training step.
 
@@ -163,6 +164,7 @@ def mask_trajectory_figure(trajectory: Any, steps: Sequence[int], *, title: str 
     )
     return figure
 
+
 def mask_heatmap_figure(probabilities: Any, *, title: str = "") -> go.Figure:
     """Figure 7: ``sigmoid(W)`` as a layer x head heat map (kept heads >= 0.5 marked "x").
 
@@ -194,6 +196,7 @@ def mask_heatmap_figure(probabilities: Any, *, title: str = "") -> go.Figure:
     )
     figure.update_layout(title=title or None, **head_grid_layout(n_layers, n_heads))
     return figure
+
 
 def training_curve_figure(history: pd.DataFrame, *, title: str = "") -> go.Figure:
     """Loss, temperature and heads kept per training step (``MaskTrainingResult.history``).

@@ -58,7 +58,6 @@ class EvaluationRun:
     instructed: bool
 
 
-
 def check_fits(
     model: ModelLike, encoded: Sequence[EncodedExample], evaluation: Task, new_tokens: int
 ) -> None:
@@ -70,6 +69,7 @@ def check_fits(
             new_tokens=max(new_tokens, len(item.answer_tokens)),
             what=f"evaluation example {index} ({example.input[:40]!r})",
         )
+
 
 def encode_prompts(
     model: ModelLike,
@@ -99,6 +99,7 @@ def encode_prompts(
         encoded.append(encode_example(tokenizer, prompt, example.output, chat=chat))
     return encoded
 
+
 def _logits_window(model: Any, tokens: torch.Tensor, keep: int) -> torch.Tensor:
     """Logits of the last ``keep`` positions. A ``TransformerBridge`` passes
     ``logits_to_keep`` to the Hugging Face model, which then unembeds only those positions
@@ -111,6 +112,7 @@ def _logits_window(model: Any, tokens: torch.Tensor, keep: int) -> torch.Tensor:
     if logits.shape[1] != keep:  # the keyword was accepted but ignored
         logits = logits[:, -keep:]
     return logits
+
 
 @torch.inference_mode()
 def _answer_nll(
@@ -162,9 +164,11 @@ def _answer_nll(
             start = stop
     return result
 
+
 def first_line_of(text: str) -> str:
     stripped = text.strip()
     return stripped.split("\n", 1)[0].strip() if stripped else ""
+
 
 def generate_and_score(
     model: ModelLike,
@@ -238,7 +242,9 @@ def generate_and_score(
                 generated[i] = tokens
     return generated, losses, stopped_by
 
+
 RunOutputs = tuple[list[list[int]], Float[Tensor, " n"], list[int | None] | None]
+
 
 def generate_stacked(
     model: ModelLike,
@@ -291,6 +297,7 @@ def generate_stacked(
         )
         for k in range(n_masks)
     ]
+
 
 def score_run(
     model: ModelLike,
@@ -370,6 +377,7 @@ def score_run(
             row["source"] = example.source
         records.append(row)
     return metrics, records
+
 
 def _ended_by(tokenizer: Any, stopped_by: list[int | None] | None, index: int) -> str | None:
     """How an output ended: its stop token as text (``<|im_end|>``, ``\\n``), ``"length"``

@@ -10,8 +10,8 @@ instruction-free task data with a Gumbel-sigmoid straight-through estimator, the
 >>> tuple(result.W.shape), result.mask.shape, len(result.history)
 ((2, 4), (2, 4), 3)
 
-The algorithm (``DESIGN.md`` §2): a logit ``W[l, h]`` per (layer, query head), initialised from
-N(4, 0.02); at every step each example of the batch draws its own noise ``G = log(-log U)``,
+The algorithm (Heads up! §3.2 and its reference code): a logit ``W[l, h]`` per (layer, query
+head), initialised from N(4, 0.02); at every step each example of the batch draws its own noise ``G = log(-log U)``,
 ``soft = sigmoid((W + G) / tau)``, ``hard = 1[soft > 0.5]`` and the forward pass uses
 ``hard - soft.detach() + soft`` on ``blocks.{l}.attn.hook_z`` (through
 :func:`lens_heads.core.hooks.mask_hooks`): the forward value is binary and the gradient is the soft
@@ -152,8 +152,6 @@ def _batch_indices(step: int, n: int, batch_size: int, seed: int) -> list[int]:
     generator = torch.Generator().manual_seed((seed * 1_000_003 + epoch + 1) % 2**63)
     order = torch.randperm(n, generator=generator)
     return order[offset * batch_size : (offset + 1) * batch_size].tolist()
-
-
 
 
 # -- the trainer -------------------------------------------------------------------------------

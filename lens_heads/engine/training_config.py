@@ -49,7 +49,7 @@ class TrainingConfig:
 
     ``n_eval`` examples at the end of the task (after an optional shuffle with ``split_seed``,
     as :meth:`lens_heads.core.tasks.Task.split`) are held out and never trained on;
-    :func:`lens_heads.engine.evaluation` with the same ``n_eval``/``split_seed`` (or a smaller ``n_eval``)
+    :func:`lens_heads.evaluate` with the same ``n_eval``/``split_seed`` (or a smaller ``n_eval``)
     evaluates on held-out examples only. ``n_eval=0`` trains on every example.
 
     Experimental (Appendix C.3, off by default): ``ffn_masks`` trains one more logit per layer

@@ -53,7 +53,7 @@ __all__ = ["DEFAULT_ALPHAS", "AlphaCurve", "alpha_curve", "check_alphas", "table
 #: The alphas of Figure 6: 0, 0.1, ..., 1.
 DEFAULT_ALPHAS: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
 
-#: The columns of Table 8 (metric keys of :data:`lens_heads.engine.evaluation.METRICS`).
+#: The columns of Table 8 (metric keys of :data:`lens_heads.engine.METRICS`).
 TABLE8_METRICS = ("answer_ce", "accuracy", "exact_match")
 
 
@@ -118,7 +118,7 @@ class AlphaCurve(FolderResult):
     """The task's metrics at each alpha (Figure 6), from :func:`alpha_curve`.
 
     ``runs`` has one row per evaluated run: ``setting`` (row label), ``alpha``, ``instructed``,
-    ``heads`` (heads of M) and each metric key of :data:`lens_heads.engine.evaluation.METRICS` that the
+    ``heads`` (heads of M) and each metric key of :data:`lens_heads.engine.METRICS` that the
     task kind has; the curve's rows come first (in the order of the alphas asked for), then
     the un-instructed masked point (``alpha = 0``, ``instructed`` False) when it was
     evaluated. ``records`` has the evaluator's per-example rows of every run, with ``alpha``
@@ -164,7 +164,7 @@ class AlphaCurve(FolderResult):
     # -- views --------------------------------------------------------------------------------
     @property
     def metrics(self) -> list[str]:
-        """The metric keys the runs have, in :data:`lens_heads.engine.evaluation.METRICS` order."""
+        """The metric keys the runs have, in :data:`lens_heads.engine.METRICS` order."""
         keys = TRANSLATION_METRICS if self.kind == "translation" else WORD_METRICS
         return [key for key in keys if key in self.runs.columns]
 
@@ -212,7 +212,7 @@ class AlphaCurve(FolderResult):
     def to_frame(self) -> pd.DataFrame:
         """One row per run (the curve by ascending alpha, then the un-instructed point):
         ``setting, alpha, instruction, heads of M`` and each metric's column name of
-        :data:`~lens_heads.engine.evaluation.METRICS`."""
+        :data:`~lens_heads.engine.METRICS`."""
         frame = pd.concat([self.curve, self.runs[self.runs["instructed"] != self._instructed]])
         columns = ["setting", "alpha", "instructed", "heads", *self.metrics]
         frame = frame[[c for c in columns if c in frame.columns]].reset_index(drop=True)
@@ -368,7 +368,7 @@ def alpha_curve(
 
     At ``alpha`` the heads M keeps stay at x1 and the others are multiplied by ``alpha``
     (:meth:`HeadMask.with_alpha`; the mask's own alpha is ignored): ``alpha = 1`` is the full
-    model, ``alpha = 0`` the hard mask. Each run is scored by :func:`lens_heads.engine.evaluation`'s
+    model, ``alpha = 0`` the hard mask. Each run is scored by :func:`lens_heads.evaluate`'s
     rules (greedy, the task's match rule; answer CE teacher forced; BLEU/chrF++ for sentence
     tasks), with the task's instruction (``instruction=True``), another one (a string) or none
     (False). With ``uninstructed`` (and an instruction) the masked model without instruction
@@ -392,7 +392,9 @@ def alpha_curve(
     batch_size = 16 if batch_size is None else batch_size
     check_evaluation_arguments(batch_size=batch_size, n_eval=n_eval, max_new_tokens=max_new_tokens)
     instructed = instruction is not False
-    plan = [EvaluationRun(_label(a, instructed), -1, mask_.with_alpha(a), instructed) for a in values]
+    plan = [
+        EvaluationRun(_label(a, instructed), -1, mask_.with_alpha(a), instructed) for a in values
+    ]
     if uninstructed and instructed:
         plan.append(EvaluationRun(_label(0.0, False), -1, mask_.with_alpha(0.0), False))
     run_rows, record_rows, config = run_plan(

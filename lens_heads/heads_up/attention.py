@@ -268,7 +268,7 @@ def attention_on_target(
     request.
 
     ``targets``: one per prompt, a word of the prompt's input (``"pear"``) or a character
-    span ``(start, end)`` of it. Prompts are rendered as :func:`lens_heads.engine.evaluation` renders
+    span ``(start, end)`` of it. Prompts are rendered as :func:`lens_heads.evaluate` renders
     them (chat template when the tokenizer has one); the target is located inside the rendered
     prompt, so instructed prompts attend to the same word.
     """

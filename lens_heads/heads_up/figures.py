@@ -26,6 +26,7 @@ _TARGET_COLOUR = "#d62728"
 
 _ORIGINAL_BLUES = ["#08306b", "#08519c", "#2171b5", "#4292c6", "#6baed6", "#9ecae1"]
 
+
 def sweep_rank_figure(
     frame: pd.DataFrame, *, switch: int | None = None, title: str = ""
 ) -> go.Figure:
@@ -86,7 +87,9 @@ def sweep_rank_figure(
     )
     return figure
 
+
 _SWEEP_PALETTE = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+
 
 def sweep_overlay_figure(
     curves: Sequence[dict[str, Any]], *, title: str = "", stay: int = 3
@@ -139,11 +142,12 @@ def sweep_overlay_figure(
     )
     return figure
 
+
 def sweep_similarity_figure(frame: pd.DataFrame, *, title: str = "") -> go.Figure:
     """Figure 5: cosine similarity to the reference run against the heads removed, one line per
     layer (darker for later layers), one panel per hidden state (decoder / attention output).
 
-    ``frame`` is :meth:`lens_heads.heads_up.sweep.SweepResult.similarity_frame` (columns ``n_removed,
+    ``frame`` is :meth:`SweepResult.similarity_frame` (columns ``n_removed,
     layer, kind, cosine``).
 
     >>> frame = pd.DataFrame({"n_removed": [0, 1] * 2, "layer": [0, 0, 1, 1],
@@ -193,10 +197,12 @@ def sweep_similarity_figure(frame: pd.DataFrame, *, title: str = "") -> go.Figur
     )
     return figure
 
+
 # -- logit lens (Table 41) and layer similarity (Figure 4) (issue 6) ----------------------------
 # One hue per comparison: dark for decoder outputs, light for attention outputs.
 _PAIRED = [("#08519c", "#9ecae1"), ("#a63603", "#fdae6b"), ("#006d2c", "#a1d99b"),
            ("#54278f", "#bcbddc"), ("#252525", "#bdbdbd")]  # fmt: skip
+
 
 def logit_lens_figure(
     target_probs: Any,
@@ -270,13 +276,16 @@ def logit_lens_figure(
     )
     return figure
 
+
 def _short_token(text: str, limit: int = 5) -> str:
     """A token cut to ``limit`` characters (the last one an ellipsis) to fit a narrow cell."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
+
 def _short_label(label: str, limit: int = 5) -> str:
     """Each ``<br>`` line of a tick label cut to ``limit`` characters."""
     return "<br>".join(_short_token(line, limit) for line in label.split("<br>"))
+
 
 def similarity_figure(
     cosine: Any,
@@ -373,6 +382,7 @@ def similarity_figure(
     )
     return figure
 
+
 def top_tokens_figure(frame: pd.DataFrame, *, title: str = "") -> go.Figure:
     """Table 4b as bars: one panel per setting, its top tokens' logits (rank 1 at the top),
     each bar labelled with the token's rank change relative to the reference setting.
@@ -418,6 +428,7 @@ def top_tokens_figure(frame: pd.DataFrame, *, title: str = "") -> go.Figure:
         width=max(420, 320 * len(settings)),
     )
     return figure
+
 
 # -- scaled masks: Figure 6 ----------------------------------------------------------------------
 def alpha_curve_figure(

@@ -55,8 +55,6 @@ def _settings(
     return runs
 
 
-
-
 @dataclass
 class LogitLensResult(FolderResult):
     """The logit lens of one or more settings at one position (Heads up! Table 41).

@@ -33,7 +33,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -405,32 +405,17 @@ def removal_sweep(
     >>> result.n_removed, result.removed_heads
     ([0, 1, 2], ['', 'L1H0', 'L0H3'])
     """
-    engines = {"batched": _batched_chunks, "naive": _naive_chunks}
-    if engine not in engines:
-        raise ValueError(f"engine must be 'batched' or 'naive', got {engine!r}")
-    run_chunks = engines[engine]
-    if not prompt.strip():
-        raise ValueError("the prompt is empty: give the text to run the model on, e.g. 'apple'")
-    if reference_prompt is not None and not reference_prompt.strip():
-        raise ValueError("reference_prompt is empty; pass None to skip the similarity")
-    if isinstance(every, bool) or every < 1:
-        raise ValueError(f"every must be a positive number of heads, got {every}")
-    if track_top_k < 0:
-        raise ValueError(f"track_top_k must be >= 0, got {track_top_k}")
-    if generate_tokens < 0:
-        raise ValueError(
-            f"generate_tokens must be >= 0 (0: no continuations), got {generate_tokens}"
-        )
-    if batch_size is not None and batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    _check_sweep_arguments(
+        prompt, reference_prompt, engine, every, track_top_k, generate_tokens, batch_size
+    )
     if influential_k is not None and influential_k < 1:
         raise ValueError(f"influential_k must be positive, got {influential_k}")
     if target is None and track_top_k == 0:
         raise ValueError("nothing to track: pass target= or track_top_k > 0")
+    run_chunks = _ENGINES[engine]
     started = time.perf_counter()
     tokenizer = model.tokenizer
     shape = head_shape(model)
-    d_vocab = int(model.cfg.d_vocab)
     prompt_ids = encode_text(tokenizer, prompt, chat=chat)
     check_context(model, len(prompt_ids), new_tokens=generate_tokens, what=f"the prompt {prompt!r}")
     if reference_prompt is not None:  # before any compute
@@ -442,6 +427,7 @@ def removal_sweep(
     prompt_text = PromptFormat(chat=True).render(prompt, tokenizer) if chat else prompt
     target_id = None
     if target is not None:
+        d_vocab = int(model.cfg.d_vocab)
         target_id = resolve_target(tokenizer, prompt_text, target, chat=chat, d_vocab=d_vocab)
     influential = isinstance(order, str) and order == "influential"
     if influential:
@@ -460,51 +446,28 @@ def removal_sweep(
         )
 
     steps = _steps(len(heads), every)
-    masks = _prefix_masks(heads, steps, shape)
-    capture = reference_prompt is not None
-    reference: tuple[Tensor, Tensor] | None = None
-    if reference_prompt is not None:
-        reference_ids = encode_text(tokenizer, reference_prompt, chat=chat)
-        tokens = torch.tensor([reference_ids], dtype=torch.long, device=model.cfg.device)
-        _, resid, attn = _forward(model, tokens, None, capture=True)
-        assert resid is not None and attn is not None
-        reference = (resid[0], attn[0])
-
-    tracked: Tensor | None = None
-    rank_rows: list[Tensor] = []
-    logit_rows: list[Tensor] = []
-    top1: list[int] = []
-    outputs: list[list[int]] = []
-    resid_rows: list[Tensor] = []
-    attn_rows: list[Tensor] = []
+    rows = _Rows(reference=_reference_states(model, reference_prompt, chat))
     bar = tqdm(total=len(steps), desc="removal sweep", disable=not progress, leave=False)
     try:
         chunks = run_chunks(
             model,
             prompt_ids,
-            masks,
-            capture=capture,
+            _prefix_masks(heads, steps, shape),
+            capture=reference_prompt is not None,
             generate_tokens=generate_tokens,
             batch_size=batch_size,
         )
         for count, chunk in chunks:
-            if tracked is None:  # the first chunk starts with step 0: the full model
-                tracked = _tracked_ids(chunk.last_logits[0], target_id, track_top_k)
-            rank_rows.append(token_ranks(chunk.last_logits, tracked))
-            logit_rows.append(chunk.last_logits[:, tracked])
-            top1 += chunk.last_logits.argmax(dim=-1).tolist()
-            outputs += chunk.outputs
-            if reference is not None and chunk.resid is not None and chunk.attn is not None:
-                resid_rows.append(_cosine(chunk.resid, reference[0]))
-                attn_rows.append(_cosine(chunk.attn, reference[1]))
+            rows.add(chunk, target_id, track_top_k)
             bar.update(count)
     finally:
         bar.close()
-    assert tracked is not None
-    token_ids = [int(i) for i in tracked.tolist()]
+    assert rows.tracked is not None
+    token_ids = [int(i) for i in rows.tracked.tolist()]
     roles = [
         "target" if i == 0 and target_id is not None else "original" for i in range(len(token_ids))
     ]
+    order_kind = "list" if isinstance(order, Sequence) else "weights"
     metadata = {
         "chat": chat,
         "every": every,
@@ -512,9 +475,7 @@ def removal_sweep(
         "track_top_k": track_top_k,
         "batch_size": batch_size,
         "engine": engine,
-        "order_kind": "influential"
-        if influential
-        else ("list" if isinstance(order, Sequence) else "weights"),
+        "order_kind": "influential" if influential else order_kind,
         "influential_k": influential_k,
         "influence_gain": gains,
         "prompt_tokens": len(prompt_ids),
@@ -528,19 +489,85 @@ def removal_sweep(
         token_ids=token_ids,
         tokens=[tokenizer.decode([i]) for i in token_ids],
         roles=roles,
-        ranks=torch.cat(rank_rows).long(),
-        logits=torch.cat(logit_rows).float(),
-        top1_ids=[int(i) for i in top1],
-        top1_tokens=[tokenizer.decode([i]) for i in top1],
-        output_ids=[[int(t) for t in row] for row in outputs],
-        outputs=[tokenizer.decode(row, skip_special_tokens=True) for row in outputs],
+        ranks=torch.cat(rows.ranks).long(),
+        logits=torch.cat(rows.logits).float(),
+        top1_ids=[int(i) for i in rows.top1],
+        top1_tokens=[tokenizer.decode([i]) for i in rows.top1],
+        output_ids=[[int(t) for t in row] for row in rows.outputs],
+        outputs=[tokenizer.decode(row, skip_special_tokens=True) for row in rows.outputs],
         target=None if target is None else str(target),
         target_id=target_id,
         reference_prompt=reference_prompt,
-        resid_similarity=torch.cat(resid_rows) if resid_rows else None,
-        attn_similarity=torch.cat(attn_rows) if attn_rows else None,
+        resid_similarity=torch.cat(rows.resid) if rows.resid else None,
+        attn_similarity=torch.cat(rows.attn) if rows.attn else None,
         metadata=metadata,
     )
+
+
+def _check_sweep_arguments(
+    prompt: str,
+    reference_prompt: str | None,
+    engine: str,
+    every: int,
+    track_top_k: int,
+    generate_tokens: int,
+    batch_size: int | None,
+) -> None:
+    if engine not in _ENGINES:
+        raise ValueError(f"engine must be 'batched' or 'naive', got {engine!r}")
+    if not prompt.strip():
+        raise ValueError("the prompt is empty: give the text to run the model on, e.g. 'apple'")
+    if reference_prompt is not None and not reference_prompt.strip():
+        raise ValueError("reference_prompt is empty; pass None to skip the similarity")
+    if isinstance(every, bool) or every < 1:
+        raise ValueError(f"every must be a positive number of heads, got {every}")
+    if track_top_k < 0:
+        raise ValueError(f"track_top_k must be >= 0, got {track_top_k}")
+    if generate_tokens < 0:
+        raise ValueError(
+            f"generate_tokens must be >= 0 (0: no continuations), got {generate_tokens}"
+        )
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+
+
+def _reference_states(
+    model: ModelLike, reference_prompt: str | None, chat: bool
+) -> tuple[Tensor, Tensor] | None:
+    """The full model's decoder and attention outputs ``[n_layers, d]`` at the reference
+    prompt's last position (what every step is compared with, Figure 5)."""
+    if reference_prompt is None:
+        return None
+    reference_ids = encode_text(model.tokenizer, reference_prompt, chat=chat)
+    tokens = torch.tensor([reference_ids], dtype=torch.long, device=model.cfg.device)
+    _, resid, attn = _forward(model, tokens, None, capture=True)
+    assert resid is not None and attn is not None
+    return resid[0], attn[0]
+
+
+@dataclass
+class _Rows:
+    """What the sweep records, chunk after chunk of steps."""
+
+    reference: tuple[Tensor, Tensor] | None
+    tracked: Tensor | None = None
+    ranks: list[Tensor] = field(default_factory=list)
+    logits: list[Tensor] = field(default_factory=list)
+    top1: list[int] = field(default_factory=list)
+    outputs: list[list[int]] = field(default_factory=list)
+    resid: list[Tensor] = field(default_factory=list)
+    attn: list[Tensor] = field(default_factory=list)
+
+    def add(self, chunk: _Chunk, target_id: int | None, track_top_k: int) -> None:
+        if self.tracked is None:  # the first chunk starts with step 0: the full model
+            self.tracked = _tracked_ids(chunk.last_logits[0], target_id, track_top_k)
+        self.ranks.append(token_ranks(chunk.last_logits, self.tracked))
+        self.logits.append(chunk.last_logits[:, self.tracked])
+        self.top1 += chunk.last_logits.argmax(dim=-1).tolist()
+        self.outputs += chunk.outputs
+        if self.reference is not None and chunk.resid is not None and chunk.attn is not None:
+            self.resid.append(_cosine(chunk.resid, self.reference[0]))
+            self.attn.append(_cosine(chunk.attn, self.reference[1]))
 
 
 def _tracked_ids(full_logits: Tensor, target_id: int | None, k: int) -> Tensor:
@@ -554,3 +581,6 @@ def _tracked_ids(full_logits: Tensor, target_id: int | None, k: int) -> Tensor:
 def _cosine(states: Tensor, reference: Tensor) -> Tensor:
     """Cosine similarity ``[b, n_layers]`` of ``states`` [b, L, d] with ``reference`` [L, d]."""
     return torch.nn.functional.cosine_similarity(states, reference[None], dim=-1)
+
+
+_ENGINES = {"batched": _batched_chunks, "naive": _naive_chunks}

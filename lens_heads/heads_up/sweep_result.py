@@ -27,6 +27,7 @@ _FORMAT = "lens_heads.removal_sweep/1"
 #: the display name of each.
 SIMILARITY_KINDS = {"resid_similarity": "decoder output", "attn_similarity": "attention output"}
 
+
 # -- the result ----------------------------------------------------------------------------------
 @dataclass
 class SweepResult:
@@ -379,6 +380,7 @@ class SweepResult:
                 f"{folder} is not a readable sweep ({type(error).__name__}: {error}); re-create "
                 "it with SweepResult.save()"
             ) from error
+
 
 def plot_sweeps(
     sweeps: Mapping[str, SweepResult] | Sequence[SweepResult] | SweepResult,

@@ -1,1 +1,9 @@
-"""lahis"""
+"""LAHIS (Liu et al., 2025): language heads found by gradient importance (layer 2).
+
+It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another research line.
+
+* importance -- ``head_importance``: the gradient of the LM loss in a head mask of ones
+* languages -- ``language_heads``: language-specific and language-general heads
+* language_experiments -- cross-language perplexity and attention transfer (x3/x5, x0)
+* soft_mask_experiment, soft_mask_result -- a soft mask on a language's top heads vs random heads
+"""

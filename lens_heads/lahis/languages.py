@@ -41,7 +41,7 @@ def load_texts_by_language(
     source: Mapping[str, Sequence[str]] | ParallelCorpus | str | os.PathLike[str] | None = None,
 ) -> dict[str, list[str]]:
     """Documents per language from: ``None`` (the built-in en/fr/es/de/zh corpus), a mapping,
-    a :class:`~lens_heads.core.tasks.ParallelCorpus`, a TSV file (header = language codes, one column
+    a :class:`ParallelCorpus`, a TSV file (header = language codes, one column
     each) or a folder of ``<lang>.txt`` files (one document per non-empty line)."""
     if source is None:
         source = parallel_corpus()
@@ -186,9 +186,6 @@ class LanguageHeads(FolderResult):
         """A binary mask selecting ``language``'s specific heads."""
         i = self._index(language)
         return HeadMask((self.sets[i] & ~self.general).float())
-
-    def general_mask(self) -> HeadMask:
-        return HeadMask(self.general.float())
 
     def ranking(self, language: str) -> list[str]:
         """All heads by ``language``'s score, highest first."""

@@ -1,14 +1,10 @@
 """LAHIS experiment (c): a soft mask on a language's top heads against no mask and against soft
 masks on random heads of the same size, each trained on the same translation examples
 (:func:`lens_heads.train_mask` with ``TrainingConfig(soft=True, trainable=heads)``) and
-evaluated on the same held-out sentences (:func:`lens_heads.engine.evaluation`).
+evaluated on the same held-out sentences (:func:`lens_heads.evaluate`).
 
->>> from lens_heads.lahis.soft_mask_experiment import SoftMaskExperiment
->>> result = SoftMaskExperiment.example()
->>> result.to_frame()["answer CE (paper: PPL)"].round(2).tolist()
-[3.0, 2.5, 2.95]
->>> result.top_heads, result.random_heads
-(['L1H0'], [['L0H1'], ['L1H1']])
+>>> top_heads(["L1H0", "L0H3", "L1H2"], (2, 4), fraction=0.25)
+['L1H0', 'L0H3']
 """
 
 from __future__ import annotations
@@ -18,22 +14,19 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pandas as pd
 import torch
-from jaxtyping import Float
 from torch import Tensor
 
 from lens_heads.core.checks import check_int
 from lens_heads.core.masks import MaskShapeError, format_head, parse_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.scales import HeadScale
-from lens_heads.core.storage import FolderResult, check_settings, record_settings
-from lens_heads.core.tables import mean_std_table
+from lens_heads.core.storage import check_settings, record_settings
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine import (
-    METRICS,
     EvaluationResult,
     MaskTrainingResult,
     TrainingConfig,
@@ -42,6 +35,7 @@ from lens_heads.engine import (
 )
 from lens_heads.lahis.importance import HeadImportance
 from lens_heads.lahis.languages import LanguageHeads
+from lens_heads.lahis.soft_mask_result import SoftMaskExperiment
 
 __all__ = [
     "SoftMaskExperiment",
@@ -51,12 +45,6 @@ __all__ = [
     "top_heads",
 ]
 
-#: Condition keys, in table order, with their row labels.
-CONDITIONS: dict[str, str] = {
-    "none": "no mask",
-    "top": "soft mask, top heads",
-    "random": "soft mask, random heads",
-}
 _PLAN = "plan.json"
 _OUTPUT_COLUMNS = ("index", "input", "answer", "prediction", "answer_ce")
 
@@ -165,198 +153,6 @@ def random_heads(exclude: Sequence[str], shape: tuple[int, int], k: int, seed: i
     return [format_head(*candidates[i]) for i in chosen]
 
 
-# -- the result ---------------------------------------------------------------------------------
-@dataclass
-class SoftMaskExperiment(FolderResult):
-    """No mask / a soft mask on the top heads / soft masks on random heads (one per seed),
-    evaluated on the same held-out examples.
-
-    ``runs`` has one row per (condition, seed) with the trained ``heads`` and their
-    ``multipliers``, the mean training loss of the first and last epoch and every metric the
-    evaluator reported (:data:`lens_heads.engine.evaluation.METRICS` keys: ``answer_ce``, ``chrf``,
-    ``bleu``...). ``multipliers[i]`` is the trained soft mask of ``mask_names[i]`` (``"top"``,
-    ``"random-<seed>"``): exactly 1 on every head it did not train. ``outputs`` holds each
-    held-out example's prediction per run, ``history`` the training loss per step.
-
-    >>> result = SoftMaskExperiment.example()
-    >>> result.masks()["top"].values.tolist()
-    [[1.0, 1.0], [1.25, 1.0]]
-    """
-
-    runs: pd.DataFrame
-    multipliers: Float[Tensor, "n_masks n_layers n_heads"]
-    mask_names: list[str]
-    model: str
-    task: str
-    language: str | None
-    fraction: float
-    top_heads: list[str]
-    random_heads: list[list[str]]
-    random_seeds: list[int]
-    n_train: int
-    n_eval: int
-    config: dict[str, Any]
-    outputs: pd.DataFrame = field(default_factory=pd.DataFrame)
-    history: pd.DataFrame = field(default_factory=pd.DataFrame)
-    notes: list[str] = field(default_factory=list)
-
-    _format: ClassVar[str] = "lens_heads.soft_mask_experiment/1"
-
-    @classmethod
-    def example(cls) -> SoftMaskExperiment:
-        """A small hand-made result (documentation and tests)."""
-        runs = pd.DataFrame(
-            {
-                "condition": ["none", "top", "random", "random"],
-                "seed": [-1, -1, 0, 1],
-                "n_heads": [0, 1, 1, 1],
-                "heads": ["", "L1H0", "L0H1", "L1H1"],
-                "multipliers": ["", "L1H0=1.25", "L0H1=0.9", "L1H1=1.1"],
-                "answer_ce": [3.0, 2.5, 2.9, 3.0],
-                "chrf": [30.0, 36.0, 31.0, 29.0],
-            }
-        )
-        multipliers = torch.ones(3, 2, 2)
-        multipliers[0, 1, 0], multipliers[1, 0, 1], multipliers[2, 1, 1] = 1.25, 0.9, 1.1
-        return cls(
-            runs=runs,
-            multipliers=multipliers,
-            mask_names=["top", "random-0", "random-1"],
-            model="example",
-            task="en-fr",
-            language="fr",
-            fraction=0.25,
-            top_heads=["L1H0"],
-            random_heads=[["L0H1"], ["L1H1"]],
-            random_seeds=[0, 1],
-            n_train=8,
-            n_eval=4,
-            config={},
-        )
-
-    @property
-    def metrics(self) -> list[str]:
-        """The metric keys the runs have, in :data:`~lens_heads.engine.evaluation.METRICS` order."""
-        return [key for key in METRICS if key in self.runs.columns]
-
-    def masks(self) -> dict[str, HeadScale]:
-        """Each trained soft mask as a :class:`HeadScale` (``"top"``, ``"random-<seed>"``)."""
-        meta = {"model": self.model, "task": self.task, "trained_with": "soft"}
-        return {
-            name: HeadScale(values.clone(), metadata={**meta, "condition": name})
-            for name, values in zip(self.mask_names, self.multipliers, strict=True)
-        }
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per condition (index: ``no mask``, ``soft mask, top heads``, ``soft mask,
-        random heads``) with ``heads`` (trained heads per mask), ``seeds`` and each metric
-        (column names of :data:`~lens_heads.engine.evaluation.METRICS`); random heads show the mean over
-        seeds and a ``"<metric> std"`` column (sample standard deviation; NaN for single runs)."""
-        rows = []
-        for key, label in CONDITIONS.items():
-            runs = self.runs[self.runs["condition"] == key]
-            if runs.empty:
-                continue
-            row: dict[str, Any] = {
-                "condition": label,
-                "trained heads": int(runs["n_heads"].iloc[0]),
-                "seeds": len(runs),
-            }
-            for metric in self.metrics:
-                values = runs[metric].astype(float)
-                row[METRICS[metric]] = float(values.mean())
-                row[f"{METRICS[metric]} std"] = float(values.std()) if len(values) > 1 else math.nan
-            rows.append(row)
-        return pd.DataFrame(rows).set_index("condition")
-
-    def differences(self) -> dict[str, float]:
-        """Answer CE (and chrF++ when reported) of the top-heads mask minus no mask and minus the
-        mean of the random masks (negative CE differences: the top heads help)."""
-        table = self.to_frame()
-        top, none, rand = (CONDITIONS[k] for k in ("top", "none", "random"))
-        found: dict[str, float] = {}
-        for metric, name in (("answer_ce", "ce"), ("chrf", "chrf")):
-            column = METRICS[metric]
-            if column not in table.columns or top not in table.index:
-                continue
-            for other, suffix in ((none, "none"), (rand, "random")):
-                if other in table.index:
-                    found[f"{name}_top_minus_{suffix}"] = float(
-                        table.loc[top, column] - table.loc[other, column]
-                    )
-        return found
-
-    def to_markdown(self, digits: int = 3) -> str:
-        """The table, ``mean ± std`` for the random heads, with the heads and differences."""
-        metrics = [METRICS[m] for m in self.metrics]
-        table = mean_std_table(self.to_frame(), metrics, keep=["trained heads"], digits=digits)
-        trained = self.runs[self.runs["condition"] != "none"]
-        heads = "".join(
-            f"\n- {CONDITIONS[c]}{'' if s < 0 else f' (seed {s})'}: {m}"
-            for c, s, m in zip(
-                trained["condition"], trained["seed"], trained["multipliers"], strict=True
-            )
-        )
-        differences = ", ".join(f"{k} = {v:+.{digits}f}" for k, v in self.differences().items())
-        notes = "".join(f"\n- {note}" for note in self.notes)
-        steps = self.config.get("steps", "?")
-        title = (
-            f"Soft mask on the top {self.fraction:g} of heads "
-            f"({self.language or 'ranking'}) vs random heads: **{self.task}** on "
-            f"**{self.model}** ({self.n_train} training examples, {steps} steps at batch "
-            f"{self.config.get('batch_size', '?')}, lr {self.config.get('lr', '?')}; "
-            f"{self.n_eval} held-out examples; random seeds {self.random_seeds})"
-        )
-        return (
-            title
-            + "\n\n"
-            + table
-            + "\n\nTrained multipliers:"
-            + heads
-            + (f"\n\nDifferences: {differences}" if differences else "")
-            + ("\n\nNotes:" + notes if notes else "")
-            + "\n"
-        )
-
-    def plot(self) -> Any:
-        """Bars per condition for answer CE, chrF++ and BLEU (those reported; error bars: std
-        over the random seeds)."""
-        from lens_heads.engine import evaluation_figure
-
-        wanted = [m for m in ("answer_ce", "chrf", "bleu") if m in self.metrics] or self.metrics
-        return evaluation_figure(
-            self.to_frame(),
-            [METRICS[m] for m in wanted],
-            title=f"Soft masks: top vs random heads, {self.task} on {self.model}",
-        )
-
-    # -- io -------------------------------------------------------------------------------------
-    def _to_saved(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        meta = {
-            "runs": self.runs.to_dict("list"),
-            "mask_names": self.mask_names,
-            "model": self.model,
-            "task": self.task,
-            "language": self.language,
-            "fraction": self.fraction,
-            "top_heads": self.top_heads,
-            "random_heads": self.random_heads,
-            "random_seeds": self.random_seeds,
-            "n_train": self.n_train,
-            "n_eval": self.n_eval,
-            "config": self.config,
-            "outputs": self.outputs.to_dict("list"),
-            "history": self.history.to_dict("list"),
-            "notes": self.notes,
-        }
-        return meta, {"multipliers": self.multipliers}
-
-    @classmethod
-    def _from_saved(cls, meta: dict[str, Any], tensors: dict[str, Any]) -> SoftMaskExperiment:
-        frames = {key: pd.DataFrame(meta.pop(key)) for key in ("runs", "outputs", "history")}
-        return cls(multipliers=tensors["multipliers"], **frames, **meta)
-
-
 # -- the experiment -----------------------------------------------------------------------------
 
 
@@ -389,6 +185,120 @@ def _epoch_losses(history: pd.DataFrame, per_epoch: int) -> tuple[float, float]:
     first = losses[:per_epoch]
     last = losses[-per_epoch:]
     return sum(first) / len(first), sum(last) / len(last)
+
+
+def _checked_config(
+    config: TrainingConfig | None, n_random_seeds: int, n_train: int, n_eval: int, epochs: Any
+) -> TrainingConfig:
+    """The soft training config, after checking the experiment's counts against it."""
+    check_int("n_random_seeds", n_random_seeds, minimum=1)
+    check_int("n_train", n_train, minimum=1)
+    check_int("n_eval", n_eval, minimum=1)
+    if epochs is not None:
+        check_int("epochs", epochs, minimum=1)
+    base = soft_mask_config() if config is None else config
+    if not base.soft:
+        raise ValueError(
+            "the experiment trains soft masks: pass a config with soft=True (soft_mask_config())"
+        )
+    if base.trainable is not None:
+        raise ValueError(
+            "the experiment chooses the trainable heads itself: leave config.trainable None"
+        )
+    if n_train < base.batch_size:
+        raise ValueError(
+            f"n_train={n_train} is smaller than the batch size {base.batch_size}: no full batch "
+            "to train on; raise n_train or lower config.batch_size"
+        )
+    return base
+
+
+@dataclass
+class _Runner:
+    """Trains and evaluates one condition at a time, reusing what ``folder`` already holds."""
+
+    model: ModelLike
+    base: TrainingConfig
+    train: Task
+    evaluation_task: Task
+    evaluation_args: dict[str, Any]
+    per_epoch: int
+    folder: Path | None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[pd.DataFrame] = field(default_factory=list)
+    histories: list[pd.DataFrame] = field(default_factory=list)
+    multipliers: list[Tensor] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+
+    def trained(self, name: str, heads: list[str]) -> MaskTrainingResult:
+        config = replace(self.base, trainable=tuple(heads))
+        place = None if self.folder is None else self.folder / name
+        if place is not None and (place / "training.json").is_file():
+            done = MaskTrainingResult.load(place)
+            check_settings(
+                {"trainable": done.config.trainable, "steps": done.config.steps},
+                {"trainable": config.trainable, "steps": config.steps},
+                where=place,
+                what="a soft mask",
+                remedy="delete it or choose another out folder",
+            )
+            return done
+        result = train_mask(
+            self.model,
+            self.train,
+            config,
+            checkpoint_dir=None if place is None else place / "checkpoints",
+            resume=place is not None,
+            progress=bool(self.evaluation_args["progress"]),
+        )
+        if place is not None:
+            result.save(place)
+        return result
+
+    def evaluated(self, name: str, mask: HeadScale | None) -> EvaluationResult:
+        place = None if self.folder is None else self.folder / name / "evaluation"
+        if place is not None and (place / "result.json").is_file():
+            return EvaluationResult.load(place)
+        setting = "original" if mask is None else "mask"
+        task = self.evaluation_task
+        result = evaluate(self.model, task, [setting], mask=mask, **self.evaluation_args)
+        if place is not None:
+            result.save(place)
+        return result
+
+    def run(self, condition: str, name: str, seed: int, heads: list[str]) -> None:
+        """Train (when ``heads``) and evaluate one condition; append its row and outputs."""
+        row: dict[str, Any] = {
+            "condition": condition,
+            "seed": seed,
+            "n_heads": len(heads),
+            "heads": " ".join(heads),
+            "multipliers": "",
+        }
+        mask = None
+        if heads:
+            training = self.trained(name, heads)
+            mask = training.mask
+            assert isinstance(mask, HeadScale)
+            values = mask.values
+            row["multipliers"] = " ".join(
+                f"{label}={float(values[parse_head(label)]):.4g}" for label in heads
+            )
+            row["train_loss_first_epoch"], row["train_loss_last_epoch"] = _epoch_losses(
+                training.history, self.per_epoch
+            )
+            row["train_seconds"] = float(training.timing.get("seconds", math.nan))
+            self.multipliers.append(values.float())
+            self.names.append(name)
+            history = training.history[["step", "loss"]].copy()
+            history.insert(0, "mask", name)
+            self.histories.append(history)
+        evaluation = self.evaluated(name, mask)
+        run = evaluation.runs.iloc[0]
+        row.update({metric: float(run[metric]) for metric in evaluation.metrics})
+        self.rows.append(row)
+        records = evaluation.records[list(_OUTPUT_COLUMNS)]
+        self.outputs.append(records.assign(condition=condition, seed=seed))
 
 
 def soft_mask_experiment(
@@ -439,25 +349,7 @@ def soft_mask_experiment(
     """
     task = task if isinstance(task, Task) else get_task(task)
     shape = head_shape(model)
-    check_int("n_random_seeds", n_random_seeds, minimum=1)
-    check_int("n_train", n_train, minimum=1)
-    check_int("n_eval", n_eval, minimum=1)
-    if epochs is not None:
-        check_int("epochs", epochs, minimum=1)
-    base = soft_mask_config() if config is None else config
-    if not base.soft:
-        raise ValueError(
-            "the experiment trains soft masks: pass a config with soft=True (soft_mask_config())"
-        )
-    if base.trainable is not None:
-        raise ValueError(
-            "the experiment chooses the trainable heads itself: leave config.trainable None"
-        )
-    if n_train < base.batch_size:
-        raise ValueError(
-            f"n_train={n_train} is smaller than the batch size {base.batch_size}: no full batch "
-            "to train on; raise n_train or lower config.batch_size"
-        )
+    base = _checked_config(config, n_random_seeds, n_train, n_eval, epochs)
     per_epoch = n_train // base.batch_size
     steps = base.steps if epochs is None else epochs * per_epoch
     base = replace(base, steps=steps, n_eval=0, split_seed=None)
@@ -466,22 +358,26 @@ def soft_mask_experiment(
     seeds = list(range(n_random_seeds))
     randoms = [random_heads(top, shape, len(top), seed) for seed in seeds]
     pool, held_out = _split(task, n_train, n_eval, split_seed)
-    train = replace(pool.head(n_train), name=f"{task.name}:train{n_train}")
-    # evaluate() holds out the last n_eval examples: the pool (demonstrations) then the held-out
-    evaluation_task = replace(task, examples=pool.examples + held_out.examples)
-    evaluation_args: dict[str, Any] = {
-        "n_eval": len(held_out),
-        "batch_size": eval_batch_size,
-        "chat": base.chat,
-        "shots": base.shots,
-        "separator": base.separator,
-        "max_new_tokens": max_new_tokens,
-        "progress": progress,
-    }
-
-    folder = None if out is None else Path(out)
-    if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
+    runner = _Runner(
+        model=model,
+        base=base,
+        train=replace(pool.head(n_train), name=f"{task.name}:train{n_train}"),
+        # evaluate() holds out the last n_eval examples: the pool (demonstrations), the held-out
+        evaluation_task=replace(task, examples=pool.examples + held_out.examples),
+        evaluation_args={
+            "n_eval": len(held_out),
+            "batch_size": eval_batch_size,
+            "chat": base.chat,
+            "shots": base.shots,
+            "separator": base.separator,
+            "max_new_tokens": max_new_tokens,
+            "progress": progress,
+        },
+        per_epoch=per_epoch,
+        folder=None if out is None else Path(out),
+    )
+    if runner.folder is not None:
+        runner.folder.mkdir(parents=True, exist_ok=True)
         plan = {
             "model": model_name(model),
             "shape": list(shape),
@@ -498,93 +394,25 @@ def soft_mask_experiment(
             "max_new_tokens": max_new_tokens,
             "config": base.to_dict(),
         }
-        _check_plan(folder, plan)
+        _check_plan(runner.folder, plan)
 
-    def trained(name: str, heads: list[str]) -> MaskTrainingResult:
-        config = replace(base, trainable=tuple(heads))
-        place = None if folder is None else folder / name
-        if place is not None and (place / "training.json").is_file():
-            done = MaskTrainingResult.load(place)
-            check_settings(
-                {"trainable": done.config.trainable, "steps": done.config.steps},
-                {"trainable": config.trainable, "steps": config.steps},
-                where=place,
-                what="a soft mask",
-                remedy="delete it or choose another out folder",
-            )
-            return done
-        result = train_mask(
-            model,
-            train,
-            config,
-            checkpoint_dir=None if place is None else place / "checkpoints",
-            resume=place is not None,
-            progress=progress,
-        )
-        if place is not None:
-            result.save(place)
-        return result
-
-    def evaluated(name: str, mask: HeadScale | None) -> EvaluationResult:
-        place = None if folder is None else folder / name / "evaluation"
-        if place is not None and (place / "result.json").is_file():
-            return EvaluationResult.load(place)
-        setting = "original" if mask is None else "mask"
-        result = evaluate(model, evaluation_task, [setting], mask=mask, **evaluation_args)
-        if place is not None:
-            result.save(place)
-        return result
-
-    plan_runs: list[tuple[str, str, int, list[str]]] = [("none", "none", -1, [])]
-    plan_runs.append(("top", "top", -1, top))
-    for seed, heads in zip(seeds, randoms, strict=True):
-        plan_runs.append(("random", f"random-{seed}", seed, heads))
-    rows, outputs, histories, multipliers, names = [], [], [], [], []
-    for condition, name, seed, heads in plan_runs:
-        row: dict[str, Any] = {
-            "condition": condition,
-            "seed": seed,
-            "n_heads": len(heads),
-            "heads": " ".join(heads),
-            "multipliers": "",
-        }
-        mask = None
-        if heads:
-            training = trained(name, heads)
-            mask = training.mask
-            assert isinstance(mask, HeadScale)
-            values = mask.values
-            row["multipliers"] = " ".join(
-                f"{label}={float(values[parse_head(label)]):.4g}" for label in heads
-            )
-            row["train_loss_first_epoch"], row["train_loss_last_epoch"] = _epoch_losses(
-                training.history, per_epoch
-            )
-            row["train_seconds"] = float(training.timing.get("seconds", math.nan))
-            multipliers.append(values.float())
-            names.append(name)
-            history = training.history[["step", "loss"]].copy()
-            history.insert(0, "mask", name)
-            histories.append(history)
-        evaluation = evaluated(name, mask)
-        run = evaluation.runs.iloc[0]
-        row.update({metric: float(run[metric]) for metric in evaluation.metrics})
-        rows.append(row)
-        records = evaluation.records[list(_OUTPUT_COLUMNS)]
-        outputs.append(records.assign(condition=condition, seed=seed))
-
-    output_frame = pd.concat(outputs, ignore_index=True)
-    output_frame = output_frame[["condition", "seed", *_OUTPUT_COLUMNS]]
+    conditions = [("none", "none", -1, []), ("top", "top", -1, top)]
+    conditions += [
+        ("random", f"random-{s}", s, heads) for s, heads in zip(seeds, randoms, strict=True)
+    ]
+    for condition in conditions:
+        runner.run(*condition)
     notes = []
     if len(top) == 1:
         notes.append(
             f"the top {fraction:g} of {shape[0] * shape[1]} heads is a single head; pass a larger "
             "fraction to train more"
         )
+    outputs = pd.concat(runner.outputs, ignore_index=True)
     result = SoftMaskExperiment(
-        runs=pd.DataFrame(rows),
-        multipliers=torch.stack(multipliers),
-        mask_names=names,
+        runs=pd.DataFrame(runner.rows),
+        multipliers=torch.stack(runner.multipliers),
+        mask_names=runner.names,
         model=model_name(model),
         task=task.name,
         language=language,
@@ -595,10 +423,10 @@ def soft_mask_experiment(
         n_train=n_train,
         n_eval=len(held_out),
         config={k: v for k, v in base.to_dict().items() if k != "trainable"},
-        outputs=output_frame,
-        history=pd.concat(histories, ignore_index=True),
+        outputs=outputs[["condition", "seed", *_OUTPUT_COLUMNS]],
+        history=pd.concat(runner.histories, ignore_index=True),
         notes=notes,
     )
-    if folder is not None:
-        result.save(folder)
+    if runner.folder is not None:
+        result.save(runner.folder)
     return result

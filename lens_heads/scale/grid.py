@@ -37,7 +37,6 @@ import json
 import math
 import os
 import socket
-import threading
 import time
 import uuid
 from concurrent.futures import Future
@@ -48,14 +47,14 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from lens_heads.core.storage import check_settings, write_atomic
+from lens_heads.core.locks import CLAIM, Heartbeat, claim, release
+from lens_heads.core.storage import check_settings, read_json, write_atomic
 from lens_heads.core.tables import markdown_table
 from lens_heads.scale.grid_config import _TINY, Cell, GridConfig, GridConfigError
 
 __all__ = ["Cell", "GridConfig", "GridConfigError", "GridResult", "run_cell", "run_grid"]
 
 DONE = "cell.json"
-CLAIM = ".claim.json"
 _METRIC_SHORT = {"accuracy": "acc", "answer CE (paper: PPL)": "CE"}
 _SETTING_SHORT = {
     "Original": "orig",
@@ -70,108 +69,6 @@ TIMING_COLUMNS = ("train s", "cell s")
 
 class GridCellError(RuntimeError):
     """A cell cannot run as configured (e.g. its folder holds a training of another config)."""
-
-
-# -- claims -------------------------------------------------------------------------------------
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _stale(holder: dict[str, Any], path: Path, stale_after: float) -> bool:
-    try:
-        age = time.time() - path.stat().st_mtime
-    except FileNotFoundError:
-        return True
-    if holder.get("host") == socket.gethostname() and not _alive(int(holder.get("pid", -1))):
-        return True
-    return age > stale_after
-
-
-def claim(folder: Path, run_id: str, stale_after: float = 120.0) -> bool:
-    """Take the cell's claim atomically; False when another live run holds it. The caller's
-    own run (a retry after its worker died) and stale claims are taken over."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / CLAIM
-    mine = {"run": run_id, "host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}
-    for _ in range(5):
-        try:
-            descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
-        except FileExistsError:
-            holder = _read_json(path)
-            if holder is None:  # being written right now, or garbage
-                try:
-                    if time.time() - path.stat().st_mtime < 5:
-                        return False
-                except FileNotFoundError:
-                    continue
-                holder = {}
-            ours = holder.get("run") == run_id and holder.get("pid") != os.getpid()
-            if not (ours or _stale(holder, path, stale_after)):
-                return False
-            grave = path.with_name(f"{CLAIM}.stale-{uuid.uuid4().hex[:8]}")
-            try:
-                os.rename(path, grave)
-            except FileNotFoundError:
-                continue  # someone else took it over first; try again
-            if _read_json(grave) != (holder or None) and holder:
-                # we moved a fresh claim someone made in between: put it back
-                try:
-                    os.link(grave, path)
-                except FileExistsError:
-                    pass  # a third run claimed it meanwhile; either way it is not ours
-                finally:
-                    grave.unlink(missing_ok=True)
-                return False
-            grave.unlink(missing_ok=True)
-            continue
-        with os.fdopen(descriptor, "w") as file:
-            json.dump(mine, file)
-        return True
-    return False
-
-
-def release(folder: Path, run_id: str) -> None:
-    """Remove the cell's claim if this process holds it."""
-    path = folder / CLAIM
-    holder = _read_json(path)
-    if holder and holder.get("run") == run_id and holder.get("pid") == os.getpid():
-        path.unlink(missing_ok=True)
-
-
-class _Heartbeat:
-    """Touch the claim file every ``every`` seconds while a cell runs."""
-
-    def __init__(self, path: Path, every: float = 5.0) -> None:
-        self.path, self.every = path, every
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self.stop.wait(self.every):
-            try:
-                os.utime(self.path)
-            except OSError:
-                return
-
-    def __enter__(self) -> _Heartbeat:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop.set()
 
 
 # -- the per-process model cache ---------------------------------------------------------------
@@ -211,15 +108,15 @@ def run_cell(
     config = config if isinstance(config, GridConfig) else GridConfig.from_dict(config)
     cell = cell if isinstance(cell, Cell) else Cell(**cell)
     folder = Path(out) / cell.path
-    done = _read_json(folder / DONE)
+    done = read_json(folder / DONE)
     if done is not None:
         return {"status": "done", "row": done["row"], "reused": True}
     run_id = run_id or uuid.uuid4().hex
     if not claim(folder, run_id, float(config.resources.get("stale_after", 120))):
         return {"status": "busy"}
     try:
-        with _Heartbeat(folder / CLAIM):
-            done = _read_json(folder / DONE)  # finished by another run since we looked
+        with Heartbeat(folder / CLAIM):
+            done = read_json(folder / DONE)  # finished by another run since we looked
             if done is not None:
                 return {"status": "done", "row": done["row"], "reused": True}
             started = time.perf_counter()
@@ -500,7 +397,7 @@ class GridResult:
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> GridResult:
         folder = Path(directory)
-        meta = _read_json(folder / "grid_result.json")
+        meta = read_json(folder / "grid_result.json")
         if meta is None:
             raise FileNotFoundError(f"{folder} has no grid_result.json; is it a grid output?")
         failures = (
@@ -522,7 +419,7 @@ def assemble(config: GridConfig, out: str | os.PathLike[str]) -> pd.DataFrame:
     """The table of every complete cell of ``config`` under ``out``, in config order."""
     rows = []
     for cell in config.cells:
-        done = _read_json(Path(out) / cell.path / DONE)
+        done = read_json(Path(out) / cell.path / DONE)
         if done is not None:
             rows.append(done["row"])
     return pd.DataFrame(rows)

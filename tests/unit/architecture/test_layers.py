@@ -68,9 +68,10 @@ def imports_of(path: Path, root: Path = PACKAGE) -> list[Import]:
             names = tuple(alias.name for alias in node.names)
             # ``from lens_heads.core import masks`` imports the module lens_heads.core.masks
             for alias in names:
-                if is_package(base, root) and (
-                    root.parent / base.replace(".", "/") / f"{alias}.py"
-                ).is_file():
+                if (
+                    is_package(base, root)
+                    and (root.parent / base.replace(".", "/") / f"{alias}.py").is_file()
+                ):
                     found.append(Import(name, f"{base}.{alias}", (), node.lineno))
             found.append(Import(name, base, names, node.lineno))
     return found

@@ -1,4 +1,4 @@
-"""Unit tests of lens_heads.heads_up.attention (attention on target, Heads up! Table 7) on a tiny model."""
+"""Unit tests of attention on target (Heads up! Table 7) on a tiny model."""
 
 from __future__ import annotations
 

@@ -284,7 +284,7 @@ def test_an_uninstructed_curve_has_no_reference_point(tiny, mask):
 
 
 def test_a_legacy_model_takes_the_fallback_path_to_the_same_curve(tiny, curve, mask):
-    from tests.unit.test_decoding import Legacy
+    from tests.unit.core.test_decoding import Legacy
 
     legacy = lh.alpha_curve(Legacy(tiny), word_task(), mask, alphas=ALPHAS, **RUN)
     assert legacy.records["generated"].tolist() == curve.records["generated"].tolist()
@@ -416,7 +416,7 @@ def test_figure6_analysis_trains_evaluates_resumes_and_guards_its_folder(
     assert figure6_alpha.main(argv) == 0, "a second run reuses the finished parts"
     assert {p: (out / p).stat().st_mtime_ns for p in stamps} == stamps
     assert figure6_alpha.main([*argv, "--no-progress"]) == 0, "progress bars are no setting"
-    with pytest.raises(ValueError, match="alphas differ"):
+    with pytest.raises(ValueError, match="other settings \\(alphas: saved"):
         figure6_alpha.main([*argv[:-4], "--alphas", "0,1", "--out", str(out)])
     # a given mask (its training folder) is used as it is: nothing is trained
     other = tmp_path / "given"

@@ -33,7 +33,7 @@ from lens_heads.engine.training import (
     train_mask,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _words(n: int, seed: int = 0) -> list[str]:

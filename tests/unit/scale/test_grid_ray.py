@@ -17,9 +17,10 @@ import pytest
 import ray
 
 import lens_heads as lh
-from lens_heads.scale.grid import CLAIM, DONE, TIMING_COLUMNS, run_cell, run_grid
+from lens_heads.core.locks import CLAIM
+from lens_heads.scale.grid import DONE, TIMING_COLUMNS, run_cell, run_grid
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CONFIG = """\
 name = "ray-test"
 models = ["tiny-2x4"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import lens_heads as lh
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "negative_init_diagnosis.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "negative_init_diagnosis.py"
 
 
 def _script():

@@ -11,7 +11,8 @@ import pytest
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.scale.grid import CLAIM, DONE, GridConfigError, claim, release, run_cell, run_grid
+from lens_heads.core.locks import CLAIM, claim, release
+from lens_heads.scale.grid import DONE, GridConfigError, run_cell, run_grid
 
 GOOD = """\
 name = "t"
@@ -201,5 +202,5 @@ def test_a_sweep_after_training_adds_its_folder_and_column(tmp_path):
 def test_the_documented_grids_are_valid(name):
     from pathlib import Path
 
-    config = lh.GridConfig.load(Path(__file__).resolve().parents[2] / "docs" / "grids" / name)
+    config = lh.GridConfig.load(Path(__file__).resolve().parents[3] / "docs" / "grids" / name)
     assert config.cells and all(c.path.endswith(c.task) for c in config.cells)

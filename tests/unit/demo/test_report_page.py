@@ -19,7 +19,7 @@ import lens_heads as lh
 from lens_heads.demo import PAGE_WIDTH, SHOWN_ROWS, _collapsed_markdown, _collapsed_table, run_demo
 from lens_heads.heads_up.figures import logit_lens_figure, similarity_figure
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "screenshot_report.sh"
+SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "screenshot_report.sh"
 WORDS = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(6) for j in range(6)]
 
 

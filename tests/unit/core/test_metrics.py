@@ -23,7 +23,6 @@ from lens_heads.core.metrics import (
     perplexity,
     rouge_l,
     rouge_l_text,
-    target_language_fraction,
 )
 
 # ---------------------------------------------------------------- match rules
@@ -278,12 +277,3 @@ def test_corpus_scores_reject_bad_lengths(score):
         score(["a", "b"], ["a"])
     with pytest.raises(ValueError, match="no predictions"):
         score([], [])
-
-
-def test_target_language_fraction():
-    texts = ["猫", "the cat", "猫 cat", "123", "le chat é"]
-    assert target_language_fraction(texts, "zh") == pytest.approx(2 / 5)
-    assert target_language_fraction(texts, "fr") == pytest.approx(2 / 5)
-    assert target_language_fraction(["你好"], "zh-CN") == 1.0
-    with pytest.raises(ValueError, match="empty"):
-        target_language_fraction([], "en")

@@ -1,4 +1,4 @@
-"""Unit tests of lens_heads.core.capture on tiny models: capture helpers, logit lens, layer similarity."""
+"""Unit tests on tiny models of activation capture, the logit lens and layer similarity."""
 
 from __future__ import annotations
 
