@@ -11,13 +11,14 @@ instruction-free task data with a Gumbel-sigmoid straight-through estimator, the
 ((2, 4), (2, 4), 3)
 
 The algorithm (Heads up! §3.2 and its reference code): a logit ``W[l, h]`` per (layer, query
-head), initialised from N(4, 0.02); at every step each example of the batch draws its own
-noise ``G = log(-log U)``, ``soft = sigmoid((W + G) / tau)``, ``hard = 1[soft > 0.5]`` and the forward pass uses
-``hard - soft.detach() + soft`` on ``blocks.{l}.attn.hook_z`` (through
-:func:`lens_heads.core.hooks.mask_hooks`): the forward value is binary and the gradient is the soft
-one's. ``tau`` falls linearly from 4 to 0.05 over the first 40 % of the steps; AdamW (no weight
-decay) with lr 1e-2, 10 % linear warm-up and a cosine decay to 1e-4; batch 16; the loss is the
-cross-entropy of the answer tokens only. The final mask keeps the heads with ``sigmoid(W) >= 0.5``.
+head), initialised from N(4, 0.02); at every step each example of the batch draws its own noise
+``G = log(-log U)``, ``soft = sigmoid((W + G) / tau)``, ``hard = 1[soft > 0.5]`` and the forward
+pass uses ``hard - soft.detach() + soft`` on ``blocks.{l}.attn.hook_z`` (through
+:func:`lens_heads.core.hooks.mask_hooks`): the forward value is binary and the gradient is the
+soft one's. ``tau`` falls linearly from 4 to 0.05 over the first 40 % of the steps; AdamW (no
+weight decay) with lr 1e-2, 10 % linear warm-up and a cosine decay to 1e-4; batch 16; the loss
+is the cross-entropy of the answer tokens only. The final mask keeps the heads with ``sigmoid(W)
+>= 0.5``.
 """
 
 from __future__ import annotations
