@@ -12,6 +12,7 @@ training from its checkpoint (a finished run is reused).
 from __future__ import annotations
 
 import html
+import json
 import math
 import os
 import re
@@ -95,6 +96,7 @@ def run_demo(
     generate_tokens: int = 10,
     seed: int = 0,
     answer_end: str = "auto",
+    precision: str = "auto",
     fresh: bool = False,
     progress: bool = True,
 ) -> DemoReport:
@@ -107,7 +109,9 @@ def run_demo(
     stages (and resumes an interrupted training), so a finished folder loads in seconds --
     the notebooks rely on it. ``fresh=True`` recomputes everything. ``answer_end`` is the
     training target's end (:class:`~lens_heads.engine.training.TrainingConfig`); a folder trained
-    before it was recorded (answer-only targets) is refused unless ``fresh``.
+    before it was recorded (answer-only targets) is refused unless ``fresh``. ``precision`` is
+    the training's (``"auto"``: bf16 autocast where the CPU computes bf16 natively, else fp32;
+    ``"float32"`` reproduces on any machine what a CPU without bf16 does).
     """
     folder = Path(out)
     task = get_task(task) if isinstance(task, str) else task
@@ -126,10 +130,12 @@ def run_demo(
         generate_tokens=generate_tokens,
         seed=seed,
         answer_end=answer_end,
+        # "auto" is left out, so folders written before this option still match
+        **({} if precision == "auto" else {"precision": precision}),
     )
     _prepare_folder(folder, settings, fresh)
     demo = _Demo(folder, model, task, steps, lr, n_eval, sweep_every, generate_tokens, seed,
-                 answer_end, progress)  # fmt: skip
+                 answer_end, precision, progress)  # fmt: skip
     training = demo.stage("training", demo.train, MaskTrainingResult.load)
     evaluation = demo.stage(
         "eval", lambda where: demo.evaluate(where, training), EvaluationResult.load
@@ -142,6 +148,8 @@ def run_demo(
         "logit_lens", lambda where: demo.lens(where, training, sweep), LogitLensResult.load
     )
     report = DemoReport(folder, training, evaluation, sweep, similarity, lens, demo.stage.seconds)
+    numbers = demo_numbers(report, demo.stage.provenance("training"), settings)
+    write_atomic(folder / "numbers.json", json.dumps(numbers, indent=1, default=float))
     write_atomic(folder / "report.md", _markdown(report, task))
     write_atomic(folder / "report.html", _html(report, task))
     return report
@@ -162,6 +170,7 @@ class _Demo:
     generate_tokens: int
     seed: int
     answer_end: str
+    precision: str
     progress: bool
     loaded: list[Any] = field(default_factory=list)
 
@@ -183,7 +192,7 @@ class _Demo:
     def train(self, where: Path) -> MaskTrainingResult:
         config = TrainingConfig.short(
             steps=self.steps, lr=self.lr, n_eval=self.n_eval, seed=self.seed,
-            answer_end=self.answer_end,
+            answer_end=self.answer_end, dtype=self.precision,
         )  # fmt: skip
         result = train_mask(
             self.model(), self.task, config, checkpoint_dir=where / "checkpoints", resume=True,
@@ -302,6 +311,44 @@ def _narrative(report: DemoReport, task: Task) -> dict[str, str]:
         "lens": "Top-1 token (probability) after each layer, final norm applied:",
         "time": " · ".join(f"{name}: {value:.0f} s" for name, value in report.seconds.items())
         + " (the time each stage took when it was computed)",
+    }
+
+
+def demo_numbers(
+    report: DemoReport, training_stamp: dict[str, Any], settings: dict[str, Any]
+) -> dict[str, Any]:
+    """The demo's headline numbers with where they came from: the command and settings, the
+    code version and machine that trained the mask (its stage marker), the precision, the
+    settings table, how the outputs ended, the sweep's switch step and the similarity means.
+    ``numbers.json`` holds them; stored copies under ``results/demo/`` feed the README."""
+    evaluation = report.evaluation
+    records = evaluation.records
+    ended = (records["ended_by"] == "<|im_end|>").groupby(records["setting"]).mean()
+    flags = [f"--{key.replace('_', '-')} {value}" for key, value in settings.items()]
+    flags = [flag for flag in flags if flag.split()[0] in ("--precision",)]
+    return {
+        "format": "lens_heads.demo_numbers/1",
+        "command": " ".join(["lens-heads demo --out DIR", *flags]),
+        "settings": settings,
+        "code": training_stamp.get("code"),
+        "machine": training_stamp.get("machine"),
+        "precision": report.training.config.dtype,
+        "training": report.training.summary(),
+        "n_eval": int(evaluation.config["n_eval"]),
+        "evaluation": {
+            label: {key: float(value) for key, value in row.items()}
+            for label, row in evaluation.to_frame().iterrows()
+        },
+        "ended_at_end_of_turn": {setting: float(value) for setting, value in ended.items()},
+        "sweep": {
+            "prompt": report.sweep.prompt,
+            "target": report.sweep.target,
+            "switch_step": report.sweep.switch_step(3),
+        },
+        "similarity_later_layers": {
+            str(name): float(value) for name, value in _similarity_means(report).iloc[:, 0].items()
+        },
+        "seconds": dict(report.seconds),
     }
 
 

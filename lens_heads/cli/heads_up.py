@@ -371,6 +371,13 @@ def _add_demo(sub: Any) -> None:
     parser.add_argument(
         "--sweep-every", type=common.positive, default=2, help="evaluate every K heads"
     )
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "bf16", "fp32"],
+        help="training precision: auto (default) = bf16 where the CPU computes it natively, else "
+        "fp32; fp32 reproduces on any machine what a CPU without native bf16 does",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--fresh", action="store_true", help="recompute every stage (default: reuse finished ones)"
@@ -393,6 +400,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         n_eval=args.n_eval,
         sweep_every=args.sweep_every,
         seed=args.seed,
+        precision={"bf16": "bfloat16", "fp32": "float32"}.get(args.precision, "auto"),
         fresh=args.fresh,
     )
     print(report.evaluation.to_markdown())

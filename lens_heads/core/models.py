@@ -35,6 +35,7 @@ __all__ = [
     "head_shape",
     "load_model",
     "model_name",
+    "native_bf16",
     "prepare_model",
     "resolve_device",
     "resolve_dtype",
@@ -512,3 +513,25 @@ def tiny_model(
         "lens-heads-tiny", hf_model=hf_model, tokenizer=tokenizer
     )
     return _finish(bridge, f"tiny-{n_layers}x{n_heads}-seed{seed}", torch.float32, "cpu", True)
+
+
+def native_bf16(device: str | torch.device = "cpu") -> bool:
+    """Does ``device`` compute bfloat16 natively (so that bf16 autocast is faster than fp32)?
+
+    CUDA: ``torch.cuda.is_bf16_supported()``; CPU: the ``avx512_bf16`` or ``amx_bf16`` flag in
+    ``/proc/cpuinfo`` (without them bf16 matmuls are emulated, several times slower than fp32).
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    if device.type != "cpu":
+        return False
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as file:
+            for line in file:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        pass
+    return False

@@ -15,6 +15,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -295,13 +296,16 @@ def record_settings(
 
 
 class Stages:
-    """The named stages of a result folder, each computed once.
+    """The named stages of a result folder, each computed once by this code.
 
     ``stages(name, compute, load)`` returns ``load(folder / name)`` when that stage finished
-    before (its ``.complete`` marker exists), else ``compute(folder / name)`` and then writes the
-    marker with the compute time; ``stages.seconds`` holds every stage's time (``nan`` for one
-    finished by an older run without it). An interrupted stage has no marker and runs again
-    (training resumes from its checkpoint inside ``compute``).
+    before with the same code (its ``.complete`` marker records the code version, the machine
+    and the compute time), else it clears the stage's folder, calls ``compute(folder / name)``
+    and writes the marker. A stage finished by other code (another lens_heads version or an
+    edited source) or by a run that recorded no version is computed again, so a result folder
+    never mixes the output of two builds. ``stages.seconds`` holds every stage's time;
+    ``stages.provenance(name)`` what its marker recorded. An interrupted stage has no marker and
+    runs again (training resumes from its checkpoint inside ``compute``).
 
     >>> import tempfile
     >>> stages = Stages(tempfile.mkdtemp())
@@ -309,26 +313,46 @@ class Stages:
     42
     >>> stages("answer", lambda where: 42, lambda where: -1)  # reloaded, not recomputed
     -1
+    >>> sorted(stages.provenance("answer"))
+    ['code', 'machine', 'seconds']
     """
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
         self.seconds: dict[str, float] = {}
 
+    def provenance(self, name: str) -> dict[str, Any]:
+        """What the stage's marker recorded (empty when it has none)."""
+        return read_json(self.folder / name / ".complete") or {}
+
     def done(self, name: str) -> bool:
-        return (self.folder / name / ".complete").is_file()
+        """Whether the stage finished, computed by this code."""
+        from lens_heads.core.provenance import code_version
+
+        return self.provenance(name).get("code") == code_version()
 
     def __call__(
         self, name: str, compute: Callable[[Path], Any], load: Callable[[Path], Any]
     ) -> Any:
+        from lens_heads.core.provenance import code_version, machine
+
         where = self.folder / name
         marker = where / ".complete"
-        if marker.is_file():
-            recorded = json.loads(marker.read_text() or "{}").get("seconds", math.nan)
-            self.seconds[name] = float(recorded)
+        recorded = self.provenance(name)
+        if marker.is_file() and recorded.get("code") == code_version():
+            self.seconds[name] = float(recorded.get("seconds", math.nan))
             return load(where)
+        if marker.is_file():
+            logger.info(
+                "recomputing %s: computed by other code (%s, now %s)",
+                where,
+                recorded.get("code"),
+                code_version(),
+            )
+            shutil.rmtree(where)
         start = time.perf_counter()
         result = compute(where)
         self.seconds[name] = round(time.perf_counter() - start, 1)
-        write_atomic(marker, json.dumps({"seconds": self.seconds[name]}))
+        stamp = {"seconds": self.seconds[name], "code": code_version(), "machine": machine()}
+        write_atomic(marker, json.dumps(stamp, indent=1))
         return result

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from lens_heads.core.checks import check_numeric_fields
 from lens_heads.core.masks import parse_head
+from lens_heads.core.models import native_bf16
 from lens_heads.core.prompts import ANSWER_ENDS
 
 _DTYPES = {
@@ -216,28 +217,6 @@ def _check_soft(config: TrainingConfig) -> None:
     object.__setattr__(config, "trainable", labels)
     if config.query_side or config.ffn_masks:
         raise ValueError("soft masks train head multipliers only: drop query_side / ffn_masks")
-
-
-def native_bf16(device: str | torch.device = "cpu") -> bool:
-    """Does ``device`` compute bfloat16 natively (so that bf16 autocast is faster than fp32)?
-
-    CUDA: ``torch.cuda.is_bf16_supported()``; CPU: the ``avx512_bf16`` or ``amx_bf16`` flag in
-    ``/proc/cpuinfo`` (without them bf16 matmuls are emulated, several times slower than fp32).
-    """
-    device = torch.device(device)
-    if device.type == "cuda":
-        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    if device.type != "cpu":
-        return False
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as file:
-            for line in file:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"avx512_bf16", "amx_bf16"})
-    except OSError:
-        pass
-    return False
 
 
 # -- schedules and the estimator ---------------------------------------------------------------

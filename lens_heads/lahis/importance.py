@@ -281,7 +281,7 @@ def _losses(
 
 
 def _autocast(dtype: str, device: torch.device) -> Any:
-    from lens_heads.engine import native_bf16
+    from lens_heads.core.models import native_bf16
 
     if dtype not in ("auto", "float32", "bfloat16"):
         raise ImportanceInputError(f"dtype must be 'auto', 'float32' or 'bfloat16', got {dtype!r}")

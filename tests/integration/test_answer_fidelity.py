@@ -11,35 +11,50 @@ import lens_heads as lh
 from lens_heads.cli import main
 from lens_heads.engine import EvaluationResult, MaskTrainingResult
 from lens_heads.heads_up.similarity import SimilarityStats
+from tests.claims import LEVEL, majority, more_often
 
 pytestmark = pytest.mark.integration
 
 
-def test_demo_mask_stops_after_the_answer(demo_report, smollm2):
-    training = MaskTrainingResult.load(demo_report / "training")
+def test_demo_mask_stops_after_the_answer(demo_run, smollm2):
+    """Generated under the mask, held-out words are answered exactly and the outputs stop at
+    the end-of-turn, both more often than without the mask (one-sided tests at
+    :data:`tests.claims.LEVEL`; the training targets end with the end-of-turn token)."""
+    training = MaskTrainingResult.load(demo_run / "training")
     assert training.config.answer_end == "auto"
     _, held_out = lh.get_task("capitalize").split(n_eval=20)
-    with lh.apply_mask(smollm2, training.mask):
-        outputs = lh.generate(smollm2, held_out.inputs, chat=True, max_new_tokens=10)
-    stopped = [len(output.new_tokens) < 10 for output in outputs]  # ended at EOS / end-of-turn
-    answered = [
-        output.text.strip() == example.output
-        for output, example in zip(outputs, held_out.examples, strict=True)
-    ]
-    print([output.text for output in outputs])
-    assert sum(stopped) >= 0.75 * len(outputs), "most masked outputs end at the end-of-turn"
-    assert sum(answered) >= 0.5 * len(outputs), "... right after the answer, nothing else"
+    n = len(held_out)
+    counts = {}
+    for name, mask in [("masked", training.mask), ("original", None)]:
+        with lh.apply_mask(smollm2, mask):
+            outputs = lh.generate(smollm2, held_out.inputs, chat=True, max_new_tokens=10)
+        stopped = sum(len(output.new_tokens) < 10 for output in outputs)  # EOS / end-of-turn
+        answered = sum(
+            output.text.strip() == example.output
+            for output, example in zip(outputs, held_out.examples, strict=True)
+        )
+        counts[name] = (stopped, answered)
+        print(name, [output.text for output in outputs])
+    (stopped, answered), (stopped_0, answered_0) = counts["masked"], counts["original"]
+    assert majority(stopped, n) < LEVEL, "most masked outputs end at the end-of-turn"
+    assert more_often(stopped, n, stopped_0, n) < LEVEL, "... unlike the original model's"
+    assert more_often(answered, n, answered_0, n) < LEVEL, "right after the answer, nothing else"
 
 
-def test_demo_evaluation_records_how_outputs_ended(demo_report):
-    evaluation = EvaluationResult.load(demo_report / "eval")
-    masked = evaluation.predictions("mask")
-    assert (masked["ended_by"] == "<|im_end|>").mean() >= 0.75
-    table = evaluation.to_frame()
-    exact = table["exact match"]
-    assert exact["w/ M"] >= 0.5
-    assert exact["w/ M"] >= exact["Original"] + 0.3 and exact["w/ M"] >= exact["w/ random M"] + 0.3
+def test_demo_evaluation_records_how_outputs_ended(demo_run):
+    evaluation = EvaluationResult.load(demo_run / "eval")
     print(f"\n{evaluation.to_markdown()}")
+    records = evaluation.records
+    masked, original = evaluation.predictions("mask"), evaluation.predictions("original")
+    random = records[records["setting"] == "random"]
+    n = len(masked)
+    ended = int((masked["ended_by"] == "<|im_end|>").sum())
+    ended_0 = int((original["ended_by"] == "<|im_end|>").sum())
+    assert majority(ended, n) < LEVEL and more_often(ended, n, ended_0, n) < LEVEL
+    exact = int(masked["exact"].sum())
+    assert more_often(exact, n, int(original["exact"].sum()), n) < LEVEL
+    assert more_often(exact, n, int(random["exact"].sum()), len(random)) < LEVEL
+    table = evaluation.to_frame()
     # the paper's rule is never stricter than exact match
     assert (table["accuracy"] >= table["exact match"] - 1e-9).all()
 

@@ -10,6 +10,7 @@ import torch
 import lens_heads as lh
 from lens_heads.core.logits import answer_logits
 from lens_heads.engine import EvaluationResult, MaskTrainer, MaskTrainingResult, TrainingConfig
+from tests.claims import LEVEL, lower_paired, lower_sample, more_often
 
 pytestmark = pytest.mark.integration
 
@@ -30,20 +31,27 @@ def test_training_leaves_the_real_model_frozen(smollm2):
     assert not any(p.requires_grad for p in smollm2.parameters()), "loaded frozen, stays so"
 
 
-def test_capitalize_mask_beats_original_and_random(demo_report):
-    """CI schedule: 100 steps of batch 8 at lr 0.2 (about a minute on 2 cores with native
-    bf16, two without); 40 held-out examples, random M over seeds 0 and 1."""
-    result = MaskTrainingResult.load(demo_report / "training")
-    evaluation = EvaluationResult.load(demo_report / "eval")
+def test_capitalize_mask_beats_original_and_random(demo_run):
+    """CI schedule: 100 steps of batch 8 at lr 0.2; 40 held-out examples, random M over seeds 0
+    and 1. The paper's claim (Tables 1-2), as one-sided tests at :data:`tests.claims.LEVEL`: the
+    loss falls, and under M the task is solved more often, with a lower answer CE example by
+    example, than by the original model and by random masks of the same size."""
+    result = MaskTrainingResult.load(demo_run / "training")
+    evaluation = EvaluationResult.load(demo_run / "eval")
     print(f"\n{result.summary()}\n{evaluation.to_markdown()}")
     assert result.config.steps == 100 and result.config.n_eval == 40
-    losses = result.history["loss"]
-    assert losses.iloc[-10:].mean() < 0.5 * losses.iloc[:10].mean()
+    losses = result.history["loss"].tolist()
+    assert lower_sample(losses[-10:], losses[:10]) < LEVEL, "the training loss falls"
     assert 0 < result.mask.n_selected < 270
     assert evaluation.config["n_eval"] == 40
-    table = evaluation.to_frame()
-    accuracy, ce = table["accuracy"], table["answer CE (paper: PPL)"]
-    assert accuracy["w/ M"] >= accuracy["Original"] + 0.3
-    assert accuracy["w/ M"] >= accuracy["w/ random M"] + 0.3
-    assert ce["w/ M"] <= 0.5 * ce["Original"]
-    assert ce["w/ M"] < ce["w/ random M"]
+    masked = evaluation.predictions("mask").set_index("index")
+    original = evaluation.predictions("original").set_index("index")
+    records = evaluation.records
+    random = records[records["setting"] == "random"]
+    n = len(masked)
+    solved = int(masked["correct"].sum())
+    assert more_often(solved, n, int(original["correct"].sum()), n) < LEVEL
+    assert more_often(solved, n, int(random["correct"].sum()), len(random)) < LEVEL
+    random_ce = random.groupby("index")["answer_ce"].mean()
+    assert lower_paired(masked["answer_ce"], original.loc[masked.index, "answer_ce"]) < LEVEL
+    assert lower_paired(masked["answer_ce"], random_ce.loc[masked.index]) < LEVEL

@@ -65,3 +65,35 @@ def test_load_result_folder_errors_name_the_problem(tmp_path):
     write_atomic(tmp_path / "result.json", '{"format": "other/1"}')
     with pytest.raises(ValueError, match=r"expected 'lens_heads\.x/1'"):
         load_result_folder(tmp_path, "lens_heads.x/1")
+
+
+def test_a_stage_from_other_code_is_recomputed(tmp_path, monkeypatch):
+    """Issue 23: a finished stage is reused only by the code that computed it."""
+    import json
+
+    from lens_heads.core import provenance
+    from lens_heads.core.storage import Stages
+
+    def compute(value):
+        def run(where):
+            fresh = not where.exists()
+            where.mkdir(parents=True, exist_ok=True)
+            (where / "output.txt").write_text(str(value))
+            return (value, fresh)
+
+        return run
+
+    def load(where):
+        return ("loaded", (where / "output.txt").read_text())
+
+    assert Stages(tmp_path)("stage", compute(1), load) == (1, True)
+    assert Stages(tmp_path)("stage", compute(2), load) == ("loaded", "1"), "same code: reused"
+    other = {"package": "0.1.0", "source": "another-build"}
+    monkeypatch.setattr(provenance, "code_version", lambda: other)
+    stages = Stages(tmp_path)
+    assert stages("stage", compute(3), load) == (3, True), "other code: cleared and recomputed"
+    marker = json.loads((tmp_path / "stage" / ".complete").read_text())
+    assert marker["code"] == other and marker["machine"]["cpu"]
+    assert stages.provenance("stage")["code"] == other and stages.done("stage")
+    (tmp_path / "stage" / ".complete").write_text(json.dumps({"seconds": 1.0}))  # older lens_heads
+    assert Stages(tmp_path)("stage", compute(4), load) == (4, True), "no version: recomputed"

@@ -9,6 +9,7 @@ import pytest
 
 import lens_heads as lh
 from lens_heads.cli import main
+from lens_heads.core.provenance import code_version
 from lens_heads.demo import run_demo
 from lens_heads.heads_up.sweep import SweepResult
 
@@ -46,6 +47,14 @@ def test_demo_runs_every_stage_and_writes_the_report(loads, capitalize_file, tmp
     out = tmp_path / "demo"
     for stage in ["training", "eval", "sweep", "similarity", "logit_lens"]:
         assert (out / stage / ".complete").is_file(), stage
+    numbers = json.loads((out / "numbers.json").read_text())
+    table = report.evaluation.to_frame()
+    assert numbers["evaluation"]["w/ M"]["exact match"] == table.loc["w/ M", "exact match"]
+    assert numbers["precision"] == report.training.config.dtype in ("float32", "bfloat16")
+    assert numbers["code"] == code_version() and numbers["machine"]["cpu"]
+    masked = report.evaluation.predictions("mask")
+    ended = float((masked["ended_by"] == "<|im_end|>").mean())
+    assert numbers["ended_at_end_of_turn"]["mask"] == pytest.approx(ended)
     markdown = report.report.read_text()
     for heading in ["Tables 1, 2", "Figure 3", "Figures 2 and 5", "Figure 4", "Table 41"]:
         assert heading in markdown, heading

@@ -1,0 +1,78 @@
+"""Where a result came from: the code that computed it and the machine it ran on.
+
+Every stored result and benchmark records both, so that a number can be traced and a stage
+computed by other code is never reused as if it were this code's.
+
+>>> version = code_version()
+>>> version["package"] == __import__("lens_heads").__version__, len(version["source"])
+(True, 16)
+>>> sorted(machine())
+['cores', 'cpu', 'cuda', 'native_bf16', 'threads', 'torch']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+__all__ = ["code_version", "machine", "source_hash"]
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+@cache
+def source_hash(*roots: str | os.PathLike[str]) -> str:
+    """A short hash of every ``.py`` file under ``roots`` (paths and contents, in order): any
+    edit of the code changes it. Default: the package and the ``analyses`` package installed
+    beside it (the analyses compose the library). Computed once per process."""
+    folders = [Path(r) for r in roots] or [_PACKAGE, _PACKAGE.parent / "analyses"]
+    digest = hashlib.sha256()
+    for root in folders:
+        for path in sorted(root.rglob("*.py")) if root.is_dir() else []:
+            name = f"{root.name}/{path.relative_to(root).as_posix()}"
+            digest.update(name.encode() + b"\x00" + path.read_bytes() + b"\x01")
+    return digest.hexdigest()[:16]
+
+
+def code_version() -> dict[str, str]:
+    """``{"package": installed version, "source": hash of the source}``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        package = version("lens_heads")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        package = "unknown"
+    return {"package": package, "source": source_hash()}
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as file:
+            for line in file:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict[str, Any]:
+    """The CPU model, whether it computes bf16 natively, the torch threads and cores, and the
+    GPU if one is visible (None otherwise)."""
+    import torch
+
+    from lens_heads.core.models import native_bf16
+
+    cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {
+        "cpu": _cpu_model(),
+        "native_bf16": native_bf16("cpu"),
+        "threads": torch.get_num_threads(),
+        "cores": os.cpu_count(),
+        "cuda": cuda,
+        "torch": torch.__version__,
+    }
