@@ -336,7 +336,7 @@ def demo_numbers(
         "training": report.training.summary(),
         "n_eval": int(evaluation.config["n_eval"]),
         "evaluation": {
-            label: {key: float(value) for key, value in row.items()}
+            label: {key: None if math.isnan(v) else float(v) for key, v in row.items()}
             for label, row in evaluation.to_frame().iterrows()
         },
         "ended_at_end_of_turn": {setting: float(value) for setting, value in ended.items()},

@@ -4,6 +4,8 @@ end to end from the command line."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import pandas as pd
 import pytest
 
@@ -26,7 +28,7 @@ def test_demo_mask_stops_after_the_answer(demo_run, smollm2):
     n = len(held_out)
     counts = {}
     for name, mask in [("masked", training.mask), ("original", None)]:
-        with lh.apply_mask(smollm2, mask):
+        with lh.apply_mask(smollm2, mask) if mask is not None else nullcontext():
             outputs = lh.generate(smollm2, held_out.inputs, chat=True, max_new_tokens=10)
         stopped = sum(len(output.new_tokens) < 10 for output in outputs)  # EOS / end-of-turn
         answered = sum(

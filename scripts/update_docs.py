@@ -1,0 +1,161 @@
+"""Write every number-bearing block of the README and the docs from the stored results.
+
+A generated block sits between two markers in a markdown file::
+
+    <!-- generated: demo_table -->
+    ...written by this script...
+    <!-- end generated -->
+
+and its content is the block's function (``BLOCKS``) applied to the stored results under
+``results/`` (each a ``numbers.json`` that records its command, code version, machine and
+precision). ``python scripts/update_docs.py`` rewrites the blocks; ``--check`` writes nothing
+and exits 1 when a block differs from what its results give, or cites a result that is missing
+(the test suite runs it, so a number typed by hand into a block fails the tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+DOCUMENTS = ("README.md", "docs/*.md")
+_BLOCK = re.compile(
+    r"(<!-- generated: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S
+)
+
+
+class ResultMissing(LookupError):
+    """A block cites a stored result that is not in ``results/``."""
+
+
+def load(path: str, results: Path) -> dict[str, Any]:
+    """The stored ``results/<path>/numbers.json``."""
+    file = results / path / "numbers.json"
+    if not file.is_file():
+        raise ResultMissing(f"{file.relative_to(results.parent)} is missing")
+    return json.loads(file.read_text(encoding="utf-8"))
+
+
+def _machine(numbers: dict[str, Any]) -> str:
+    machine = numbers.get("machine") or {}
+    bf16 = "native bf16" if machine.get("native_bf16") else "no native bf16"
+    return f"{machine.get('cpu', 'unknown CPU')} ({bf16}, {machine.get('threads', '?')} threads)"
+
+
+# -- blocks ---------------------------------------------------------------------------------------
+DEMO_RUNS = ("demo/smollm2-135m-instruct-float32", "demo/smollm2-135m-instruct-bfloat16")
+_DEMO_COLUMNS = ("heads", "accuracy", "exact match", "echo rate", "answer CE (paper: PPL)")
+
+
+def demo_table(results: Path) -> str:
+    """The demo's settings table for each stored run, with its CPU and precision."""
+    lines = [
+        "| run | setting | heads | accuracy (paper's rule) | exact match | echo rate "
+        "| answer CE (paper: PPL) | ended at end-of-turn |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    notes = []
+    for path in DEMO_RUNS:
+        numbers = load(path, results)
+        run = f"{numbers['precision']}, {_machine(numbers)}"
+        number = "{:g}" if numbers.get("source") else "{:.3f}"  # transcribed: as printed there
+        ended = numbers.get("ended_at_end_of_turn", {})
+        keys = {"Original": "original", "w/ instruction": "instruction"}
+        keys |= {"w/ random M": "random", "w/ M": "mask"}
+        for label, row in numbers["evaluation"].items():
+            cells = [f"{int(row['heads'])}"]
+            for column in _DEMO_COLUMNS[1:]:
+                std = row.get(f"{column} std")
+                text = number.format(row[column])
+                cells.append(text if std is None else f"{text} ± {number.format(std)}")
+            fraction = ended.get(keys.get(label, ""))
+            cells.append("" if fraction is None else number.format(fraction))
+            lines.append(f"| {run} | {label} | " + " | ".join(cells) + " |")
+            run = '"'
+        if numbers.get("source"):
+            notes.append(f"{numbers['precision']}: {numbers['source']}")
+    text = "\n".join(lines)
+    return text + ("\n\n" + "\n".join(f"- {note}" for note in notes) if notes else "")
+
+
+def demo_summary(results: Path) -> str:
+    """One paragraph on the float32 demo run: what the mask keeps and how its outputs end."""
+    numbers = load(DEMO_RUNS[0], results)
+    n = numbers["n_eval"]
+    mask = numbers["evaluation"]["w/ M"]
+    ended = numbers["ended_at_end_of_turn"]["mask"]
+    training = numbers["training"]
+    return (
+        f"On {_machine(numbers)}, in {numbers['precision']} (`{numbers['command']}`), the mask "
+        f"keeps {training['heads_kept']} of {training['heads_total']} heads after "
+        f"{training['steps']} steps ({training['seconds']:.0f} s of training). Under it "
+        f"{round(mask['exact match'] * n)} of {n} held-out words are capitalized exactly and "
+        f"{round(mask['echo rate'] * n)} echoed unchanged; {round(ended * n)} of {n} masked "
+        "outputs end at the end-of-turn token."
+    )
+
+
+BLOCKS: dict[str, Callable[[Path], str]] = {
+    "demo_table": demo_table,
+    "demo_summary": demo_summary,
+}
+
+
+# -- the command ----------------------------------------------------------------------------------
+def render(text: str, results: Path, where: str = "") -> tuple[str, list[str]]:
+    """``text`` with every generated block rewritten; the names of the blocks that changed."""
+    changed: list[str] = []
+
+    def replace(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name not in BLOCKS:
+            raise KeyError(f"{where}: unknown generated block {name!r}; known: {sorted(BLOCKS)}")
+        body = BLOCKS[name](results).rstrip("\n") + "\n"
+        if body != match["body"]:
+            changed.append(f"{where}: {name}")
+        return match[1] + body + match[4]
+
+    return _BLOCK.sub(replace, text), changed
+
+
+def documents(root: Path = ROOT) -> list[Path]:
+    return sorted({path for pattern in DOCUMENTS for path in root.glob(pattern)})
+
+
+def update(root: Path = ROOT, results: Path | None = None, *, check: bool = False) -> list[str]:
+    """Rewrite (or with ``check`` only compare) every generated block under ``root``; the blocks
+    that differ from their results."""
+    results = results or root / "results"
+    stale: list[str] = []
+    for path in documents(root):
+        text = path.read_text(encoding="utf-8")
+        new, changed = render(text, results, str(path.relative_to(root)))
+        stale += changed
+        if changed and not check:
+            path.write_text(new, encoding="utf-8")
+    return stale
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="compare only; exit 1 if stale")
+    args = parser.parse_args(argv)
+    try:
+        stale = update(check=args.check)
+    except (ResultMissing, KeyError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for block in stale:
+        print(("stale: " if args.check else "updated: ") + block)
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""Every number-bearing block of the README and the docs equals what its stored result gives
+(``scripts/update_docs.py --check``), and the check catches a number typed by hand and a cited
+result that is missing."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+SCRIPT = ROOT / "scripts" / "update_docs.py"
+
+
+@pytest.fixture(scope="module")
+def docs():
+    spec = importlib.util.spec_from_file_location("update_docs", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_generated_block_matches_its_stored_result(docs):
+    assert docs.update(ROOT, check=True) == [], "run: python scripts/update_docs.py"
+
+
+def test_every_block_is_used_and_every_document_block_is_known(docs):
+    used = {
+        m["name"] for path in docs.documents(ROOT) for m in docs._BLOCK.finditer(path.read_text())
+    }
+    assert used == set(docs.BLOCKS), "a block nobody cites, or a citation of no block"
+
+
+@pytest.fixture
+def copy(tmp_path):
+    """The README, the docs and the results in a temporary folder."""
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    shutil.copytree(ROOT / "results", tmp_path / "results")
+    return tmp_path
+
+
+def test_a_number_typed_by_hand_is_caught(docs, copy):
+    readme = copy / "README.md"
+    text = readme.read_text()
+    assert "| w/ M | 218 | 0.500 | 0.475 |" in text
+    readme.write_text(
+        text.replace("| w/ M | 218 | 0.500 | 0.475 |", "| w/ M | 218 | 0.575 | 0.575 |")
+    )
+    assert docs.update(copy, check=True) == ["README.md: demo_table"]
+    assert docs.update(copy) == ["README.md: demo_table"] and docs.update(copy, check=True) == []
+
+
+def test_a_missing_result_is_caught(docs, copy):
+    shutil.rmtree(copy / "results" / "demo" / "smollm2-135m-instruct-float32")
+    with pytest.raises(docs.ResultMissing, match=r"smollm2-135m-instruct-float32/numbers\.json"):
+        docs.update(copy, check=True)
