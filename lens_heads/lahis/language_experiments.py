@@ -45,7 +45,8 @@ __all__ = [
 class PerplexityExperiment(FolderResult):
     """Per (masked language, evaluated language): mean document CE and perplexity without a
     mask, with the masked language's specific heads removed, and with as many random heads
-    removed (mean over ``seeds``).
+    removed (mean over ``seeds``); ``documents`` holds the same per document (columns
+    ``masked, evaluated, document, ce_base, ce_masked, ce_random``), for paired tests.
 
     >>> result = PerplexityExperiment.example()
     >>> result.direction().to_dict("records")[0]["own_hurt_most"]
@@ -57,6 +58,7 @@ class PerplexityExperiment(FolderResult):
     seeds: list[int]
     n_docs: int
     notes: list[str] = field(default_factory=list)
+    documents: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     _format: ClassVar[str] = "lens_heads.perplexity_experiment/1"
 
@@ -141,12 +143,14 @@ class PerplexityExperiment(FolderResult):
             "seeds": self.seeds,
             "n_docs": self.n_docs,
             "notes": self.notes,
+            "documents": self.documents.to_dict("list"),
         }
         return meta, {}
 
     @classmethod
     def _from_saved(cls, meta: dict[str, Any], tensors: dict[str, Any]) -> PerplexityExperiment:
-        return cls(pd.DataFrame(meta.pop("table")), **meta)
+        documents = pd.DataFrame(meta.pop("documents", {}))  # absent in results saved before
+        return cls(pd.DataFrame(meta.pop("table")), **meta, documents=documents)
 
 
 def _derive(table: pd.DataFrame) -> pd.DataFrame:
@@ -217,13 +221,14 @@ def perplexity_experiment(
             f"no documents left for {empty} after skipping {skip}; lower skip or give more text"
         )
 
-    def ce(lang: str, mask: HeadMask | None) -> float:
+    def ce(lang: str, mask: HeadMask | None) -> torch.Tensor:
+        """Each document's mean token cross-entropy."""
         losses = document_losses(model, docs[lang], mask=mask, batch_size=batch_size, dtype=dtype)
-        return float(losses.mean())
+        return losses.float().cpu()
 
     base = {lang: ce(lang, None) for lang in chosen}
     n_layers, n_heads = heads.shape
-    rows, notes = [], []
+    rows, notes, documents = [], [], []
     specific = heads.specific
     for masked in chosen:
         k = len(specific[masked])
@@ -234,21 +239,28 @@ def perplexity_experiment(
         selected = heads.sets[heads.languages.index(masked)]
         randoms = [_random_removal(n_layers, n_heads, k, selected, seed) for seed in seeds]
         for evaluated in chosen:
-            random_ce = sum(ce(evaluated, mask) for mask in randoms) / len(randoms)
+            random_ce = torch.stack([ce(evaluated, mask) for mask in randoms]).mean(0)
+            masked_ce = ce(evaluated, removal)
             rows.append(
                 {
                     "masked": masked,
                     "evaluated": evaluated,
                     "n_heads": k,
                     "heads": " ".join(specific[masked]),
-                    "ce_base": base[evaluated],
-                    "ce_masked": ce(evaluated, removal),
-                    "ce_random": random_ce,
+                    "ce_base": float(base[evaluated].mean()),
+                    "ce_masked": float(masked_ce.mean()),
+                    "ce_random": float(random_ce.mean()),
                 }
             )
+            for index, values in enumerate(zip(base[evaluated], masked_ce, random_ce, strict=True)):
+                keys = ("ce_base", "ce_masked", "ce_random")
+                row = {"masked": masked, "evaluated": evaluated, "document": skip + index}
+                documents.append(row | {key: float(v) for key, v in zip(keys, values, strict=True)})
     table = _derive(pd.DataFrame(rows)) if rows else pd.DataFrame()
     n = min(len(values) for values in docs.values())
-    return PerplexityExperiment(table, model_name(model), list(seeds), n, notes)
+    return PerplexityExperiment(
+        table, model_name(model), list(seeds), n, notes, pd.DataFrame(documents)
+    )
 
 
 # -- attention transfer ----------------------------------------------------------------------------

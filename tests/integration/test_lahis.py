@@ -12,6 +12,7 @@ import lens_heads as lh
 from lens_heads.cli import main
 from lens_heads.lahis.language_experiments import perplexity_experiment
 from lens_heads.lahis.languages import LanguageHeads
+from tests.claims import LEVEL, lower_paired
 
 pytestmark = pytest.mark.integration
 
@@ -36,20 +37,35 @@ def test_language_heads_of_five_languages(gemma, heads):
 
 @pytest.fixture(scope="module")
 def perplexity(gemma, heads):
-    # q = 0.9 gives 4-5 specific heads per language (q = 0.96 gives one, too small an effect
-    # for 8 sentences); measured on these settings: fr own rise 0.40 vs zh -0.13 and random
-    # 0.11; zh own 0.23 vs fr 0.12 and random -0.32 (en shows no effect: docs/lahis.md)
+    # q = 0.9 gives 4-5 specific heads per language (q = 0.96 gives one, too small an effect)
     wider = replace(heads, quantile=0.9)
     return perplexity_experiment(
-        gemma, wider, languages=["fr", "zh"], n_docs=N_DOCS, skip=100, seeds=(0, 1)
+        gemma, wider, languages=["fr", "zh"], n_docs=16, skip=100, seeds=(0, 1)
     )
 
 
-@pytest.mark.parametrize("language", ["fr", "zh"])
-def test_own_language_perplexity_hurt_most(perplexity, language):
-    row = perplexity.direction().set_index("masked").loc[language]
-    assert row["own_rise"] > row["max_other_rise"], perplexity.to_markdown()
-    assert row["own_rise"] > row["random_rise"], perplexity.to_markdown()
+def test_a_languages_heads_hurt_its_own_documents_most(perplexity):
+    """LAHIS's perplexity claim as one-sided paired tests at :data:`tests.claims.LEVEL`, pooled
+    over French and Chinese (16 held-out documents each; the built-in corpus's documents are
+    translations of each other, so document i of one language pairs with document i of the
+    other): removing a language's specific heads raises its own documents' CE more than
+    removing as many random heads does, and more than it raises the other language's
+    translations of the same documents. Language by language the evidence is partial at this
+    scale (docs/lahis.md)."""
+    documents = perplexity.documents.assign(
+        rise=lambda d: d["ce_masked"] - d["ce_base"],
+        rise_random=lambda d: d["ce_random"] - d["ce_base"],
+    )
+    print(perplexity.to_markdown())
+    own = documents[documents["masked"] == documents["evaluated"]].sort_values(
+        ["masked", "document"]
+    )
+    other = documents[documents["masked"] != documents["evaluated"]].sort_values(
+        ["masked", "document"]
+    )
+    assert list(own["document"]) == list(other["document"])  # the same documents, paired
+    assert lower_paired(own["rise_random"], own["rise"]) < LEVEL
+    assert lower_paired(other["rise"].to_numpy(), own["rise"].to_numpy()) < LEVEL
 
 
 def test_attention_transfer_cli(heads, tmp_path):

@@ -11,6 +11,7 @@ from lens_heads.core.capture import encode_prompt
 from lens_heads.heads_up.attention import AttentionResult
 from lens_heads.heads_up.lens import LogitLensResult, TopTokensResult
 from lens_heads.heads_up.similarity import SimilarityResult
+from tests.claims import LEVEL, lower_paired
 
 pytestmark = pytest.mark.integration
 
@@ -62,8 +63,7 @@ def test_cli_figure4_similarity(demo_report, tmp_path, capsys):
     ]
     assert result.cosine.shape == (3, 2, 30)
     assert bool(((result.cosine > -1.0001) & (result.cosine < 1.0001)).all())
-    # same last token: the first layers agree, the instruction shows later
-    assert bool((result.cosine[:, 0, 0] > 0.95).all())
+    # the same last token: the runs agree most at the first layer, the instruction shows later
     assert bool((result.cosine[:, 0, 15:].mean(dim=-1) < result.cosine[:, 0, 0]).all())
     assert (out / "figure.html").is_file() and len(result.top1["masked"]) == 30
 
@@ -85,5 +85,8 @@ def test_cli_attention_table7_on_fruit_v_animal(demo_report, tmp_path):
         scores = result.scores[result.settings.index(setting)]
         inside = scores[result.mask.selected].mean()
         assert means.loc[setting, "heads in M"] == pytest.approx(float(inside), rel=1e-5)
-    # some heads attend to the fruit far above the average head
-    assert float(result.scores[0].max()) > 3 * float(result.scores[0].mean())
+    # some head locates the answer word: chosen on the first 10 prompts, it attends to the word
+    # more than the average head on each of the other 10 (paired test at tests.claims.LEVEL)
+    original = result.per_prompt[0].flatten(1)  # [prompt, head]
+    best = int(original[:10].mean(0).argmax())
+    assert lower_paired(original[10:].mean(1).tolist(), original[10:, best].tolist()) < LEVEL

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 
 import lens_heads as lh
 from lens_heads.core.language_id import identify_language
 from lens_heads.core.masks import HeadMask, MaskFileError, MaskShapeError
+from lens_heads.core.models import model_name
 from lens_heads.core.scales import HeadScale, ScaleValueError
 from lens_heads.core.tasks import Example, Task
 from lens_heads.lahis.importance import (
@@ -351,14 +353,27 @@ def test_soft_mask_bad_trainable(model):
 # -- experiments (plumbing on the tiny model; the direction is an integration test) ---------
 def test_perplexity_experiment_plumbing(model, tmp_path):
     texts = {"en": TEXTS, "fr": ["le chat noir", "un chien", "la maison bleue", "le ciel"]}
-    heads = language_heads(model, texts, quantile=0.75, min_languages=2, progress=False)
+    scores = torch.zeros(2, 2, 4)
+    scores[0, 0, 1] = scores[1, 1, 2] = 1.0  # en: L0H1, fr: L1H2 (planted)
+    heads = LanguageHeads(["en", "fr"], scores, 0.75, 2, "lahis", model_name(model))
+    assert heads.specific == {"en": ["L0H1"], "fr": ["L1H2"]}
     result = perplexity_experiment(model, heads, texts, n_docs=2, seeds=(0, 1))
-    if len(result.table):
-        assert set(result.table["evaluated"]) == {"en", "fr"}
-        assert (result.table["ppl_base"] > 1).all()
+    table = result.table.set_index(["masked", "evaluated"])
+    assert len(table) == 4 and (table["ppl_base"] > 1).all()
+    removal = heads.specific_mask("en").complement()  # every head but L0H1
+    expected = document_losses(model, texts["fr"][:2], mask=removal)
+    assert table.loc[("en", "fr"), "ce_masked"] == pytest.approx(float(expected.mean()), rel=1e-5)
+    assert table.loc[("en", "fr"), "ce_base"] == pytest.approx(
+        float(document_losses(model, texts["fr"][:2]).mean()), rel=1e-5
+    )
+    documents = result.documents.set_index(["masked", "evaluated", "document"])
+    assert documents.loc[("en", "fr"), "ce_masked"].tolist() == pytest.approx(expected.tolist())
+    means = result.documents.groupby(["masked", "evaluated"])[["ce_base", "ce_masked"]].mean()
+    assert means.to_numpy() == pytest.approx(table[["ce_base", "ce_masked"]].to_numpy())
     result.save(tmp_path / "ppl")
     loaded = PerplexityExperiment.load(tmp_path / "ppl")
     assert loaded.to_frame().shape == result.to_frame().shape
+    pd.testing.assert_frame_equal(loaded.documents, result.documents)
     other = LanguageHeads(["a", "b"], torch.rand(2, 3, 4), 0.5, 1, "x", "other")
     with pytest.raises(MaskShapeError, match="compute them for this model"):
         perplexity_experiment(model, other, texts)
