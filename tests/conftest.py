@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 import pytest
 
@@ -28,18 +28,18 @@ def tiny():
 
 
 @pytest.fixture(scope="session")
-def demo_report():
-    """The README's first command, ``lens-heads demo``, run once on SmolLM2: it trains the
-    capitalize mask on the CI schedule (100 steps, batch 8, lr 0.2), evaluates it, sweeps head
-    removal and writes the report. Tests of training, sweeps and the lens reuse its mask.
-
-    It writes where the README's command does (``demo-report/`` at the repository root), so the
-    notebooks, which run after the tests, reuse it instead of training again (a finished
-    folder with the same settings loads in seconds)."""
+def demo_report(tmp_path_factory):
+    """The README's first command, ``lens-heads demo``, run once on SmolLM2 into a fresh
+    temporary folder, so the tests judge this build and never a folder an earlier build left
+    (issue 23). It trains the capitalize mask on the CI schedule (100 steps, batch 8, lr 0.2),
+    evaluates it, sweeps head removal and writes the report; tests of training, sweeps and the
+    lens reuse its mask, and so do the notebooks, which run later in the session: the fixture
+    points ``LENS_HEADS_DEMO_REPORT`` at the folder."""
     from lens_heads.cli import main
 
-    out = Path(__file__).resolve().parents[1] / "demo-report"
+    out = tmp_path_factory.mktemp("demo-report")
     assert main(["demo", "--out", str(out)]) == 0
+    os.environ["LENS_HEADS_DEMO_REPORT"] = str(out)
     return out
 
 

@@ -4,8 +4,9 @@
 Commands are read from README.md's ``bash`` blocks (continued lines joined, ``# comments`` and
 ``[optional]`` parts dropped), so a changed README is tested as it reads. Commands that take
 longer than CI allows are listed in :data:`TOO_SLOW` with the reason (set
-``LENS_HEADS_README_ALL=1`` to run them too); a ``train-mask`` output folder the others name
-is then the demo's trained mask (same model and task, the CI schedule).
+``LENS_HEADS_README_ALL=1`` to run them too). A ``train-mask`` output folder that later
+commands name (``--mask runs/...``) is then a stand-in of the same model and task: the demo's
+mask for ``capitalize`` (the CI schedule), a 10-step ``train-mask`` run for any other task.
 """
 
 from __future__ import annotations
@@ -82,16 +83,31 @@ def _needs_demo(command: str) -> bool:
     return "lens-heads demo" in command or bool(re.search(r"--mask (runs/\S+)", command))
 
 
+def _trained_task(folder: str) -> tuple[str, str]:
+    """The model and task of the README's ``train-mask`` command that writes ``folder``."""
+    for command in COMMANDS:
+        argv = shlex.split(command)
+        if argv[1] == "train-mask" and argv[argv.index("--out") + 1] == folder:
+            return argv[argv.index("--model") + 1], argv[argv.index("--task") + 1]
+    raise AssertionError(f"no README train-mask command writes {folder}")
+
+
 def _provide(workdir: Path, demo_report: Path) -> None:
     """What earlier README commands write: the demo folder (its finished stages are reused, as
-    the demo documents) and, unless train-mask runs, its trained mask at every
-    ``--mask runs/...`` folder the README names."""
+    the demo documents) and, unless train-mask runs, a stand-in of the same model and task at
+    every ``--mask runs/...`` folder the README names."""
     if not (workdir / "demo-report").exists():
         shutil.copytree(demo_report, workdir / "demo-report")
     for command in COMMANDS:
         for name in re.findall(r"--mask (runs/\S+)", command):
-            if name not in TRAINED and not (workdir / name).exists():
+            if name in TRAINED or (workdir / name).exists():
+                continue
+            model, task = _trained_task(name)
+            if (model, task) == ("smollm2-135m-instruct", "capitalize"):
                 shutil.copytree(demo_report / "training", workdir / name)
+                continue
+            argv = ["train-mask", "--model", model, "--task", task, "--steps", "10"]
+            assert main([*argv, "--n-eval", "0", "--out", str(workdir / name)]) == 0
 
 
 def _params() -> list:
@@ -106,7 +122,7 @@ def _params() -> list:
 
 
 @pytest.mark.parametrize("command", _params())
-def test_readme_command_runs_as_written(command, workdir, request, monkeypatch, capsys):
+def test_readme_command_runs_with_same_task_masks(command, workdir, request, monkeypatch, capsys):
     if _needs_demo(command):  # the session's demo run (SmolLM2), only when a command needs it
         _provide(workdir, request.getfixturevalue("demo_report"))
     monkeypatch.chdir(workdir)
