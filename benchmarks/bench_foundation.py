@@ -29,7 +29,7 @@ def bench_mask_hook_overhead(quick: bool) -> BenchmarkResult:
     def masked() -> None:
         model.run_with_hooks(tokens, fwd_hooks=ones)
 
-    return compare(
+    result = compare(
         "forward: all-ones mask hook / no hook",
         plain,
         masked,
@@ -37,6 +37,11 @@ def bench_mask_hook_overhead(quick: bool) -> BenchmarkResult:
         repeats=5 if quick else 15,
         extra={"batch x pos": f"{tokens.shape[0]} x {tokens.shape[1]}"},
     )
+    with torch.inference_mode():
+        result.same_outputs = bool(
+            torch.equal(model(tokens), model.run_with_hooks(tokens, fwd_hooks=ones))
+        )
+    return result
 
 
 def bench_cached_load(quick: bool) -> BenchmarkResult:
@@ -47,11 +52,17 @@ def bench_cached_load(quick: bool) -> BenchmarkResult:
     previous = os.environ.get("LENS_HEADS_CACHE")
     os.environ["LENS_HEADS_CACHE"] = scratch
     try:
-        uncached, cached = [], []
-        for _ in range(1 if quick else 2):
+        uncached, cached, logits = [], [], {}
+
+        def load(kind: str) -> None:
+            model = lh.load_model("smollm2-135m-instruct")
+            with torch.inference_mode():
+                logits[kind] = model(torch.tensor([[1, 2, 3, 4]]))
+
+        for _ in range(1 if quick else 3):  # a load takes well under a minute
             shutil.rmtree(scratch, ignore_errors=True)
-            uncached.append(time_call(lambda: lh.load_model("smollm2-135m-instruct")))
-            cached.append(time_call(lambda: lh.load_model("smollm2-135m-instruct")))
+            uncached.append(time_call(lambda: load("uncached")))
+            cached.append(time_call(lambda: load("cached")))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if previous is None:
@@ -65,4 +76,6 @@ def bench_cached_load(quick: bool) -> BenchmarkResult:
         candidate_s=sorted(cached)[len(cached) // 2],
         ratio=ratios[len(ratios) // 2],
         target=0.2,
+        same_outputs=bool(torch.equal(logits["uncached"], logits["cached"])),
+        pairs=len(ratios),
     )

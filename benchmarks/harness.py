@@ -3,14 +3,16 @@
 Machines here are noisy, so absolute times mean little; a benchmark times its baseline and its
 candidate alternately (A B A B ...) and reports the median of the per-pair ratios.
 
-A benchmark is a function ``bench_<name>(quick: bool) -> BenchmarkResult`` (or a dict with the
-same fields) in a module ``benchmarks/bench_<topic>.py``; ``python -m benchmarks.run`` finds them.
+A benchmark is a function ``bench_<name>(quick: bool)`` in a module ``benchmarks/bench_<topic>.py``
+returning a :class:`BenchmarkResult` (or a dict with the same fields), or a list of them (e.g.
+the ratio against the reference code's way and the like-for-like ratio); ``python -m
+benchmarks.run`` finds them. A result whose two sides should compute the same thing records
+whether they did (``same_outputs``): when they do not, the benchmark fails whatever its speed.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -32,9 +34,15 @@ class BenchmarkResult:
     target: float
     higher_is_better: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    #: whether both sides gave the same outputs (None: the benchmark does not compare them)
+    same_outputs: bool | None = None
+    #: A/B pairs timed (the ratio is their median)
+    pairs: int = 1
 
     @property
     def passed(self) -> bool:
+        if self.same_outputs is False:
+            return False
         return self.ratio >= self.target if self.higher_is_better else self.ratio <= self.target
 
     @classmethod
@@ -49,6 +57,8 @@ class BenchmarkResult:
     def line(self) -> str:
         sense = ">=" if self.higher_is_better else "<="
         verdict = "ok" if self.passed else "MISSED"
+        if self.same_outputs is False:
+            verdict = "FAILED: the two sides give different outputs"
         return (
             f"{self.name:40s} baseline {self.baseline_s:8.3f} s  "
             f"candidate {self.candidate_s:8.3f} s  "
@@ -94,7 +104,9 @@ def compare(
         higher_is_better = True
     else:
         ratio = statistics.median(c / b for b, c in pairs)
-    return BenchmarkResult(name, base, cand, ratio, target, higher_is_better, dict(extra or {}))
+    return BenchmarkResult(
+        name, base, cand, ratio, target, higher_is_better, dict(extra or {}), pairs=repeats
+    )
 
 
 def peak_rss_mb() -> float:
@@ -108,6 +120,7 @@ def write_summary(results: list[BenchmarkResult], path: Path, *, merge: bool = F
     """Write the JSON summary atomically; with ``merge`` the earlier entries of other benchmarks
     in ``path`` are kept (``--only`` re-runs one without losing the rest), each stamped with the
     time it was measured."""
+    from lens_heads.core.provenance import code_version, machine
     from lens_heads.core.storage import write_atomic
 
     now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -119,5 +132,7 @@ def write_summary(results: list[BenchmarkResult], path: Path, *, merge: bool = F
             earlier = []  # an unreadable summary is rewritten, not merged
         names = {entry["name"] for entry in entries}
         entries = [e for e in earlier if e.get("name") not in names] + entries
-    payload = {"created": now, "machine": {"cpus": os.cpu_count()}, "results": entries}
-    write_atomic(path, json.dumps(payload, indent=2))
+    stamp = {"machine": machine(), "code": code_version()}
+    entries = [{**stamp, **entry} if "machine" not in entry else entry for entry in entries]
+    payload = {"created": now, **stamp, "results": entries}
+    write_atomic(path, json.dumps(payload, indent=2, default=str))

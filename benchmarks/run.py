@@ -1,8 +1,9 @@
 """Run the benchmarks: ``python -m benchmarks.run [--quick] [--only SUBSTRING] [--out FILE]``.
 
 Every ``bench_*`` function of every ``benchmarks/bench_*.py`` module runs; each prints one line
-(baseline, candidate, ratio against its target) and all go into a JSON summary (with ``--only``,
-the summary's other entries are kept). The exit code is 1 when a target is missed.
+(baseline, candidate, ratio against its target) and all go into a JSON summary that records the
+machine and the code version (with ``--only``, the summary's other entries are kept). The exit
+code is 1 when a target is missed or when a benchmark's two sides give different outputs.
 """
 
 from __future__ import annotations
@@ -47,11 +48,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skipped {name}: not available on this machine", flush=True)
             skipped.append(name)
             continue
-        result = BenchmarkResult.from_any(value)
-        print(result.line(), flush=True)
-        for key, value in result.extra.items():
-            print(f"    {key}: {value}")
-        results.append(result)
+        for item in value if isinstance(value, list) else [value]:
+            result = BenchmarkResult.from_any(item)
+            print(result.line(), flush=True)
+            for key, extra in result.extra.items():
+                print(f"    {key}: {extra}")
+            results.append(result)
     write_summary(results, args.out, merge=bool(args.only))
     print(f"summary: {args.out}")
     missed = [result.name for result in results if not result.passed]
