@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import lens_heads as lh
+from lens_heads.core.provenance import code_version, machine
 from lens_heads.core.storage import Stages, record_settings, save_figures, write_atomic
 from lens_heads.core.tables import markdown_table
 from lens_heads.engine import MaskTrainingResult
@@ -233,7 +234,8 @@ def write_outputs(
     command: Sequence[str] | None = None,
 ) -> Path:
     """``summary.md`` (``title``, the command, ``markdown`` and links to the figures),
-    ``<figure>.html`` for each figure and ``numbers.json``; returns the summary's path."""
+    ``<figure>.html`` for each figure and ``numbers.json`` (``numbers`` plus a ``provenance``
+    entry: the command, the code version and the machine); returns the summary's path."""
     folder = Path(out)
     save_figures(folder, figures)
     argv = command if command is not None else _COMMAND or ["(run from Python)"]
@@ -242,7 +244,9 @@ def write_outputs(
     if links:
         text += f"\nFigures (interactive HTML):\n\n{links}\n"
     if numbers is not None:
-        write_atomic(folder / "numbers.json", json.dumps(numbers, indent=2, default=str))
+        provenance = {"command": " ".join(argv), "code": code_version(), "machine": machine()}
+        stored = {**numbers, "provenance": provenance}
+        write_atomic(folder / "numbers.json", json.dumps(stored, indent=2, default=str))
     return write_atomic(folder / "summary.md", text)
 
 

@@ -1,14 +1,21 @@
-"""Heads up! Figure 3: the keep probability sigmoid(W) of every head during mask training --
-most heads settle early; a few cross 0.5 more than once.
+"""Heads up! Figure 3: the keep probability sigmoid(W) of every head during mask training, and
+its *dependent changes*: heads that join the mask late, heads dropped after being kept, heads
+that change more than once -- and whether different heads' changes fall together in time more
+than chance (:func:`lens_heads.heads_up.trajectories.dependent_changes`). The paper reads such
+changes as evidence that heads depend on each other; it gives no counts.
 
     python -m analyses.figure3_trajectories --task capitalize --out runs/figure3
+    python -m analyses.figure3_trajectories --init-mean -1 --steps 400 --out runs/figure3-init-1
 
-Resumable: an interrupted training continues from its checkpoint.
+``--init-mean`` starts the mask lower than the paper's +4 (every head in), so that heads have
+to join. Resumable: an interrupted training continues from its checkpoint.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+import pandas as pd
 
 from analyses._common import (
     LazyModel,
@@ -21,28 +28,34 @@ from analyses._common import (
     write_outputs,
 )
 from lens_heads.engine import MaskTrainingResult
+from lens_heads.heads_up.trajectories import dependent_changes
 
 
 @dataclass
 class Config(MaskedTaskConfig):
+    init_mean: float = field(default=4.0, metadata=help_of("mean of the W init (paper: 4)"))
     out: str = field(default="runs/figure3", metadata=help_of("output folder"))
 
 
 def run(config: Config) -> MaskTrainingResult:
     stages = stages_of(config)
-    training = mask_of(config, stages, LazyModel(config.model))
-    heads = training.to_frame()
-    changed = heads[heads["crossings"] > 1].sort_values("crossings", ascending=False)
+    training = mask_of(config, stages, LazyModel(config.model), init_mean=config.init_mean)
+    changes = dependent_changes(training)
     summary = training.summary()
     numbers = {
         **summary,
-        "heads crossing 0.5 more than once": len(changed),
-        "heads that never crossed 0.5": int((heads["crossings"] == 0).sum()),
+        "init_mean": training.config.init_mean,
+        "dependent changes": changes.summary(),
+        "heads crossing 0.5 more than once": changes.counts()["changed more than once"],
     }
-    text = "\n".join(f"- {key}: {value}" for key, value in numbers.items())
-    text += "\n\nHeads that changed their mind (crossed 0.5 more than once):\n\n"
-    text += markdown_table(
-        changed[["label", "p", "kept", "crossings"]].head(15), floatfmt=".3f", index=False
+    text = "\n".join(f"- {key}: {value}" for key, value in summary.items())
+    text += (
+        f"\n- init mean: {training.config.init_mean:g}\n\nDependent changes "
+        f"(crossings of 0.5 within {changes.window_steps} steps count as together; p from "
+        f"{changes.shuffles} random shifts of each head's crossings):\n\n"
+        + markdown_table(changes.to_frame(), floatfmt=".3f", index=False)
+        + "\n\n"
+        + markdown_table(pd.DataFrame([changes.summary()]), floatfmt=".3g", index=False)
     )
     write_outputs(
         config.out,
@@ -50,6 +63,7 @@ def run(config: Config) -> MaskTrainingResult:
         markdown=text,
         figures={
             "figure3_trajectories": training.plot_trajectories(),
+            "dependent_changes": changes.plot(),
             "training_loss": training.plot_loss(),
         },
         numbers=numbers,

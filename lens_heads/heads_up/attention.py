@@ -18,7 +18,15 @@ over the target's tokens (``blocks.{l}.attn.hook_pattern``, query heads); the re
 averages it over the prompts, like TransformerLens's ``head_detector`` scores. A target is
 given as a word found in the prompt's input (its first whole-word occurrence) or as a
 character span ``(start, end)`` of the input; a word split into several tokens counts all
-of them (every token that overlaps the span).
+of them (every token that overlaps the span). With ``candidates`` (the words the task chooses
+from, e.g. ``candidate_words("pear, dog, cat")``) the score is normalised as in the paper's
+Table 7: the attention on the target's tokens divided by the attention on all candidates'
+tokens, so that a head attending uniformly to three words scores 1/3.
+
+>>> normalised = lh.attention_on_target(model, ["pear, dog, cat"], ["pear"], mask=mask,
+...     candidates=[candidate_words("pear, dog, cat")])
+>>> bool(((normalised.per_prompt > 0) & (normalised.per_prompt < 1)).all())
+True
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from lens_heads.core.tables import markdown_table
 __all__ = [
     "AttentionResult",
     "attention_on_target",
+    "candidate_words",
     "extractive_targets",
     "target_token_span",
 ]
@@ -140,6 +149,8 @@ class AttentionResult(FolderResult):
     spans: list[list[tuple[int, int]]]  # [setting][prompt]: token positions [first, last + 1)
     per_prompt: Float[Tensor, "setting prompt n_layers n_heads"]
     mask: HeadMask | None = None
+    #: "sequence" (attention over the whole prompt) or "candidates" (over the candidate words)
+    normalized: str = "sequence"
 
     @property
     def scores(self) -> Float[Tensor, "setting n_layers n_heads"]:
@@ -206,6 +217,7 @@ class AttentionResult(FolderResult):
             "prompts": self.prompts,
             "targets": self.targets,
             "spans": self.spans,
+            "normalized": self.normalized,
             "means": self.means().to_dict(orient="index"),  # for readers of result.json
         }
         tensors = {"per_prompt": self.per_prompt}
@@ -225,6 +237,7 @@ class AttentionResult(FolderResult):
             spans=[[(int(a), int(b)) for a, b in row] for row in meta["spans"]],
             per_prompt=tensors["per_prompt"],
             mask=None if mask is None else HeadMask(mask, alpha=meta.get("mask_alpha", 0.0)),
+            normalized=meta.get("normalized", "sequence"),  # results saved before it: sequence
         )
 
 
@@ -259,6 +272,7 @@ def attention_on_target(
     instruction: str | None = None,
     settings: Sequence[str] | None = None,
     chat: bool | None = None,
+    candidates: Sequence[Sequence[str]] | None = None,
     batch_size: int = 16,
     progress: bool = False,
 ) -> AttentionResult:
@@ -270,7 +284,8 @@ def attention_on_target(
     ``targets``: one per prompt, a word of the prompt's input (``"pear"``) or a character
     span ``(start, end)`` of it. Prompts are rendered as :func:`lens_heads.evaluate` renders
     them (chat template when the tokenizer has one); the target is located inside the rendered
-    prompt, so instructed prompts attend to the same word.
+    prompt, so instructed prompts attend to the same word. ``candidates`` (one list of words per
+    prompt, the target among them) normalises each score over the candidates' tokens (Table 7).
     """
     prompt_list = [prompts] if isinstance(prompts, str) else list(prompts)
     if isinstance(targets, str) or (
@@ -288,6 +303,8 @@ def attention_on_target(
         )
     if any(not p.strip() for p in prompt_list):
         raise ValueError("a prompt is empty")
+    if candidates is not None:
+        _check_candidates(candidates, target_list)
     check_mask(model, mask)
     runs = _settings(mask, instruction, settings)
     n_layers, n_heads = head_shape(model)
@@ -300,6 +317,15 @@ def attention_on_target(
         tokens = [tokens for tokens, _ in encoded]
         token_spans = [span for _, span in encoded]
         last = [len(t) - 1 for t in tokens]
+        pools = None  # per prompt: the token spans of every candidate word
+        if candidates is not None:
+            pools = [
+                [
+                    _locate_target(model, p, word, i, instruction=run_instruction, chat=chat)[1]
+                    for word in words
+                ]
+                for i, (p, words) in enumerate(zip(prompt_list, candidates, strict=True))
+            ]
 
         def reduce(
             pattern: Tensor,
@@ -307,14 +333,21 @@ def attention_on_target(
             cols: Tensor,
             indices: Sequence[int],
             token_spans: list[tuple[int, int]] = token_spans,
+            pools: list[list[tuple[int, int]]] | None = pools,
         ) -> Tensor:
             # pattern [b, head, q, k] -> the final query's row [b, head, k] -> sum over the span
             final = pattern[rows, :, cols, :].float()
             span = torch.zeros(final.shape[0], final.shape[-1], device=final.device)
+            pool = torch.zeros_like(span)
             for row, index in enumerate(indices):
                 lo, hi = token_spans[index]
                 span[row, lo:hi] = 1.0
-            return (final * span[:, None, :]).sum(dim=-1)
+                for lo, hi in pools[index] if pools is not None else []:
+                    pool[row, lo:hi] = 1.0
+            on_target = (final * span[:, None, :]).sum(dim=-1)
+            if pools is None:
+                return on_target
+            return on_target / (final * pool[:, None, :]).sum(dim=-1).clamp_min(1e-12)
 
         names = {f"blocks.{layer}.attn.hook_pattern": reduce for layer in range(n_layers)}
         captured = capture(
@@ -342,7 +375,29 @@ def attention_on_target(
         spans=spans,
         per_prompt=per_prompt,
         mask=mask,
+        normalized="sequence" if candidates is None else "candidates",
     )
+
+
+def candidate_words(prompt: str) -> list[str]:
+    """The words a choose-a-word prompt offers (``"pear, dog, cat"`` -> three words).
+
+    >>> candidate_words("pear, dog, cat")
+    ['pear', 'dog', 'cat']
+    """
+    return [word.strip() for word in prompt.split(",") if word.strip()]
+
+
+def _check_candidates(candidates: Sequence[Sequence[str]], targets: Sequence[Any]) -> None:
+    if len(candidates) != len(targets):
+        raise ValueError(
+            f"{len(targets)} targets but {len(candidates)} candidate lists; give one per prompt"
+        )
+    for index, (words, target) in enumerate(zip(candidates, targets, strict=True)):
+        if isinstance(target, str) and target not in words:
+            raise ValueError(
+                f"prompt {index}: the target {target!r} is not among its candidates {list(words)}"
+            )
 
 
 def extractive_targets(task: Any, n: int | None = None) -> tuple[list[str], list[str]]:

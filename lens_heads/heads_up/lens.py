@@ -123,6 +123,19 @@ class LogitLensResult(FolderResult):
     def to_markdown(self) -> str:
         return markdown_table(self.top1_table())
 
+    def top_overlap(self, a: str, b: str) -> list[int]:
+        """Per layer, how many of the top-k tokens settings ``a`` and ``b`` share (Table 41's
+        claim: the instructed and the masked run share many in the later layers).
+
+        >>> import lens_heads as lh
+        >>> model = lh.tiny_model(n_layers=2, n_heads=4)
+        >>> lens = logit_lens(model, "apple", instruction="Repeat.", top_k=5)
+        >>> lens.top_overlap("original", "original")
+        [5, 5, 5]
+        """
+        first, second = self.top_ids[self.settings.index(a)], self.top_ids[self.settings.index(b)]
+        return [len(set(x.tolist()) & set(y.tolist())) for x, y in zip(first, second, strict=True)]
+
     def plot(self) -> Any:
         """Heat map of each target's probability per layer (one row per setting), each cell
         annotated with the setting's top-1 token."""
