@@ -478,9 +478,8 @@ def _first_step_by_hand(trainer: MaskTrainer, hooks_of) -> tuple[torch.Tensor, .
     hard = [(s > 0.5).float().requires_grad_(True) for s in soft]
     loss = _answer_ce(trainer.model, tokens, answer_mask, hooks_of(*hard))
     grads = torch.autograd.grad(loss, hard)
-    return tuple((g * s * (1 - s) / tau).sum(0) for g, s in zip(grads, soft, strict=True)) + tuple(
-        hard
-    )
+    chained = [(g * s * (1 - s) / tau).sum(0) for g, s in zip(grads, soft, strict=True)]
+    return (*chained, *hard)
 
 
 def _z_and_mlp_hooks(heads: torch.Tensor, ffn: torch.Tensor | None = None) -> list:
