@@ -186,6 +186,19 @@ def test_batched_equals_one_at_a_time(tiny, query, argmax_over):
     assert torch.equal(batched.scores, single.scores)
 
 
+def test_greedy_translations_batched_equal_one_at_a_time(tiny):
+    """decoding="greedy": the model's own translations, generated in left-padded batches of
+    sources of different lengths, then aligned and scored, as with batch size 1."""
+    settings = dict(n=6, shots=0, decoding="greedy", max_new_tokens=6)
+    batched = lh.translation_scores(tiny, "en-de", batch_size=16, **settings)
+    single = lh.translation_scores(tiny, "en-de", batch_size=1, **settings)
+    assert batched.targets == single.targets and len(set(batched.targets)) > 1
+    assert len({len(source) for source in batched.sources}) > 1
+    assert torch.equal(batched.sentence_hits, single.sentence_hits)
+    assert torch.equal(batched.sentence_queries, single.sentence_queries)
+    assert torch.equal(batched.scores, single.scores)
+
+
 def test_result_views_and_save_load(tiny, tmp_path):
     scores = lh.translation_scores(tiny, "en-de", n=4, shots=1)
     frame = scores.to_frame()
