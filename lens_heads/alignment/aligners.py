@@ -70,17 +70,33 @@ def word_spans(text: str, words: Sequence[str], *, where: str = "") -> list[tupl
     return spans
 
 
-def _word_index(word: str, words: Sequence[str], used: set[int], side: str, where: str) -> int:
+def _word_indices(
+    word: str, words: Sequence[str], used: set[int], side: str, where: str
+) -> list[int]:
+    """The indices ``word`` names in ``words``: its first unused occurrence, or -- for a word
+    that this project splits into several (``"grand-mère"`` is ``grand``, ``-``, ``mère`` here;
+    an outside aligner may keep it whole) -- the first unused run of the words it splits into."""
     positions = [i for i, w in enumerate(words) if w == word]
-    if not positions:
+    if positions:
+        free = [i for i in positions if i not in used]
+        index = free[0] if free else positions[0]
+        used.add(index)
+        return [index]
+    parts = split_words(word)
+    runs = [
+        list(range(i, i + len(parts)))
+        for i in range(len(words) - len(parts) + 1)
+        if len(parts) > 1 and list(words[i : i + len(parts)]) == parts
+    ]
+    if not runs:
         raise AlignmentError(
             f"{where}{side} word {word!r} is not in the sentence {list(words)}; name words of "
             "the sentence, or give index pairs [[i, j], ...]"
         )
-    free = [i for i in positions if i not in used]
-    index = free[0] if free else positions[0]
-    used.add(index)
-    return index
+    free_runs = [run for run in runs if not used.intersection(run)]
+    run = free_runs[0] if free_runs else runs[0]
+    used.update(run)
+    return run
 
 
 def parse_alignment(
@@ -88,7 +104,15 @@ def parse_alignment(
 ) -> WordAlignment:
     """``(source_word, target_word)`` index pairs from a Pharaoh line (``"0-0 1-2"``), index
     pairs ``[[i, j], ...]`` or word pairs ``[["cat", "chat"], ...]`` (each word matched to its
-    first unused occurrence, left to right). Indices are checked against the sentences."""
+    first unused occurrence, left to right). Indices are checked against the sentences.
+
+    A word of a pair that :func:`split_words` splits into several (an outside aligner's
+    ``"grand-mère"`` is ``grand``, ``-``, ``mère`` here) names the span of words it covers, and
+    the pair links every word of one side's span to every word of the other's:
+
+    >>> parse_alignment([["grandmother", "grand-mère"]], ["grandmother"], ["grand", "-", "mère"])
+    [(0, 0), (0, 1), (0, 2)]
+    """
     if isinstance(entry, str):
         pairs: WordAlignment = []
         for item in entry.split():
@@ -110,12 +134,9 @@ def parse_alignment(
                 )
             left, right = item
             if isinstance(left, str) and isinstance(right, str):
-                pairs.append(
-                    (
-                        _word_index(left, source_words, used_source, "source", where),
-                        _word_index(right, target_words, used_target, "target", where),
-                    )
-                )
+                sources = _word_indices(left, source_words, used_source, "source", where)
+                targets = _word_indices(right, target_words, used_target, "target", where)
+                pairs += [(i, j) for i in sources for j in targets]
             elif isinstance(left, int) and isinstance(right, int):
                 pairs.append((left, right))
             else:

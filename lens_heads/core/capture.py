@@ -37,7 +37,7 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from lens_heads.core.checks import check_context
+from lens_heads.core.checks import check_context, own_checks
 from lens_heads.core.hooks import mask_hooks
 from lens_heads.core.masks import HeadMask, MaskShapeError, stack_masks
 from lens_heads.core.models import ModelLike
@@ -384,6 +384,7 @@ def layer_activations(
     }
 
 
+@own_checks  # mismatched shapes are the ValueError below, with or without a runtime checker
 def cosine_by_layer(
     a: Float[Tensor, "*a n_layers d_model"], b: Float[Tensor, "*b n_layers d_model"]
 ) -> Float[Tensor, "..."]:

@@ -17,7 +17,7 @@ import dataclasses
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "ContextLengthError",
@@ -27,8 +27,31 @@ __all__ = [
     "check_number",
     "check_numeric_fields",
     "context_length",
+    "own_checks",
     "resolve_mask",
 ]
+
+_T = TypeVar("_T")
+
+
+def own_checks(obj: _T) -> _T:
+    """Mark a function, or a dataclass's ``__init__``, whose body checks its own arguments with
+    a clear error: runtime type checkers (beartype through jaxtyping's import hook, which the
+    tests turn on) leave it alone, so the tests see the error users get rather than the checker's
+    ``TypeError``. It sets the ``__no_type_check__`` flag of :func:`typing.no_type_check`, which
+    beartype and jaxtyping honour; annotations stay for readers and static checkers.
+
+    >>> import dataclasses
+    >>> @own_checks
+    ... @dataclasses.dataclass
+    ... class Rule:
+    ...     name: str
+    >>> Rule.__init__.__no_type_check__
+    True
+    """
+    target = obj.__init__ if isinstance(obj, type) else obj
+    target.__no_type_check__ = True  # type: ignore[attr-defined]
+    return obj
 
 
 class ContextLengthError(ValueError):
@@ -84,8 +107,19 @@ def check_number(name: str, value: Any) -> float:
 
 
 def check_numeric_fields(config: Any) -> None:
-    """Type-check a dataclass's ``int``/``float`` fields (optional ones may be None): ints
-    must be ints (not 2.5 or True), floats finite numbers. Ranges are the dataclass's own."""
+    """Type-check a dataclass's ``int``/``float``/``bool``/``str`` fields (optional ones may be
+    None): ints must be ints (not 2.5 or True), floats finite numbers, bools True or False (not
+    ``"no"``, which is true), strings strings. Ranges and choices are the dataclass's own.
+
+    >>> import dataclasses
+    >>> @dataclasses.dataclass
+    ... class Options:
+    ...     chat: bool | None = None
+    >>> check_numeric_fields(Options(chat="no"))
+    Traceback (most recent call last):
+    ...
+    ValueError: chat must be True or False, got 'no'
+    """
     for field in dataclasses.fields(config):
         kind = str(field.type).replace(" ", "")
         value = getattr(config, field.name)
@@ -95,6 +129,10 @@ def check_numeric_fields(config: Any) -> None:
             check_int(field.name, value)
         elif kind in ("float", "float|None"):
             check_number(field.name, value)
+        elif kind in ("bool", "bool|None") and not isinstance(value, bool):
+            raise ValueError(f"{field.name} must be True or False, got {value!r}")
+        elif kind in ("str", "str|None") and not isinstance(value, str):
+            raise ValueError(f"{field.name} must be a string, got {value!r}")
 
 
 class MaskSourceError(ValueError):

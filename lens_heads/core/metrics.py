@@ -20,6 +20,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from lens_heads.core.checks import own_checks
 from lens_heads.core.prompts import END_OF_TURN_TOKENS
 
 __all__ = [
@@ -59,6 +60,7 @@ class TextEncoder(Protocol):
 # ---------------------------------------------------------------- match rules
 
 
+@own_checks  # an unknown rule is the ValueError below, with or without a runtime type checker
 def is_correct(prediction: str, answer: str, rule: MatchRule) -> bool:
     """Heads-up match rule on stripped, case-sensitive strings.
 
@@ -74,6 +76,7 @@ def is_correct(prediction: str, answer: str, rule: MatchRule) -> bool:
     return text.startswith(target) if rule == "startswith" else target in text
 
 
+@own_checks
 def accuracy(predictions: Sequence[str], answers: Sequence[str], rule: MatchRule) -> float:
     """Fraction of predictions that match their answer under ``rule``.
 

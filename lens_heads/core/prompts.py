@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
+from lens_heads.core.checks import own_checks
+
 if TYPE_CHECKING:
     from lens_heads.core.tasks import Task
 
@@ -294,6 +296,7 @@ def sample_shots(
     return tuple(random.Random(seed).sample(pairs, k))
 
 
+@own_checks  # a bad split is the ValueError below, with or without a runtime type checker
 def hybrid_few_shot(
     tasks: Sequence[Task | str],
     *,
@@ -327,6 +330,8 @@ def hybrid_few_shot(
 
     if not tasks:
         raise ValueError("hybrid_few_shot needs at least one task")
+    if split not in ("train", "eval"):
+        raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
     if n_per_task < 1:
         raise ValueError(f"n_per_task must be positive, got {n_per_task}")
     resolved = [get_task(t) if isinstance(t, str) else t for t in tasks]

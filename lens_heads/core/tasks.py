@@ -24,6 +24,8 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
 
+from lens_heads.core.checks import own_checks
+
 __all__ = [
     "Example",
     "ParallelCorpus",
@@ -41,6 +43,8 @@ __all__ = [
 
 MatchRule = Literal["startswith", "contains"]
 TaskKind = Literal["word", "translation"]
+_MATCH_RULES = ("startswith", "contains")
+_TASK_KINDS = ("word", "translation")
 
 LANGUAGE_NAMES = {
     "en": "English",
@@ -55,6 +59,7 @@ class TaskDataError(ValueError):
     """A data file or task definition is malformed; the message names the file and line."""
 
 
+@own_checks  # __post_init__ checks the rule, with or without a runtime type checker
 @dataclass(frozen=True)
 class Example:
     """One ``input -> output`` pair. ``match`` overrides the task's rule for this example and
@@ -66,7 +71,15 @@ class Example:
     match: MatchRule | None = None
     source: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.match is not None and self.match not in _MATCH_RULES:
+            raise TaskDataError(
+                f"example {self.input!r}: match must be 'startswith' or 'contains' (or None for "
+                f"the task's rule), got {self.match!r}"
+            )
 
+
+@own_checks  # __post_init__ checks the rule and the kind
 @dataclass(frozen=True)
 class Task:
     """A named list of examples with its instruction and accuracy rule.
@@ -88,8 +101,14 @@ class Task:
     def __post_init__(self) -> None:
         if not self.examples:
             raise TaskDataError(f"task {self.name!r} has no examples")
-        if self.match not in ("startswith", "contains"):
-            raise TaskDataError(f"task {self.name!r}: match must be 'startswith' or 'contains'")
+        if self.match not in _MATCH_RULES:
+            raise TaskDataError(
+                f"task {self.name!r}: match must be 'startswith' or 'contains', got {self.match!r}"
+            )
+        if self.kind not in _TASK_KINDS:
+            raise TaskDataError(
+                f"task {self.name!r}: kind must be 'word' or 'translation', got {self.kind!r}"
+            )
         for index, example in enumerate(self.examples):
             if not example.input.strip() or not example.output.strip():
                 raise TaskDataError(

@@ -18,7 +18,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from lens_heads.core.checks import check_numeric_fields
+from lens_heads.core.checks import check_numeric_fields, own_checks
 from lens_heads.core.masks import parse_head
 from lens_heads.core.models import native_bf16
 from lens_heads.core.prompts import ANSWER_ENDS
@@ -33,6 +33,7 @@ _DTYPES = {
 
 
 # -- configuration ----------------------------------------------------------------------------
+@own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
 class TrainingConfig:
     """Hyper-parameters of :func:`train_mask`; the defaults are the paper's (6,250 steps).
@@ -100,7 +101,7 @@ class TrainingConfig:
             if not condition:
                 raise ValueError(message)
 
-        check_numeric_fields(self)  # 2.5 steps, lr=inf: a clear error before the ranges
+        check_numeric_fields(self)  # 2.5 steps, lr=inf, chat="yes": a clear error first
         need(
             isinstance(self.steps, int) and self.steps > 0,
             f"steps must be a positive integer, got {self.steps}",

@@ -186,6 +186,19 @@ def test_batched_equals_one_at_a_time(tiny, query, argmax_over):
     assert torch.equal(batched.scores, single.scores)
 
 
+def test_greedy_translations_batched_equal_one_at_a_time(tiny):
+    """decoding="greedy": the model's own translations, generated in left-padded batches of
+    sources of different lengths, then aligned and scored, as with batch size 1."""
+    settings = dict(n=6, shots=0, decoding="greedy", max_new_tokens=6)
+    batched = lh.translation_scores(tiny, "en-de", batch_size=16, **settings)
+    single = lh.translation_scores(tiny, "en-de", batch_size=1, **settings)
+    assert batched.targets == single.targets and len(set(batched.targets)) > 1
+    assert len({len(source) for source in batched.sources}) > 1
+    assert torch.equal(batched.sentence_hits, single.sentence_hits)
+    assert torch.equal(batched.sentence_queries, single.sentence_queries)
+    assert torch.equal(batched.scores, single.scores)
+
+
 def test_result_views_and_save_load(tiny, tmp_path):
     scores = lh.translation_scores(tiny, "en-de", n=4, shots=1)
     frame = scores.to_frame()
@@ -235,6 +248,36 @@ def test_alignment_file_and_words_give_the_same_scores(tiny, tmp_path):
     assert torch.equal(from_json.sentence_hits, from_words.sentence_hits)
 
 
+def test_a_word_the_project_splits_names_the_span_it_covers():
+    """Outside aligners keep "grand-mère" (or "New York") whole; here it is several words."""
+    source, target = ["my", "grandmother", "sleeps"], ["ma", "grand", "-", "mère", "dort"]
+    assert split_words("ma grand-mère dort") == target
+    words = [["my", "ma"], ["grandmother", "grand-mère"], ["sleeps", "dort"]]
+    assert parse_alignment(words, source, target) == [(0, 0), (1, 1), (1, 2), (1, 3), (2, 4)]
+    # on the source side too, and a span is matched at its first unused occurrence
+    assert parse_alignment(
+        [["New York", "New-York"], ["New York", "New-York"]],
+        ["New", "York", "and", "New", "York"],
+        ["New", "-", "York", "et", "New", "-", "York"],
+    ) == [(i, j) for i in (0, 1) for j in (0, 1, 2)] + [(i, j) for i in (3, 4) for j in (4, 5, 6)]
+    with pytest.raises(AlignmentError, match="'grand-père' is not in the sentence"):
+        parse_alignment([["grandfather", "grand-père"]], ["grandfather"], target)
+
+
+def test_a_split_word_pair_scores_like_its_index_pairs(tiny):
+    pairs = [("my grandmother sleeps", "ma grand-mère dort"), ("a dog", "un chien")]
+    words = [
+        [["my", "ma"], ["grandmother", "grand-mère"], ["sleeps", "dort"]],
+        [["a", "un"], ["dog", "chien"]],
+    ]
+    from_words = lh.translation_scores(tiny, pairs, alignments=words, shots=1)
+    from_indices = lh.translation_scores(
+        tiny, pairs, alignments=["0-0 1-1 1-2 1-3 2-4", "0-0 1-1"], shots=1
+    )
+    assert torch.equal(from_words.sentence_hits, from_indices.sentence_hits)
+    assert torch.equal(from_words.sentence_queries, from_indices.sentence_queries)
+
+
 def test_split_words_and_itermax():
     assert split_words("狗在厨房里。") == ["狗", "在", "厨", "房", "里", "。"]
     similarity = torch.tensor([[0.9, 0.8, 0.1], [0.1, 0.2, 0.3], [0.2, 0.1, 0.95]])
@@ -243,10 +286,14 @@ def test_split_words_and_itermax():
     assert alignment_error_rate([[(0, 0)]], [[(0, 0)]]) == 0.0
 
 
-def test_sim_aligner_aligns_identical_sentences(tiny):
-    words = ["one", "two", "three", "four"]
-    links = SimAligner(tiny, layer=0)(words, words)
-    assert (0, 0) in links and len(links) >= 3
+@pytest.mark.parametrize("method", ["itermax", "argmax"])
+@pytest.mark.parametrize("layer", [0, 1])
+def test_sim_aligner_aligns_identical_sentences(tiny, method, layer):
+    """A sentence against itself: each word's vector is its own best match on both sides, so
+    the mutual argmax is the whole diagonal and itermax adds nothing (every word is aligned)."""
+    words = ["one", "two", "three", "four", "five"]
+    aligner = SimAligner(tiny, layer=layer, method=method)
+    assert aligner(words, words) == [(i, i) for i in range(len(words))]
 
 
 # -- bad input ---------------------------------------------------------------------------------

@@ -3,7 +3,6 @@ one mask resolver and one context check serve every entry point, the CLI's flags
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -115,13 +114,6 @@ def test_cli_generate_rejects_a_long_prompt(short, monkeypatch, capsys):
 
 
 # -- 3: numbers ---------------------------------------------------------------------------------
-def _config_post_init(**values) -> None:
-    config = object.__new__(TrainingConfig)
-    for field in dataclasses.fields(TrainingConfig):
-        object.__setattr__(config, field.name, values.get(field.name, field.default))
-    config.__post_init__()
-
-
 def test_numeric_options_are_checked(tiny, tmp_path, capsys, no_load):
     with pytest.raises(ValueError, match="no prompts"):
         lh.generate(tiny, [])
@@ -130,16 +122,19 @@ def test_numeric_options_are_checked(tiny, tmp_path, capsys, no_load):
             evaluate(tiny, word_task(), ["original"], n_eval=3, max_new_tokens=bad)
         with pytest.raises(ValueError, match="max_new_tokens must be at least 1"):
             lh.generate(tiny, "cat", max_new_tokens=bad)
-    # under pytest, jaxtyping's beartype rejects a float int before __post_init__ runs; users
-    # without it get __post_init__'s check, so it is called directly here
+    # the user's errors, not the runtime type checker's TypeError (which pytest turns on)
     with pytest.raises(ValueError, match=r"batch_size must be an integer, got 2\.5"):
-        _config_post_init(batch_size=2.5)
-    with pytest.raises(ValueError, match="lr must be a finite number"):
-        _config_post_init(lr=float("inf"))
+        TrainingConfig(batch_size=2.5)
     with pytest.raises(ValueError, match="steps must be an integer"):
-        _config_post_init(steps=True)
+        TrainingConfig(steps=True)
     with pytest.raises(ValueError, match="lr must be a finite number"):
         TrainingConfig(lr=float("inf"))
+    with pytest.raises(ValueError, match=r"lr must be a number, got '0\.1'"):
+        TrainingConfig(lr="0.1")
+    with pytest.raises(ValueError, match="ffn_masks must be True or False, got 'no'"):
+        TrainingConfig(ffn_masks="no")  # a non-empty string is true: it would switch them on
+    with pytest.raises(ValueError, match="separator must be a string, got 2"):
+        TrainingConfig(separator=2)
     for value in ("-1", "0", "abc"):
         with pytest.raises(SystemExit) as exit_info:
             main(["eval", "--model", "x", "--task", "capitalize", "--max-new-tokens", value,

@@ -61,6 +61,31 @@ def test_tokens_equal_bridge_generate_alone(tiny, encoded, batch_size, masked):
     assert decoded.new_tokens == [reference_tokens(tiny, p, 5, mask) for p in prompts]
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_prompts_of_different_lengths_equal_bridge_generate_alone(tiny, masked):
+    """Left padding: prompts 1 to 9 letters long in one batch (and a batch smaller than them)
+    give each prompt's own tokens and answer CE."""
+    mask = HeadMask.from_heads(["L0H1", "L1H2"], n_layers=2, n_heads=4) if masked else None
+    words = ["a", "hat", "seven", "elephant", "bo", "crocodile", "mice"]
+    examples = [
+        encode_example(tiny.tokenizer, w, w.upper()[: 1 + i % 3], chat=True)
+        for i, w in enumerate(words)
+    ]
+    prompts = [e.prompt_tokens for e in examples]
+    answers = [e.answer_tokens for e in examples]
+    assert len({len(p) for p in prompts}) == len(words)
+    expected = [reference_tokens(tiny, p, 5, mask) for p in prompts]
+    teacher_forced = _answer_nll(tiny, examples, mask, batch_size=1)
+    for batch_size in (3, 7):
+        decoded = decode_greedy(
+            tiny, prompts, max_new_tokens=5, stops=[], batch_size=batch_size, mask=mask,
+            answers=answers,
+        )  # fmt: skip
+        assert decoded.new_tokens == expected
+        assert decoded.answer_ce is not None
+        torch.testing.assert_close(decoded.answer_ce, teacher_forced, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("batch_size", [1, 4, 12])
 def test_answer_ce_equals_teacher_forced_pass(tiny, encoded, batch_size):
     mask = HeadMask.from_heads(["L0H0", "L1H3"], n_layers=2, n_heads=4)

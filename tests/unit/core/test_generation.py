@@ -26,6 +26,20 @@ def test_batched_equals_one_by_one(tiny, batch_size):
     assert all(len(tokens) == 6 for tokens in batched)
 
 
+@pytest.mark.parametrize("chat", [False, True])
+def test_text_generation_batched_equals_one_at_a_time(tiny, chat):
+    """``lh.generate`` on prompts of different lengths (left padded), under a mask."""
+    mask = HeadMask.from_heads(["L0H0", "L0H3", "L1H1"], n_layers=2, n_heads=4)
+    batched = lh.generate(tiny, PROMPTS, chat=chat, max_new_tokens=5, mask=mask, batch_size=5)
+    alone = [
+        lh.generate(tiny, prompt, chat=chat, max_new_tokens=5, mask=mask, batch_size=1)[0]
+        for prompt in PROMPTS
+    ]
+    assert [g.new_tokens for g in batched] == [g.new_tokens for g in alone]
+    assert [g.text for g in batched] == [g.text for g in alone]
+    assert len({len(g.prompt_tokens) for g in batched}) == len(PROMPTS)
+
+
 def test_per_example_masks_in_generation(tiny):
     encoded = [encode_text(tiny.tokenizer, p) for p in PROMPTS[:3]]
     masks = [

@@ -124,11 +124,38 @@ def test_wrong_mask_shape_is_a_clear_error(tiny):
 
 
 def test_gqa_mask_acts_on_query_heads():
-    model = lh.tiny_model(n_layers=1, n_heads=4, n_kv_heads=1, seed=3)
-    seen = {}
+    """6 query heads share 2 KV heads (3 per KV head): zeroing query head h with a lens_heads
+    mask zeroes exactly that head's ``hook_z`` slice; its layer's other heads -- the two that
+    share its KV head included -- and the layers before it are unchanged."""
+    model = lh.tiny_model(n_layers=2, n_heads=6, n_kv_heads=2, seed=3)
+    tokens = _tokens(model, "grouped query")
+    names = [f"blocks.{layer}.attn.hook_z" for layer in range(2)]
 
-    def record(z, hook):
-        seen["z"] = z.shape
+    def z_under(mask: HeadMask | None) -> dict[str, torch.Tensor]:
+        seen = {}
 
-    model.run_with_hooks(_tokens(model, "abc"), fwd_hooks=[("blocks.0.attn.hook_z", record)])
-    assert seen["z"][2] == 4  # query heads, not the single KV head
+        def recorder(name: str):
+            def record(z, hook):
+                seen[name] = z.detach().clone()
+
+            return record
+
+        hooks = [] if mask is None else lh.mask_hooks(mask, model)
+        model.run_with_hooks(tokens, fwd_hooks=hooks + [(name, recorder(name)) for name in names])
+        return seen
+
+    plain = z_under(None)
+    assert plain[names[0]].shape[2] == 6  # query heads, not the two KV heads
+    assert model.cfg.n_key_value_heads == 2
+    for layer in range(2):
+        for head in range(6):
+            masked = z_under(~HeadMask.from_heads([(layer, head)], n_layers=2, n_heads=6))
+            z, reference = masked[names[layer]], plain[names[layer]]
+            assert torch.count_nonzero(z[:, :, head]) == 0
+            assert bool(reference[:, :, head].abs().sum() > 0), "the head had output to remove"
+            others = [h for h in range(6) if h != head]
+            assert torch.equal(z[:, :, others], reference[:, :, others]), (layer, head)
+            if layer == 1:
+                assert torch.equal(masked[names[0]], plain[names[0]])
+            else:  # layer 1 reads the changed residual stream
+                assert not torch.allclose(masked[names[1]], plain[names[1]])

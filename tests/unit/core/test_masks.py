@@ -53,7 +53,18 @@ def test_random_like_keeps_size_and_is_seeded():
     first, again, other = (HeadMask.random_like(mask, seed=s) for s in (1, 1, 2))
     assert first.n_selected == mask.n_selected == other.n_selected
     assert first == again
-    assert first != other or first.labels == other.labels  # seeds may coincide, rarely
+
+
+def test_random_like_different_seeds_differ():
+    """3 of 12 heads: C(12, 3) = 220 masks, so 20 seeds drawn uniformly give about 19 distinct
+    masks (all 20 equal has probability 220**-19), and each head is drawn 5 times on average
+    (two heads never drawn in 20 seeds: 66 * (120/220)**20 < 0.1 %)."""
+    mask = HeadMask.from_heads(["L0H0", "L1H2", "L3H1"], n_layers=4, n_heads=3)
+    draws = [HeadMask.random_like(mask, seed=seed) for seed in range(20)]
+    assert all(draw.n_selected == 3 for draw in draws)
+    assert len({tuple(draw.labels) for draw in draws}) >= 10
+    counts = torch.stack([draw.values for draw in draws]).sum(0)
+    assert int((counts > 0).sum()) >= 11, "the draws cover the heads, not a fixed few"
 
 
 def test_algebra_against_hand_sets():

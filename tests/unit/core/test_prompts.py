@@ -219,3 +219,5 @@ def test_hybrid_few_shot_mixes_tasks_with_their_own_demonstrations():
     assert hybrid_few_shot([up], shots=1, n_per_task=3, n_eval=10).match == "startswith"
     with pytest.raises(ValueError, match="at least one task"):
         hybrid_few_shot([])
+    with pytest.raises(ValueError, match="split must be 'train' or 'eval', got 'test'"):
+        hybrid_few_shot([up, rev], split="test")  # not silently the evaluation queries

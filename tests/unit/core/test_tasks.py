@@ -68,10 +68,13 @@ def test_small_task_evaluates_half_and_bad_split_sizes():
 def test_task_validation_and_kind():
     with pytest.raises(TaskDataError, match="has no examples"):
         Task("empty", ())
-    # Under pytest the Literal annotation is checked first (TypeError); plain Python hits the
-    # TaskDataError of __post_init__. Either way the bad rule is refused.
-    with pytest.raises((TaskDataError, TypeError), match=r"match|equals"):
+    # the user's error, not the runtime type checker's TypeError (which pytest turns on)
+    with pytest.raises(TaskDataError, match=r"match must be 'startswith' or 'contains', got 'eq"):
         make_task(3, match="equals")
+    with pytest.raises(TaskDataError, match=r"example 'a': match must be .* got 'equals'"):
+        Example("a", "b", match="equals")
+    with pytest.raises(TaskDataError, match=r"kind must be 'word' or 'translation', got 'sent"):
+        make_task(3, kind="sentence")
     with pytest.raises(TaskDataError, match="example 1 has an empty input or output"):
         Task("t", (Example("a", "b"), Example("c", "  ")))
     assert make_task(3).max_new_tokens == 10

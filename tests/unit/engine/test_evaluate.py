@@ -119,6 +119,28 @@ def test_batched_equals_one_at_a_time(tiny, mask):
     )
 
 
+@pytest.mark.parametrize("stack_masks", [False, True])
+def test_batched_equals_one_at_a_time_on_prompts_of_different_lengths(tiny, mask, stack_masks):
+    """Left-padded batches of prompts 1 to 9 letters long, every setting (the random masks
+    stacked as per-example masks in one batch, or run one seed at a time), against batch 1."""
+    words = ["a", "hat", "seven", "elephant", "bo", "crocodile", "mice", "zebra", "owl"] * 2
+    task = Task("upper", tuple(Example(w, w.upper()) for w in words), instruction="Capitals.")
+    kwargs = dict(mask=mask, n_eval=9, random_seeds=(0, 1), max_new_tokens=5, progress=False)
+    batched = evaluate(tiny, task, batch_size=4, stack_masks=stack_masks, **kwargs)
+    alone = evaluate(tiny, task, batch_size=1, **kwargs)
+    assert set(batched.records["setting"]) == {
+        "original", "instruction", "random", "mask", "mask+instruction"
+    }  # fmt: skip
+    prompts = batched.records["prompt"].drop_duplicates()
+    assert len({len(tiny.tokenizer(p, add_special_tokens=False).input_ids) for p in prompts}) > 5
+    columns = ["setting", "input", "prompt", "generated", "prediction", "correct"]
+    pd.testing.assert_frame_equal(batched.records[columns], alone.records[columns])
+    assert batched.records["answer_ce"].tolist() == pytest.approx(
+        alone.records["answer_ce"].tolist(), abs=1e-4
+    )
+    assert batched.records["generated"].nunique() > 3  # the outputs differ from row to row
+
+
 def test_newline_stops_give_the_samefirst_line_of():
     """Stopping at line breaks (first_line=True) scores what the full generation's first
     non-empty line would be, including rows whose output starts with a line break."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import subprocess
@@ -455,12 +456,72 @@ def test_trajectory_figure_colours_and_highlights():
 
 
 # -- experimental variants ------------------------------------------------------------------------
+def _answer_ce(model, tokens, answer_mask, hooks) -> torch.Tensor:
+    """The answer-token CE of a full forward with ``hooks`` (written out, not the trainer's)."""
+    logits = model.run_with_hooks(tokens, fwd_hooks=hooks)
+    rows, cols = answer_mask.nonzero(as_tuple=True)
+    return torch.nn.functional.cross_entropy(logits[rows, cols - 1].float(), tokens[rows, cols])
+
+
+def _first_step_by_hand(trainer: MaskTrainer, hooks_of) -> tuple[torch.Tensor, ...]:
+    """The gradients of W (and ffn_W) at the trainer's first step, by the chain rule through
+    hand-written hooks: replay the noise, take the gradient of the answer CE with respect to the
+    0/1 masks themselves (``hooks_of(heads, ffn)`` applies them), and multiply by the
+    straight-through factor ``s (1 - s) / tau`` of each sample, ``s = sigmoid((W + G) / tau)``."""
+    replay = torch.Generator()
+    replay.set_state(trainer.generator.get_state())
+    tau = tau_at(0, trainer.config)
+    tokens, answer_mask = trainer.batch(0)
+    batch = tokens.shape[0]
+    weights = [trainer.W.detach()] + ([] if trainer.ffn_W is None else [trainer.ffn_W.detach()])
+    soft = [torch.sigmoid((w + gumbel_noise((batch, *w.shape), replay)) / tau) for w in weights]
+    hard = [(s > 0.5).float().requires_grad_(True) for s in soft]
+    loss = _answer_ce(trainer.model, tokens, answer_mask, hooks_of(*hard))
+    grads = torch.autograd.grad(loss, hard)
+    chained = [(g * s * (1 - s) / tau).sum(0) for g, s in zip(grads, soft, strict=True)]
+    return (*chained, *hard)
+
+
+def _z_and_mlp_hooks(heads: torch.Tensor, ffn: torch.Tensor | None = None) -> list:
+    """Per-example multipliers on ``hook_z`` (``heads[b, l, h]``) and ``hook_mlp_out``
+    (``ffn[b, l]``), written out."""
+
+    def z_hook(layer):
+        return lambda z, hook: z * heads[:, layer, None, :, None]
+
+    def mlp_hook(layer):
+        return lambda out, hook: out * ffn[:, layer, None, None]
+
+    n_layers = heads.shape[1]
+    hooks = [(f"blocks.{layer}.attn.hook_z", z_hook(layer)) for layer in range(n_layers)]
+    if ffn is not None:
+        hooks += [(f"blocks.{layer}.hook_mlp_out", mlp_hook(layer)) for layer in range(n_layers)]
+    return hooks
+
+
 def test_ffn_masks_train_jointly(model, upper_task):
     result = train_mask(model, upper_task, _config(steps=4, ffn_masks=True), progress=False)
     assert result.ffn_W is not None and result.ffn_W.shape == (2,)
     assert not torch.allclose(result.ffn_W, torch.full((2,), 4.0), atol=0.05), "ffn_W moved"
     names = [name for name, _ in result.hooks()]
     assert "blocks.1.hook_mlp_out" in names and "blocks.0.attn.hook_z" in names
+    # one loss, both masks: the first step's gradients of W and ffn_W are those of the answer
+    # CE under the sampled head mask and MLP mask together (W = 0: the samples mix 0 and 1)
+    trainer = MaskTrainer(model, upper_task, _config(ffn_masks=True, init_mean=0.0))
+    head_grad, ffn_grad, heads, ffn = _first_step_by_hand(trainer, _z_and_mlp_hooks)
+    assert 0 < float(heads.mean()) < 1 and 0 < float(ffn.mean()) < 1
+    trainer.step()
+    torch.testing.assert_close(trainer.W.grad, head_grad, rtol=1e-4, atol=1e-7)
+    torch.testing.assert_close(trainer.ffn_W.grad, ffn_grad, rtol=1e-4, atol=1e-7)
+    # the result applies its trained MLP mask: sigmoid(ffn_W) < 0.5 removes layer 0's MLP output
+    trained = dataclasses.replace(result, ffn_W=torch.tensor([-5.0, 5.0]))
+    tokens = model.to_tokens("joint masks")
+    kept = trained.mask.values[None].float()
+    expected = model.run_with_hooks(
+        tokens, fwd_hooks=_z_and_mlp_hooks(kept, torch.tensor([[0.0, 1.0]]))
+    )
+    torch.testing.assert_close(model.run_with_hooks(tokens, fwd_hooks=trained.hooks()), expected)
+    assert not torch.allclose(expected, model.run_with_hooks(tokens, fwd_hooks=result.hooks()))
 
 
 def test_query_side_masking_makes_a_head_attend_uniformly(model):
@@ -485,16 +546,92 @@ def test_query_side_masking_makes_a_head_attend_uniformly(model):
     )
 
 
+def _uniform_pattern_hooks(heads: torch.Tensor, ffn: None = None) -> list:
+    """Query-side masking written out: head ``h`` of example ``b`` attends ``heads[b, l, h] *
+    pattern + (1 - heads[b, l, h]) * uniform`` over the positions up to its own."""
+
+    def make(layer):
+        def hook(pattern, hook):
+            n = pattern.shape[-1]
+            uniform = torch.tril(torch.ones(n, n)) / torch.arange(1, n + 1)[:, None]
+            m = heads[:, layer, :, None, None]
+            return m * pattern + (1 - m) * uniform
+
+        return hook
+
+    return [(f"blocks.{layer}.attn.hook_pattern", make(layer)) for layer in range(heads.shape[1])]
+
+
 def test_query_side_training_runs_and_reports_its_hooks(model, upper_task):
     result = train_mask(model, upper_task, _config(steps=4, query_side=True), progress=False)
     assert all(name.endswith("hook_pattern") for name, _ in result.hooks())
     assert not torch.allclose(result.W, torch.full((2, 4), 4.0), atol=0.05)
+    # training masks inside the softmax: the first step's gradient is that of the answer CE
+    # with the sampled heads attending uniformly (not with their hook_z output removed)
+    trainer = MaskTrainer(model, upper_task, _config(query_side=True, init_mean=0.0))
+    by_hand, heads = _first_step_by_hand(trainer, _uniform_pattern_hooks)
+    on_z, _ = _first_step_by_hand(trainer, _z_and_mlp_hooks)
+    assert 0 < float(heads.mean()) < 1
+    trainer.step()
+    torch.testing.assert_close(trainer.W.grad, by_hand, rtol=1e-4, atol=1e-7)
+    assert not torch.allclose(trainer.W.grad, on_z, rtol=1e-2, atol=1e-5)
+    # its reported hooks apply the trained mask the same way: removed heads attend uniformly
+    W = torch.full((2, 4), 3.0)
+    W[0, 1] = W[1, 2] = -3.0
+    trained = dataclasses.replace(result, W=W)
+    assert trained.mask.labels == ["L0H0", "L0H2", "L0H3", "L1H0", "L1H1", "L1H3"]
+    tokens = model.to_tokens("query side")
+    expected = model.run_with_hooks(
+        tokens, fwd_hooks=_uniform_pattern_hooks(trained.mask.values[None])
+    )
+    torch.testing.assert_close(model.run_with_hooks(tokens, fwd_hooks=trained.hooks()), expected)
+    assert not torch.allclose(expected, model(tokens))
+
+
+def _masks_seen(trainer: MaskTrainer, steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Run ``steps`` updates; for each, the head mask the loss saw (as ``[batch, layers,
+    heads]``) and the mask expected from a replay of the trainer's noise generator: ``1[W + G
+    > 0]`` (the forward value of the straight-through sample) with one draw ``G`` of shape
+    ``[layers, heads]`` per step for ``noise="batch"``, ``[batch, layers, heads]`` per example."""
+    replay = torch.Generator()
+    replay.set_state(trainer.generator.get_state())
+    loss, seen = trainer.loss, []
+
+    def recording_loss(tokens, answer_mask, mask, ffn=None):
+        seen.append(mask.detach().expand(tokens.shape[0], *trainer.shape).clone())
+        return loss(tokens, answer_mask, mask, ffn)
+
+    trainer.loss = recording_loss
+    pairs = []
+    for _ in range(steps):
+        W = trainer.W.detach().clone()
+        batch = trainer.config.batch_size
+        shape = trainer.shape if trainer.config.noise == "batch" else (batch, *trainer.shape)
+        expected = (W + gumbel_noise(shape, replay) > 0).float().expand(batch, *trainer.shape)
+        trainer.step()
+        pairs.append((seen[-1], expected))
+    return pairs
 
 
 def test_per_batch_noise_and_negative_init(model, upper_task):
     config = _config(steps=3, noise="batch", init_mean=-3.0)
     result = train_mask(model, upper_task, config, progress=False)
     assert result.trajectory[0].max() < 0.1, "init N(-3, 0.02) starts with every head off"
+    # batch noise: one draw per step, shared by every example of the batch (W = 0, so the
+    # mask is the sign of the noise: about half the heads on, a new pattern each step)
+    trainer = MaskTrainer(model, upper_task, _config(noise="batch", init_mean=0.0, init_std=0.0))
+    pairs = _masks_seen(trainer, 3)
+    for seen, expected in pairs:
+        assert torch.equal(seen, expected)
+        assert bool((seen == seen[0]).all()), "every example sees the same mask"
+    assert len({tuple(seen[0].flatten().tolist()) for seen, _ in pairs}) > 1
+
+
+def test_per_example_noise_draws_a_mask_per_example(model, upper_task):
+    trainer = MaskTrainer(model, upper_task, _config(noise="example", init_mean=0.0, init_std=0.0))
+    for seen, expected in _masks_seen(trainer, 2):
+        assert torch.equal(seen, expected)
+        assert not bool((seen == seen[0]).all()), "the examples of a batch see different masks"
 
 
 def test_few_shot_training_data(model, upper_task):

@@ -208,14 +208,23 @@ def test_save_load_round_trip_and_figures(tiny, tmp_path, naive):
         SweepResult.load(tmp_path)
 
 
-def test_default_batch_size_bounds_the_logits_memory(tiny):
+def test_default_batch_size_bounds_the_logits_memory(tiny, monkeypatch):
     from lens_heads.heads_up.sweep import default_batch_size
 
     assert default_batch_size(tiny, 40) == 64  # small: the cap
     n_tokens = 100_000  # long: as many steps as keep one chunk's logits under 256 MiB
     size = default_batch_size(tiny, n_tokens)
+    d_vocab = tiny.cfg.d_vocab
     assert 1 <= size < 64
-    assert size * n_tokens * tiny.cfg.d_vocab * 4 <= 1 << 28 < (size + 1) * n_tokens * 261 * 4
+    assert size * n_tokens * d_vocab * 4 <= 1 << 28 < (size + 1) * n_tokens * d_vocab * 4
+    # a vocabulary of 32,000: floor(2**28 bytes / (4 bytes x 32,000 x n_tokens)), 1 to 64
+    monkeypatch.setattr(tiny.cfg, "d_vocab", 32_000)
+    vocab = tiny
+    assert default_batch_size(vocab, 10) == 64  # 1.28 MB per step: 209 fit, the cap is 64
+    assert default_batch_size(vocab, 100) == 20  # 12.8 MB per step: 268.4 / 12.8 = 20.97
+    assert default_batch_size(vocab, 1_000) == 2  # 128 MB per step
+    assert default_batch_size(vocab, 2_000) == 1  # 256 MB per step
+    assert default_batch_size(vocab, 10_000) == 1  # 1.28 GB: over budget alone, still one
 
 
 @pytest.fixture()

@@ -91,9 +91,13 @@ def test_no_weight_gradient_and_requires_grad_restored(model):
 
 
 def test_inside_no_grad_still_works(model):
+    outside = head_importance(model, TEXTS[:3], dtype="float32", progress=False)
     with torch.no_grad():
-        result = head_importance(model, TEXTS[:2], dtype="float32", progress=False)
-    assert result.gradients.abs().sum() > 0
+        inside = head_importance(model, TEXTS[:3], dtype="float32", progress=False)
+    torch.testing.assert_close(inside.gradients, outside.gradients, atol=1e-7, rtol=1e-6)
+    torch.testing.assert_close(inside.losses, outside.losses, atol=1e-7, rtol=1e-6)
+    assert torch.equal(inside.scores.argsort(), outside.scores.argsort())
+    assert bool(outside.gradients.ne(0).all()), "every head has a gradient to compare"
 
 
 def test_scores_by_method_hand_computed():
@@ -426,17 +430,55 @@ def test_train_mask_soft_cli_arguments(tmp_path):
         assert command in parser._subparsers._group_actions[0].choices
 
 
-def test_attention_transfer_plumbing(model):
+def _planted_language_scores() -> torch.Tensor:
+    """Scores of 5 languages on 2 x 4 heads: each language's top two (strictly above its 0.75
+    quantile) are L0H0, shared by all five (general at min_languages=4), and one head of its
+    own: en L0H1, fr L1H2, es L1H0, de L1H1, zh L1H3."""
+    own = {"en": (0, 1), "fr": (1, 2), "es": (1, 0), "de": (1, 1), "zh": (1, 3)}
+    scores = torch.arange(8.0).view(1, 2, 4).repeat(5, 1, 1) * 0.01  # distinct, small
+    for index, (layer, head) in enumerate(own.values()):
+        scores[index, 0, 0] = 9.0
+        scores[index, layer, head] = 10.0
+    return scores
+
+
+def test_attention_transfer_plumbing(model, monkeypatch):
+    from lens_heads.lahis import language_experiments
     from lens_heads.lahis.language_experiments import attention_transfer
 
-    generator = torch.Generator().manual_seed(0)
-    scores = torch.rand(5, 2, 4, generator=generator)
-    heads = LanguageHeads(["en", "fr", "es", "de", "zh"], scores, 0.75, 4, "x", "tiny")
-    assert heads.specific["fr"] == ["L0H1"] and heads.specific["en"] == ["L0H1"]
+    heads = LanguageHeads(
+        ["en", "fr", "es", "de", "zh"], _planted_language_scores(), 0.75, 4, "x", "tiny"
+    )
+    assert heads.general_labels == ["L0H0"]
+    assert heads.specific["en"] == ["L0H1"] and heads.specific["fr"] == ["L1H2"]
+    calls = []
+    real_generate = language_experiments.generate
+
+    def recording_generate(model, prompts, **kwargs):
+        calls.append((list(prompts), kwargs["mask"]))
+        return real_generate(model, prompts, **kwargs)
+
+    monkeypatch.setattr(language_experiments, "generate", recording_generate)
     result = attention_transfer(
         model, heads, source="en", target="fr", factors=(3.0,), n_eval=2, shots=1, max_new_tokens=3
     )
-    assert result.to_frame()["setting"].tolist() == ["original", "x3"]
-    assert len(result.outputs) == 4
+    frame = result.to_frame()
+    assert frame["setting"].tolist() == ["original", "x3"]
+    assert frame["strengthened"].tolist() == ["", "L1H2"]
+    assert frame["weakened"].tolist() == ["", "L0H1"]
+    # the x3 run generates under fr's specific head x3 and en's x0, every other head x1
+    expected = torch.ones(2, 4)
+    expected[1, 2], expected[0, 1] = 3.0, 0.0
+    (prompts, unmasked), (same_prompts, scale) = calls
+    assert unmasked is None and same_prompts == prompts and len(prompts) == 2
+    assert torch.equal(scale.values, expected)
+    by_hand = lh.generate(model, prompts, max_new_tokens=3, mask=HeadScale(expected))
+    outputs = result.outputs.set_index("setting")
+    assert outputs.loc["x3", "output"].tolist() == [
+        g.text.strip().split("\n")[0].strip() for g in by_hand
+    ]
+    for setting, row in frame.set_index("setting").iterrows():
+        languages = outputs.loc[setting, "language"].tolist()
+        assert row["off_target"] == sum(lang != "fr" for lang in languages) / 2
     with pytest.raises(ImportanceInputError, match="factors is empty"):
         attention_transfer(model, heads, factors=())

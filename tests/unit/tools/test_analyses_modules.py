@@ -1,5 +1,6 @@
 """Every analysis module runs end to end from its command line on a tiny model, writes its
-summary, figures and numbers, and reuses its finished stages on a second run."""
+summary, figures and numbers, and reuses its finished stages on a second run. What the numbers
+say is checked against independent computations in ``test_analyses_numbers.py``."""
 
 from __future__ import annotations
 

@@ -16,9 +16,62 @@ def test_speedup_ratio_and_verdict():
     assert not slow.passed and "MISSED" in slow.line()
 
 
-def test_compare_reports_the_median_pair_ratio():
-    result = compare("noop", lambda: None, lambda: None, target=1e9, repeats=3, warmup=0)
-    assert result.ratio > 0 and result.passed
+def _scripted(monkeypatch, times: dict[str, list[float]]) -> list[str]:
+    """Replace the clock: each call of side ``"A"`` or ``"B"`` takes the next of its ``times``
+    (warm-up calls are not timed); returns the order in which the sides ran."""
+    import benchmarks.harness as harness
+
+    calls: list[str] = []
+    queues = {side: list(values) for side, values in times.items()}
+
+    def time_call(function):
+        function()
+        return queues[calls[-1]].pop(0)
+
+    monkeypatch.setattr(harness, "time_call", time_call)
+    return calls
+
+
+def test_compare_reports_the_median_pair_ratio(monkeypatch):
+    # pairs (baseline, candidate): (1, 3), (2, 1), (4, 4): pair ratios 3, 0.5, 1 -> median 1.0;
+    # the ratio of the medians would be 3 / 2 = 1.5 and the mean pair ratio 1.5
+    calls = _scripted(monkeypatch, {"A": [1.0, 2.0, 4.0, 2.0], "B": [3.0, 1.0, 4.0, 2.0]})
+    result = compare(
+        "scripted",
+        lambda: calls.append("A"),
+        lambda: calls.append("B"),
+        target=1.2,
+        repeats=3,
+        warmup=0,
+    )
+    assert result.ratio == 1.0 and result.passed
+    assert (result.baseline_s, result.candidate_s) == (2.0, 3.0)  # the medians of each side
+    assert calls == ["A", "B"] * 3, "baseline and candidate alternate, pair by pair"
+    missed = compare(
+        "scripted",
+        lambda: calls.append("A"),
+        lambda: calls.append("B"),
+        target=0.9,
+        repeats=1,
+        warmup=0,
+    )
+    assert missed.ratio == 1.0 and not missed.passed  # one pair (2, 2) against target 0.9
+
+
+def test_compare_speedup_is_the_median_of_baseline_over_candidate(monkeypatch):
+    # pair speed-ups 4 / 1, 2 / 4, 3 / 2, 5 / 2, 6 / 1 = 4, 0.5, 1.5, 2.5, 6 -> median 2.5
+    calls = _scripted(monkeypatch, {"A": [4.0, 2.0, 3.0, 5.0, 6.0], "B": [1.0, 4.0, 2.0, 2.0, 1.0]})
+    result = compare(
+        "scripted",
+        lambda: calls.append("A"),
+        lambda: calls.append("B"),
+        target=2.0,
+        repeats=5,
+        warmup=2,
+        speedup=True,
+    )
+    assert result.ratio == 2.5 and result.higher_is_better and result.passed
+    assert calls == ["A", "B"] * 7, "warm-up pairs run first, untimed"
 
 
 def test_merged_summary_keeps_other_entries_and_replaces_the_rerun(tmp_path):
