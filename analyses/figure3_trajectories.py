@@ -47,6 +47,7 @@ def run(config: Config) -> MaskTrainingResult:
         "init_mean": training.config.init_mean,
         "dependent changes": changes.summary(),
         "heads crossing 0.5 more than once": changes.counts()["changed more than once"],
+        "heads that never crossed 0.5": int((changes.heads["crossings"] == 0).sum()),
     }
     text = "\n".join(f"- {key}: {value}" for key, value in summary.items())
     text += (

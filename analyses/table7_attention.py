@@ -69,7 +69,7 @@ class Config(MaskedTaskConfig):
         default=("color_v_animal_3", "fruit_v_animal_3", "object_v_concept_3"),
         metadata=help_of("choose-a-word tasks"),
     )
-    masks: str | None = field(
+    masks: str | None = field(  # --mask gives the mask of a single --task
         default=None,
         metadata=help_of("folder of <task>.safetensors masks [data/masks/<model>/mask-table]"),
     )
@@ -78,6 +78,10 @@ class Config(MaskedTaskConfig):
 
 
 def _mask(config: Config, task: str, stages: Any, model: LazyModel) -> lh.HeadMask:
+    if config.mask is not None:  # one task: its training folder or mask file
+        from lens_heads.core.checks import resolve_mask
+
+        return resolve_mask(config.mask, model())
     folder = Path(config.masks) if config.masks else MASKS / Path(config.model).name / "mask-table"
     path = folder / f"{task}.safetensors"
     if path.is_file():
@@ -93,6 +97,7 @@ def _rows(attention: AttentionResult) -> dict[str, torch.Tensor]:
     """Per prompt, the mean score of each row of the paper's table."""
     assert attention.mask is not None
     inside = attention.mask.selected
+
     per_prompt = attention.per_prompt  # [setting, prompt, layer, head]
     original, instructed, masked = (
         attention.settings.index(s) for s in ("original", "instructed", "masked")
@@ -111,6 +116,9 @@ def claims(rows: dict[str, torch.Tensor]) -> dict[str, Any]:
     """One-sided paired p-values (Wilcoxon over prompts) of the paper's three claims."""
 
     def greater(a: str, b: str) -> float:
+        """NaN when a row has no heads (a mask that keeps every head has no 1-M)."""
+        if bool(rows[a].isnan().any() or rows[b].isnan().any()):
+            return float("nan")
         return float(stats.wilcoxon(rows[a], rows[b], alternative="greater").pvalue)
 
     p_instruction = greater("w/ instruction, all heads", "Original, all heads")
@@ -120,7 +128,7 @@ def claims(rows: dict[str, torch.Tensor]) -> dict[str, Any]:
         "(1) instruction raises attention: p": p_instruction,
         "(1) supported": p_instruction < LEVEL,
         "(2) instructed, M attends more than 1-M: p": p_m_more,
-        "(2) supported (M not more)": p_m_more >= LEVEL,
+        "(2) supported (M not more)": bool(p_m_more >= LEVEL),  # False when NaN
         "(3) under M, 1-M attends more than M: p": p_off_more,
         "(3) supported": p_off_more < LEVEL,
     }

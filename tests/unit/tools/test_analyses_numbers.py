@@ -194,9 +194,18 @@ def check_logit_lens(model, out, numbers):
 
 
 def check_table7(model, out, numbers):
-    attention = AttentionResult.load(out / "attention")
+    attention = AttentionResult.load(out / "attention_fruit_v_animal_3")
     task = lh.get_task("fruit_v_animal_3")
     scores = {"original": [], "instructed": [], "masked": []}
+
+    def positions_of(encoded, prompt, word):
+        start = encoded.input_start + prompt.index(word)
+        return [
+            i
+            for i, (a, b) in enumerate(encoded.offsets)
+            if b > a and a < start + len(word) and b > start
+        ]
+
     for prompt, word in zip(attention.prompts, attention.targets, strict=True):
         for setting, instruction, removed in [
             ("original", None, ()),
@@ -204,23 +213,28 @@ def check_table7(model, out, numbers):
             ("masked", None, REMOVED),
         ]:
             encoded = encode_prompt(model, prompt, chat=True, instruction=instruction, offsets=True)
-            start = encoded.input_start + prompt.index(word)
-            positions = [
-                i
-                for i, (a, b) in enumerate(encoded.offsets)
-                if b > a and a < start + len(word) and b > start
-            ]
+            target = positions_of(encoded, prompt, word)
+            pool = [i for w in prompt.split(", ") for i in positions_of(encoded, prompt, w)]
             cache = _run(model, encoded.tokens, removed)[1]
             patterns = torch.stack(
                 [cache[f"blocks.{layer}.attn.hook_pattern"][0, :, -1] for layer in range(2)]
             )  # [layer, head, key]
-            scores[setting].append(patterns[:, :, positions].sum(-1))
-    for setting, per_prompt in scores.items():
-        mean = torch.stack(per_prompt).mean(0)  # [layer, head]
-        assert numbers[setting]["all heads"] == pytest.approx(float(mean.mean()), abs=1e-5)
-        removed = float(torch.stack([mean[layer, head] for layer, head in REMOVED]).mean())
-        assert numbers[setting]["heads in 1-M"] == pytest.approx(removed, abs=1e-5)
-    assert numbers["masked"]["heads in 1-M"] != numbers["original"]["heads in 1-M"]
+            share = patterns[:, :, target].sum(-1) / patterns[:, :, pool].sum(-1)
+            scores[setting].append(share)  # Table 7: normalised over the three candidates
+    rows = numbers["fruit_v_animal_3"]["rows"]
+    inside = torch.ones(2, 4, dtype=torch.bool)
+    for layer, head in REMOVED:
+        inside[layer, head] = False
+
+    def mean(setting, heads=None):
+        per_prompt = torch.stack(scores[setting])  # [prompt, layer, head]
+        chosen = per_prompt.flatten(1) if heads is None else per_prompt[:, heads]
+        return float(chosen.mean(1).mean())
+
+    assert rows["Original, all heads"] == pytest.approx(mean("original"), abs=1e-5)
+    assert rows["w/ instruction, heads in M"] == pytest.approx(mean("instructed", inside), abs=1e-5)
+    assert rows["w/ M, heads in 1-M"] == pytest.approx(mean("masked", ~inside), abs=1e-5)
+    assert rows["w/ M, heads in 1-M"] != rows["w/ instruction, heads in 1-M"]
 
 
 def check_table3(model, out, numbers):
