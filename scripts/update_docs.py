@@ -102,9 +102,72 @@ def demo_summary(results: Path) -> str:
     )
 
 
+COMPATIBILITY = "compatibility"
+_COMPATIBILITY_COLUMNS = {
+    "ones": "1 mask of ones",
+    "head": "2 query head",
+    "generate": "3 generate",
+    "pattern": "4 hook_pattern",
+    "gradient": "5 mask gradient",
+    "training": "6 train, resume, sweep",
+}
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _cell(result: dict[str, Any]) -> str:
+    if result["status"] == "pass":
+        return "pass"
+    return f"**{result['status']}**: " + result["detail"]
+
+
+def compatibility_table(results: Path) -> str:
+    """The matrix of family x check (``scripts/compatibility_matrix.py``), with its versions."""
+    numbers = load(COMPATIBILITY, results)
+    header = [
+        "family",
+        "papers' models",
+        "kept in the tiny model",
+        *_COMPATIBILITY_COLUMNS.values(),
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in numbers["rows"]:
+        cells = [row["name"], row["papers"], row["peculiarity"]]
+        cells += [_cell(row["results"][check]) for check in _COMPATIBILITY_COLUMNS]
+        lines.append("| " + " | ".join(map(_escape, cells)) + " |")
+    versions = ", ".join(f"{name} {version}" for name, version in numbers["versions"].items())
+    verdicts = [
+        row["results"][check] for row in numbers["rows"] for check in _COMPATIBILITY_COLUMNS
+    ]
+    passed = sum(verdict["status"] == "pass" for verdict in verdicts)
+
+    def largest(check: str) -> float:
+        return max(row["results"][check]["max_diff"] or 0.0 for row in numbers["rows"])
+
+    logits = max(largest(check) for check in ("ones", "head", "training"))
+    return (
+        "\n".join(lines)
+        + f"\n\n{passed} of {len(verdicts)} cells pass. Largest difference from `transformers` "
+        + f"over all families: logits {logits:.1e} (relative to their size), attention patterns "
+        + f"{largest('pattern'):.1e}; mask gradients at most {largest('gradient'):.2f} of their "
+        + f"tolerance. Run with {versions} on {_machine(numbers)} (`{numbers['command']}`, "
+        + f"source {numbers['code']['source']})."
+    )
+
+
+def compatibility_unsupported(results: Path) -> str:
+    """The error a user gets for an architecture TransformerLens has no adapter for."""
+    example = load(COMPATIBILITY, results)["unsupported_example"]
+    return f"```text\nUnsupportedModelError: {example['error']}\n```"
+
+
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "demo_table": demo_table,
     "demo_summary": demo_summary,
+    "compatibility_table": compatibility_table,
+    "compatibility_unsupported": compatibility_unsupported,
 }
 
 

@@ -525,7 +525,7 @@ def _greedy_outputs(
 
     tokenizer = model.tokenizer
     encoded = [list(tokenizer(prompt, add_special_tokens=not chat).input_ids) for prompt in prompts]
-    stops = sorted(set(stop_token_ids(tokenizer)) | set(newline_tokens(tokenizer)))
+    stops = sorted(set(stop_token_ids(tokenizer, model)) | set(newline_tokens(tokenizer)))
     outputs = greedy_generate(
         model,
         encoded,

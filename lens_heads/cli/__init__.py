@@ -5,6 +5,7 @@ this module, so there is no import circle.
 
     lens-heads demo --out demo-report      # the end-to-end demo on the offline default model
     lens-heads models [--prepare ALIAS]
+    lens-heads doctor MODEL                # checks 1-4 of docs/compatibility.md on any model
     lens-heads generate --model smollm2-135m-instruct --prompt "apple" --chat [--mask m.safetensors]
     lens-heads tasks
     lens-heads eval --model smollm2-135m-instruct --task country-capital --mask m.safetensors
@@ -31,13 +32,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lens_heads.cli import alignment, core, engine, grid, heads_up, lahis
+from lens_heads.cli import alignment, core, doctor, engine, grid, heads_up, lahis
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 #: every subcommand as ``(name, add_arguments, run)``, in the order ``--help`` lists them
 COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], int]]] = [
     *core.COMMANDS,  # models, generate, tasks
+    *doctor.COMMANDS,  # doctor
     *engine.COMMANDS,  # eval, train-mask
     *heads_up.COMMANDS[:-1],  # sweep, logit-lens, similarity, attention
     heads_up.COMMANDS[-1],  # demo

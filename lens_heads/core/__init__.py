@@ -8,6 +8,8 @@
 * decoding, generation -- KV-cached batched greedy decoding (shared prefix run once)
 * capture, logits -- activations at a position under a mask; logits only at the answer positions
 * language_id -- the one language identifier (langid)
+* compatibility, families -- checks against plain ``transformers`` (``lens-heads doctor``) and
+  tiny offline checkpoints of the papers' model families (docs/compatibility.md)
 * storage, locks, tables, figures, checks -- atomic writes, result folders, stages and the
   settings guard; folder claims; the markdown-table writer; the figures' shared layout;
   argument and context checks

@@ -42,6 +42,7 @@ __all__ = [
     "decode_greedy",
     "repeat_cache",
     "shared_prefix_length",
+    "sliding_window",
     "supports_kv_cache",
 ]
 
@@ -69,6 +70,24 @@ def supports_kv_cache(model: ModelLike) -> bool:
     return forward is not None and "past_key_values" in inspect.signature(forward).parameters
 
 
+def sliding_window(model: ModelLike) -> int | None:
+    """The attention window of a model with sliding-window layers (Mistral, Gemma 2 and 3),
+    from its Hugging Face config; None when every layer attends to the whole context.
+
+    >>> import lens_heads as lh
+    >>> sliding_window(lh.tiny_model()) is None
+    True
+    """
+    config = getattr(getattr(model, "original_model", None), "config", None)
+    window = getattr(config, "sliding_window", None)
+    if not isinstance(window, int) or window <= 0 or not getattr(config, "use_sliding_window", 1):
+        return None
+    types = getattr(config, "layer_types", None)
+    if types is not None and "sliding_attention" not in types:
+        return None
+    return window
+
+
 def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
     """Length of the longest prefix common to all prompts, leaving each at least one token.
 
@@ -92,7 +111,16 @@ def cached_forward(
     masks: Tensor | None = None,
 ) -> tuple[Tensor, Any]:
     """One cached forward (under per-row ``masks`` if given): logits of the last ``keep``
-    positions (all when None) and the cache."""
+    positions (all when None) and the cache.
+
+    A new cache (``cache=None``) keeps every position in every layer, sliding-window layers
+    included (their window is applied by the attention mask), so ``hook_pattern`` always spans
+    the whole sequence -- ``transformers``' own cache would keep only each window's last keys.
+    """
+    if cache is None:
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
     extra = {} if keep is None else {"logits_to_keep": keep}
     with maybe_mask(model, masks):
         return model(
@@ -199,6 +227,12 @@ def decode_greedy(
     prefix = (
         shared_prefix_length(prompts) if (shared or groups is not None) and len(prompts) > 1 else 0
     )
+    window = sliding_window(model)
+    longest = max(len(p) for p in prompts) + max_new_tokens + max(map(len, answers or [[]]))
+    if window is not None and longest > window:
+        # the padding between the shared prefix and a short prompt would push prefix tokens
+        # out of the window that the prompt alone sees; plain left padding keeps distances
+        prefix = 0
     order = sorted(range(len(prompts)), key=lambda index: len(prompts[index]))
     new_tokens: list[list[int]] = [[] for _ in prompts]
     stopped_by: list[int | None] = [None] * len(prompts)

@@ -34,11 +34,16 @@ class Generation:
     text: str
 
 
-def stop_token_ids(tokenizer: Any) -> list[int]:
-    """The tokenizer's EOS id plus any end-of-turn tokens its vocabulary has."""
+def stop_token_ids(tokenizer: Any, model: ModelLike | None = None) -> list[int]:
+    """The tokenizer's EOS id plus any end-of-turn tokens its vocabulary has and, given the
+    model, every token its Hugging Face generation config stops at (``eos_token_id``: Phi-3's
+    ``<|end|>``, Llama 3's ``<|eot_id|>``), so generation stops where ``transformers`` stops."""
     ids = [] if tokenizer.eos_token_id is None else [int(tokenizer.eos_token_id)]
     vocab = tokenizer.get_vocab()
     ids += [int(vocab[token]) for token in END_OF_TURN_TOKENS if token in vocab]
+    config = getattr(getattr(model, "original_model", None), "generation_config", None)
+    eos = getattr(config, "eos_token_id", None)
+    ids += [int(t) for t in (eos if isinstance(eos, list | tuple) else [eos]) if t is not None]
     return sorted(set(ids))
 
 
@@ -87,7 +92,7 @@ def greedy_generate(
         raise ValueError("cannot generate from an empty prompt")
     for index, prompt in enumerate(prompts):  # before any compute
         check_context(model, len(prompt), new_tokens=max_new_tokens, what=f"prompt {index}")
-    stops = list(stop_token_ids(model.tokenizer) if stop_tokens is None else stop_tokens)
+    stops = list(stop_token_ids(model.tokenizer, model) if stop_tokens is None else stop_tokens)
     shared, per_example = _batch_masks(mask, len(prompts))
     if supports_kv_cache(model):
         return decode_greedy(

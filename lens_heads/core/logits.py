@@ -66,6 +66,10 @@ def answer_logits(
         raise RuntimeError(f"the hook {last} never fired; this model does not expose it")
     selected = captured["resid"][rows, cols - 1]
     logits = model.unembed(model.ln_final(selected))
+    # what the architecture does after the unembedding (Gemma 2's soft cap, Cohere's logit scale)
+    transform = getattr(getattr(model, "adapter", None), "apply_output_logits_transform", None)
+    if transform is not None:
+        return transform(logits)
     cap = float(getattr(model.cfg, "output_logits_soft_cap", -1.0) or -1.0)
     if cap > 0:
         logits = cap * torch.tanh(logits / cap)

@@ -11,6 +11,7 @@ with the legacy ``HookedTransformer`` (:class:`ModelLike`), so either kind of mo
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.metadata
 import json
@@ -27,10 +28,13 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from lens_heads.core.families import _tiny_hf_model
+
 __all__ = [
     "MODEL_ALIASES",
     "ModelLike",
     "ModelNotAvailableError",
+    "UnsupportedModelError",
     "cache_dir",
     "head_shape",
     "load_model",
@@ -61,6 +65,12 @@ class ModelLike(Protocol):
 
 class ModelNotAvailableError(RuntimeError):
     """The model spec names something not loadable here (unknown alias, missing package)."""
+
+
+class UnsupportedModelError(ModelNotAvailableError):
+    """The checkpoint exists but its architecture cannot be used: ``transformers`` does not know
+    it, or TransformerLens's ``TransformerBridge`` has no adapter for it (the message says which
+    and why)."""
 
 
 @dataclass(frozen=True)
@@ -167,6 +177,11 @@ _ARCHITECTURE_OF_MODEL_TYPE = {
 }
 
 
+#: transformers class names that TransformerLens registers its adapter under another spelling of
+#: (PhiMoE's adapter targets the native transformers class, under the hub's remote-code name)
+_TRANSFORMER_LENS_NAMES = {"PhimoeForCausalLM": "PhiMoEForCausalLM"}
+
+
 def cache_dir() -> Path:
     """The cache root: ``$LENS_HEADS_CACHE`` or ``~/.cache/lens_heads``."""
     root = os.environ.get("LENS_HEADS_CACHE") or Path.home() / ".cache" / "lens_heads"
@@ -190,6 +205,7 @@ def load_model(
     device: str | torch.device = "cpu",
     device_map: str | dict[str, Any] | None = None,
     freeze: bool = True,
+    transformer_lens_bos: bool = False,
 ) -> Any:
     """Load a model as a TransformerLens ``TransformerBridge``.
 
@@ -202,6 +218,15 @@ def load_model(
     that computes it natively, float32 elsewhere). ``device_map`` (``"auto"`` or a module →
     device dict; Hugging Face ids and checkpoint directories) splits a model that does not fit
     one GPU over several, through TransformerLens's own device-map support.
+
+    ``model.tokenizer`` is the checkpoint's own tokenizer, so every text lens_heads encodes gets
+    exactly the ids ``AutoTokenizer.from_pretrained(checkpoint)(text)`` gives (and its chat
+    template, as ``apply_chat_template`` tokenizes it), as in the papers' reference code.
+    TransformerLens instead re-loads the tokenizer with ``add_bos_token=True``, which puts a BOS
+    token before every text even where the checkpoint's tokenizer adds none (Phi-3, SmolLM2);
+    ``transformer_lens_bos=True`` keeps that convention. A tokenizer that adds BOS itself
+    (Llama, Mistral, Gemma, Cohere) or has no BOS (Qwen) gives the same ids either way, and so
+    does every chat template (it is tokenized without added special tokens).
 
     >>> model = load_model("smollm2-135m-instruct", dtype="auto")  # doctest: +SKIP
     >>> resolve_dtype("auto", "cpu"), resolve_device("cpu")
@@ -219,6 +244,7 @@ def load_model(
     device = resolve_device(device)
     dtype = resolve_dtype(dtype, device)
     path = Path(spec_str).expanduser()
+    kept = transformer_lens_bos
     if spec_str in MODEL_ALIASES:
         source = MODEL_ALIASES[spec_str]
         source.require_installed()
@@ -234,6 +260,10 @@ def load_model(
         hf_id = spec_str
     elif "/" in spec_str and not path.exists() and not spec_str.startswith((".", "/", "~")):
         bridge = _boot_hub(spec_str, dtype, device, device_map)
+        if not kept:
+            from transformers import AutoTokenizer
+
+            _use_checkpoint_tokenizer(bridge, AutoTokenizer.from_pretrained(spec_str))
         return _finish(bridge, spec_str, dtype, device, freeze)
     else:
         known = ", ".join(sorted(MODEL_ALIASES))
@@ -241,10 +271,73 @@ def load_model(
             f"unknown model {spec_str!r}: not an alias ({known}), a .gguf file, a checkpoint "
             "directory or a Hugging Face id of the form 'org/name'"
         )
+    bridge = _boot(hf_id, hf_model, tokenizer)
+    if not kept:
+        _use_checkpoint_tokenizer(bridge, tokenizer)
+    return _finish(bridge, spec_str, dtype, device, freeze)
+
+
+def _boot(hf_id: str, hf_model: Any, tokenizer: Any) -> Any:
+    """Boot a bridge around a loaded model (TransformerLens gets its own copy of the tokenizer,
+    which it changes); an architecture without an adapter is an :class:`UnsupportedModelError`."""
     from transformer_lens.model_bridge import TransformerBridge
 
-    bridge = TransformerBridge.boot_transformers(hf_id, hf_model=hf_model, tokenizer=tokenizer)
-    return _finish(bridge, spec_str, dtype, device, freeze)
+    config = hf_model.config
+    names = list(getattr(config, "architectures", None) or [])
+    if names and names[0] in _TRANSFORMER_LENS_NAMES:  # its adapter is registered under another
+        config.architectures = [_TRANSFORMER_LENS_NAMES[names[0]], *names[1:]]
+    try:
+        return TransformerBridge.boot_transformers(
+            hf_id, hf_model=hf_model, tokenizer=copy.deepcopy(tokenizer)
+        )
+    except ValueError as error:
+        if "supported architecture" not in str(error):
+            raise
+        architecture = (getattr(config, "architectures", None) or [type(hf_model).__name__])[0]
+        raise UnsupportedModelError(
+            f"{hf_id}: TransformerLens {_version('transformer-lens')} has no TransformerBridge "
+            f"adapter for {architecture} (model type {getattr(config, 'model_type', '?')!r}), "
+            "so its attention heads cannot be hooked (blocks.{l}.attn.hook_z) and lens_heads "
+            "cannot use it; see docs/compatibility.md for the families checked here"
+        ) from error
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
+def _use_checkpoint_tokenizer(bridge: Any, tokenizer: Any) -> None:
+    """Give the bridge the checkpoint's own tokenizer in place of TransformerLens's copy.
+
+    TransformerLens re-loads the tokenizer with ``add_bos_token=True``, so a checkpoint whose
+    tokenizer adds no BOS (Phi-3, SmolLM2) would get one before every text that ``transformers``
+    and the papers' code do not give it. Only the pad token is filled in (with EOS) where the
+    checkpoint has none, as TransformerLens does: it pads batches and never changes a text's ids.
+
+    The offline models: Gemma 3 270M's tokenizer adds ``<bos>`` itself, so every id is the same
+    as with TransformerLens's copy. SmolLM2's chat template starts with ``<|im_start|>`` (its BOS)
+    and chat prompts are tokenized without added special tokens (``encode_text``), so chat ids
+    are the same too; its *plain-text* prompts lose the ``<|im_start|>`` TransformerLens put
+    first, as its ``transformers`` tokenizer and its GGUF (``add_bos_token = false``) give them.
+    The bridge's setter would re-run TransformerLens's tokenizer set-up, so the attribute is set
+    directly, and ``cfg.tokenizer_prepends_bos`` is made to describe this tokenizer.
+    """
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    bridge._tokenizer = tokenizer
+    if getattr(bridge, "_driver", None) is not None and hasattr(bridge._driver, "tokenizer"):
+        bridge._driver.tokenizer = tokenizer
+    if bridge.tokenizer is not tokenizer:  # a TransformerLens whose bridge stores it elsewhere
+        raise RuntimeError(
+            "could not give the TransformerBridge the checkpoint's tokenizer (this TransformerLens "
+            "stores it elsewhere); load with transformer_lens_bos=True to keep its own"
+        )
+    ids = tokenizer("a").input_ids
+    bos = tokenizer.bos_token_id
+    bridge.cfg.tokenizer_prepends_bos = bool(len(ids) > 1 and bos is not None and ids[0] == bos)
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -316,7 +409,23 @@ def _load_hf_dir(path: Path, device_map: Any = None) -> tuple[Any, Any]:
         )
     tokenizer = AutoTokenizer.from_pretrained(path)
     extra = {} if device_map is None else {"device_map": device_map}
-    hf_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, **extra)
+    # Eager attention whatever the checkpoint asks for: the bridge computes attention itself
+    # (hook_pattern), and an implementation missing here (flash_attention_2 on a CPU) or one
+    # that returns no weights (sdpa) must neither fail the load nor hide patterns.
+    try:
+        hf_model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=torch.float32, attn_implementation="eager", **extra
+        )
+    except ValueError as error:
+        if "does not recognize this architecture" not in str(error) and (
+            "Unrecognized configuration class" not in str(error)
+        ):
+            raise
+        raise UnsupportedModelError(
+            f"{path}: transformers {_version('transformers')} cannot load this checkpoint as a "
+            f"causal language model ({str(error).splitlines()[0]}); lens_heads needs "
+            "AutoModelForCausalLM to load it"
+        ) from error
     return hf_model, tokenizer
 
 
@@ -426,68 +535,6 @@ def cached_aliases() -> dict[str, bool]:
             continue
         status[alias] = (_cached_model_dir(source.sha256()) / "lens_heads.json").is_file()
     return status
-
-
-def _byte_tokenizer() -> Any:
-    """A byte-level tokenizer built offline, with a ChatML chat template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    specials = ["<pad>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
-    vocab = {token: index for index, token in enumerate(specials)}
-    for character in sorted(pre_tokenizers.ByteLevel.alphabet()):
-        vocab[character] = len(vocab)
-    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        bos_token="<s>",
-        eos_token="<|im_end|>",
-        pad_token="<pad>",
-        additional_special_tokens=["</s>", "<|im_start|>"],
-    )
-    tokenizer.chat_template = (
-        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-    )
-    tokenizer.init_kwargs["name_or_path"] = "lens-heads-tiny"
-    tokenizer.init_kwargs["add_bos_token"] = True
-    return tokenizer
-
-
-def _tiny_hf_model(
-    n_layers: int,
-    n_heads: int,
-    n_kv_heads: int | None,
-    d_head: int,
-    d_mlp: int | None,
-    n_ctx: int,
-    seed: int,
-) -> tuple[Any, Any]:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    tokenizer = _byte_tokenizer()
-    d_model = n_heads * d_head
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=d_model,
-        intermediate_size=d_mlp or 2 * d_model,
-        num_hidden_layers=n_layers,
-        num_attention_heads=n_heads,
-        num_key_value_heads=n_kv_heads or n_heads,
-        head_dim=d_head,
-        max_position_embeddings=n_ctx,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=False,
-    )
-    config.architectures = ["LlamaForCausalLM"]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        hf_model = LlamaForCausalLM(config)
-    return hf_model.eval(), tokenizer
 
 
 def tiny_model(

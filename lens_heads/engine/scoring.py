@@ -194,7 +194,7 @@ def generate_and_score(
     without them -- only faster (few-shot base models otherwise continue with new examples)."""
     prompts = [example.prompt_tokens for example in encoded]
     tokenizer = model.tokenizer
-    stops = stop_token_ids(tokenizer)
+    stops = stop_token_ids(tokenizer, model)
     if newline_stops:
         stops = sorted(set(stops) | set(newline_tokens(tokenizer)))
     cached = supports_kv_cache(model)
@@ -233,7 +233,9 @@ def generate_and_score(
     if blank:
         retry = [prompts[i] for i in blank]
         if cached:
-            again = decode_greedy(model, retry, stops=stop_token_ids(tokenizer), **run(blank))
+            again = decode_greedy(
+                model, retry, stops=stop_token_ids(tokenizer, model), **run(blank)
+            )
             assert stopped_by is not None and again.stopped_by is not None
             for i, tokens, stop in zip(blank, again.new_tokens, again.stopped_by, strict=True):
                 generated[i], stopped_by[i] = tokens, stop

@@ -95,3 +95,37 @@ def test_cli_rejects_mask_of_another_model(capsys, tmp_path):
     )
     assert code == 2
     assert "has 30 layers x 9 heads" in capsys.readouterr().err
+
+
+# -- issue 26: lens-heads doctor and the BOS convention on the offline models -------------------
+@pytest.mark.parametrize(
+    ("fixture", "alias"), [("smollm2", "smollm2-135m-instruct"), ("gemma", "gemma-3-270m")]
+)
+def test_doctor_checks_pass_on_the_offline_models(request, fixture, alias):
+    """Checks 1-4 of docs/compatibility.md against plain transformers on the cached checkpoint."""
+    from lens_heads.core.compatibility import PASS, Reference, reference_source, run_checks
+
+    model = request.getfixturevalue(fixture)
+    results = run_checks(model, Reference.from_pretrained(reference_source(alias)))
+    assert [r.status for r in results] == [PASS] * 4, [r.detail for r in results]
+
+
+@pytest.mark.parametrize("fixture", ["smollm2", "gemma"])
+def test_the_checkpoints_tokenizer_changes_only_smollm2_plain_text(request, fixture):
+    """TransformerLens's copy of the tokenizer (add_bos_token=True) and the checkpoint's own
+    give the same chat ids (the templates start with the BOS) and the same Gemma ids (its
+    tokenizer adds <bos>); only SmolLM2's plain text loses TransformerLens's <|im_start|>."""
+    import copy
+
+    from transformer_lens.utilities.tokenize_utils import get_tokenizer_with_bos
+
+    model = request.getfixturevalue(fixture)
+    ours = model.tokenizer
+    theirs = get_tokenizer_with_bos(copy.deepcopy(ours))
+    for text in ["apple", "The capital of France is"]:
+        if fixture == "smollm2":
+            assert encode_text(ours, text, chat=True) == encode_text(theirs, text, chat=True)
+            assert encode_text(theirs, text) == [ours.bos_token_id, *encode_text(ours, text)]
+        else:
+            assert encode_text(ours, text) == encode_text(theirs, text)
+            assert encode_text(ours, text)[0] == ours.bos_token_id
