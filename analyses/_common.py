@@ -143,11 +143,12 @@ UNSTORED_FIELDS = ("out", "progress")
 
 
 def check_config(config: Any, out: str | os.PathLike[str]) -> None:
-    """Record ``config`` (every field of the dataclass but :data:`UNSTORED_FIELDS`) in
+    """Record ``config`` (every field of the dataclass but :data:`UNSTORED_FIELDS` and the
+    config class's own ``UNSTORED``, e.g. a count of independent items each a stage) in
     ``<out>/config.json`` on the first run; refuse a later run with other settings, whose
     finished stages would otherwise be reused as if they were its own."""
     settings = dataclasses.asdict(config)
-    for name in UNSTORED_FIELDS:
+    for name in (*UNSTORED_FIELDS, *getattr(config, "UNSTORED", ())):
         settings.pop(name, None)
     record_settings(
         Path(out) / "config.json",

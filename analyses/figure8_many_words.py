@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 from scipy import stats
@@ -42,6 +42,9 @@ PAPER_FRACTION = 320 / 1024
 
 @dataclass
 class Config(MaskedTaskConfig):
+    #: each word is its own stage: a re-run with more (or fewer) words reuses the finished ones
+    UNSTORED: ClassVar[tuple[str, ...]] = ("words",)
+
     words: int = field(default=20, metadata=help_of("held-out words (one-token answers)"))
     fraction: float = field(
         default=PAPER_FRACTION, metadata=help_of("share of the ascending order re-ordered")

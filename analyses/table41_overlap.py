@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 from scipy import stats
@@ -43,6 +43,9 @@ LEVEL = 0.01
 
 @dataclass
 class Config(MaskedTaskConfig):
+    #: each word is its own stage: a re-run with more (or fewer) words reuses the finished ones
+    UNSTORED: ClassVar[tuple[str, ...]] = ("words",)
+
     words: int = field(default=40, metadata=help_of("held-out words (one-token answers)"))
     out: str = field(default="runs/table41", metadata=help_of("output folder"))
 
@@ -50,10 +53,11 @@ class Config(MaskedTaskConfig):
 def later_layers(n_layers: int) -> range:
     """The layers of the claim: from 22/32 of the depth to the one before the output layer.
 
-    >>> later_layers(32), later_layers(30)
-    (range(22, 31), range(21, 29))
+    >>> later_layers(32), later_layers(30), later_layers(2)
+    (range(22, 31), range(21, 29), range(1, 2))
     """
-    return range(round(22 / 32 * n_layers), n_layers - 1)
+    start = round(22 / 32 * n_layers)
+    return range(start, max(n_layers - 1, start + 1))
 
 
 def word_row(model: Any, mask: lh.HeadMask, task: Any, example: Any) -> dict[str, Any]:

@@ -1,0 +1,65 @@
+"""The analyses added for the papers' missing experiments (issues 24-25) run on the tiny model,
+write the paper's layout, resume, and compute their statistics on the right rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import lens_heads as lh
+from analyses import figure8_many_words, table1_translation, table3_few_shot, table41_overlap
+
+RUN = ["--no-progress"]
+
+
+@pytest.fixture()
+def tiny_everywhere(monkeypatch, tiny):
+    monkeypatch.setattr(lh, "load_model", lambda spec, **kw: tiny)
+    return tiny
+
+
+def test_table3_has_the_papers_rows_and_an_unseen_task(tiny_everywhere, tmp_path):
+    argv = ["--tasks", "capitalize,next_item", "--unseen", "present-past", "--per-task"]
+    argv += ["--shots", "1", "--n-per-task", "8", "--steps", "3", "--n-eval", "4"]
+    argv += ["--random-seeds", "0", *RUN, "--out", str(tmp_path)]
+    assert table3_few_shot.main(argv) == 0
+    rows = json.loads((tmp_path / "numbers.json").read_text())["rows"]
+    settings = {(r["task"], r["setting"]) for r in rows}
+    for task in ["capitalize", "next_item", "present-past (unseen)"]:
+        for setting in ["Original", "w/ instruction", "w/ random M", "w/ M of hybrid"]:
+            assert (task, setting) in settings, (task, setting)
+        assert (task, "w/ M of the task") in settings
+    assert (tmp_path / "training_present-past").is_dir() and (tmp_path / "training").is_dir()
+    with pytest.raises(ValueError, match="is one of --tasks"):
+        table3_few_shot.main([*argv[:-2], "--unseen", "capitalize", "--out", str(tmp_path / "x")])
+
+
+def test_table1_translation_runs_resumes_and_tests_the_claims(tiny_everywhere, tmp_path):
+    argv = ["--pairs", "en-fr", "--steps", "3", "--holdout", "8", "--n-eval", "6"]
+    argv += ["--random-seeds", "0", *RUN, "--out", str(tmp_path)]
+    assert table1_translation.main(argv) == 0
+    numbers = json.loads((tmp_path / "numbers.json").read_text())
+    pair = numbers["en-fr"]
+    assert pair["heads"] == 8 and set(pair["claims"]) >= {"M helps (CE below original)"}
+    assert pair["table"]["answer CE, Original"] > 0
+    markers = {m: m.stat().st_mtime_ns for m in tmp_path.glob("*/.complete")}
+    assert len(markers) == 2  # the training and the evaluation
+    assert table1_translation.main(argv) == 0
+    assert {m: m.stat().st_mtime_ns for m in markers} == markers, "finished stages are reused"
+
+
+def test_table41_and_figure8_over_words(tiny_everywhere, tmp_path):
+    common = ["--task", "next_item", "--steps", "3", "--n-eval", "8", "--words", "2", *RUN]
+    assert table41_overlap.main([*common, "--out", str(tmp_path / "t41")]) == 0
+    t41 = json.loads((tmp_path / "t41" / "numbers.json").read_text())
+    assert t41["verdict"]["words"] == len(t41["rows"]) <= 2
+    for row in t41["rows"]:
+        assert 0 <= row["overlap instructed~masked"] <= 5
+    argv = [*common, "--every", "2", "--out", str(tmp_path / "f8")]
+    assert figure8_many_words.main(argv) == 0
+    f8 = json.loads((tmp_path / "f8" / "numbers.json").read_text())
+    assert f8["verdict"]["words"] == len(f8["rows"])
+    # more words later reuse the finished ones (the word count is not a stored setting)
+    more = [("3" if a == "2" and argv[i - 1] == "--words" else a) for i, a in enumerate(argv)]
+    assert figure8_many_words.main(more) == 0
