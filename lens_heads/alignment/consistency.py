@@ -67,6 +67,12 @@ class Consistency(FolderResult):
         total = float(frame.to_numpy().sum()) - n
         return total / (n * (n - 1)) if n > 1 else 1.0
 
+    def min_off_diagonal(self) -> float:
+        """The lowest Jaccard of two different pairs (the paper's floor: 0.6)."""
+        frame = self.jaccard
+        values = [frame.iloc[i, j] for i in range(len(frame)) for j in range(len(frame)) if i != j]
+        return float(min(values)) if values else 1.0
+
     def to_markdown(self) -> str:
         return (
             f"**{self.model}**: Jaccard of top-{self.k} heads; mean off-diagonal "

@@ -187,6 +187,25 @@ class TranslationScores(FolderResult):
         cut = 0.1 if cut is None else cut
         return [label for label, score in self._ranked() if score > cut]
 
+    def activity(self, threshold: float = 0.1) -> dict[str, float]:
+        """The three groups of the paper's Figure 3, as shares of all heads: alignment heads
+        (score above ``threshold``), infrequently active heads (above zero, at most
+        ``threshold``) and heads never active (a score of exactly zero: the argmax never lands
+        on an aligned source token, as in the paper's Figure 6b). The paper: under 8 % alignment
+        heads on every model, nearly half infrequently active, 36-55 % never active.
+
+        >>> scores = TranslationScores.example()
+        >>> scores.activity()
+        {'alignment heads': 0.5, 'infrequently active': 0.0, 'never active': 0.5}
+        """
+        flat = self.scores.flatten()
+        n = flat.numel()
+        return {
+            "alignment heads": int((flat > threshold).sum()) / n,
+            "infrequently active": int(((flat > 0) & (flat <= threshold)).sum()) / n,
+            "never active": int((flat == 0).sum()) / n,
+        }
+
     def alignment_mask(self, threshold: float | None = None, **kwargs: Any) -> HeadMask:
         """The alignment heads as a :class:`HeadMask` (selected = alignment head)."""
         heads = self.alignment_heads(threshold, **kwargs)

@@ -63,12 +63,21 @@ def test_language_identification_and_failure_categories():
     assert failure_category("The dog is here.", "Le chien est ici.", "fr", languages) == (
         "no translation"
     )
+    # the paper's appendix A.4: saying less of the source, or saying something else
     assert failure_category("Le chien.", "Le chien est dans la cuisine.", "fr", languages) == (
-        "target language, missing details"
+        "missing details"
     )
-    assert failure_category(
-        "Le chat est dans le jardin.", "Le chien est ici.", "fr", languages
-    ) == ("other")
+    reference = "Le chien est dans la cuisine."
+    hallucinated = "Les filles courent vite au marché."
+    assert failure_category(hallucinated, "Le chien.", "fr", languages, "", reference) == (
+        "hallucination"
+    )
+    # 3 of 5 words in the reference: missing details; 2 of 5: hallucination
+    partly = "Le chien mange une pomme."
+    assert failure_category(partly, "", "fr", languages, "", "Le chien est là.") == "hallucination"
+    assert failure_category(partly, "", "fr", languages, "", "Le chien mange là.") == (
+        "missing details"
+    )
 
 
 @pytest.mark.parametrize(
