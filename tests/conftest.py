@@ -28,6 +28,19 @@ def tiny():
 
 
 @pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory) -> Path:
+    """The ``tiny`` model as a checkpoint folder (config.json, weights, tokenizer): a real
+    ``--model DIR`` whose shape the commands read before loading it."""
+    from lens_heads.core.models import _tiny_hf_model
+
+    folder = tmp_path_factory.mktemp("tiny-model")
+    hf_model, tokenizer = _tiny_hf_model(2, 4, 2, 16, None, 512, 0)
+    hf_model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
 def demo_report():
     """The README's first command, ``lens-heads demo``, run once on SmolLM2: it trains the
     capitalize mask on the CI schedule (100 steps, batch 8, lr 0.2), evaluates it, sweeps head

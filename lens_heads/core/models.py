@@ -39,6 +39,7 @@ __all__ = [
     "prepare_model",
     "resolve_device",
     "resolve_dtype",
+    "spec_kind",
     "tiny_model",
 ]
 
@@ -173,12 +174,13 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-def head_shape(model: ModelLike) -> tuple[int, int]:
-    """``(n_layers, n_heads)`` of a model; with grouped-query attention, heads are query heads."""
+def head_shape(model: Any) -> tuple[int, int]:
+    """``(n_layers, n_heads)`` of a model (or of a shape read before the weights); with
+    grouped-query attention, heads are query heads."""
     return int(model.cfg.n_layers), int(model.cfg.n_heads)
 
 
-def model_name(model: ModelLike) -> str:
+def model_name(model: Any) -> str:
     """The name the model was loaded under (alias, path or HF id)."""
     return str(getattr(model, "lens_heads_name", None) or model.cfg.model_name)
 
@@ -215,36 +217,66 @@ def load_model(
     ...
     lens_heads.core.models.ModelNotAvailableError: unknown model 'no-such-model': not an alias (...
     """
+    kind = spec_kind(spec)
     spec_str = os.fspath(spec)
     device = resolve_device(device)
     dtype = resolve_dtype(dtype, device)
     path = Path(spec_str).expanduser()
-    if spec_str in MODEL_ALIASES:
+    if kind == "alias":
         source = MODEL_ALIASES[spec_str]
-        source.require_installed()
         hf_model, tokenizer = _load_offline(source)
         hf_id = source.hf_id
-    elif path.suffix == ".gguf":
-        if not path.is_file():
-            raise FileNotFoundError(f"GGUF file {path} does not exist")
+    elif kind == "gguf":
         hf_model, tokenizer = _load_gguf_cached(_file_sha256(path), lambda: path, None)
         hf_id = path.stem
-    elif path.is_dir():
+    elif kind == "directory":
         hf_model, tokenizer = _load_hf_dir(path, device_map)
         hf_id = spec_str
-    elif "/" in spec_str and not path.exists() and not spec_str.startswith((".", "/", "~")):
+    else:
         bridge = _boot_hub(spec_str, dtype, device, device_map)
         return _finish(bridge, spec_str, dtype, device, freeze)
-    else:
-        known = ", ".join(sorted(MODEL_ALIASES))
-        raise ModelNotAvailableError(
-            f"unknown model {spec_str!r}: not an alias ({known}), a .gguf file, a checkpoint "
-            "directory or a Hugging Face id of the form 'org/name'"
-        )
     from transformer_lens.model_bridge import TransformerBridge
 
     bridge = TransformerBridge.boot_transformers(hf_id, hf_model=hf_model, tokenizer=tokenizer)
     return _finish(bridge, spec_str, dtype, device, freeze)
+
+
+def spec_kind(spec: Any) -> str:
+    """What a model spec names, checked without loading anything: ``"alias"`` (installed),
+    ``"gguf"`` (an existing file), ``"directory"`` (with a config.json) or ``"hub"`` (an id of
+    the form 'org/name'); anything else is a clear error.
+
+    >>> spec_kind("")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.models.ModelNotAvailableError: the model spec is empty; give an alias (...
+    """
+    known = ", ".join(sorted(MODEL_ALIASES))
+    if not isinstance(spec, (str, os.PathLike)):
+        raise TypeError(f"a model spec is a string or a path, got {type(spec).__name__}")
+    spec_str = os.fspath(spec)
+    if not spec_str.strip():
+        raise ModelNotAvailableError(
+            f"the model spec is empty; give an alias ({known}), a .gguf file, a checkpoint "
+            "directory or a Hugging Face id"
+        )
+    path = Path(spec_str).expanduser()
+    if spec_str in MODEL_ALIASES:
+        MODEL_ALIASES[spec_str].require_installed()
+        return "alias"
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise FileNotFoundError(f"GGUF file {path} does not exist")
+        return "gguf"
+    if path.is_dir():
+        _check_hf_dir(path)
+        return "directory"
+    if "/" in spec_str and not path.exists() and not spec_str.startswith((".", "/", "~")):
+        return "hub"
+    raise ModelNotAvailableError(
+        f"unknown model {spec_str!r}: not an alias ({known}), a .gguf file, a checkpoint "
+        "directory or a Hugging Face id of the form 'org/name'"
+    )
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -302,9 +334,7 @@ def _boot_hub(model_id: str, dtype: torch.dtype, device: Any, device_map: Any = 
         ) from error
 
 
-def _load_hf_dir(path: Path, device_map: Any = None) -> tuple[Any, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def _check_hf_dir(path: Path) -> None:
     if not (path / "config.json").is_file():
         holds = ", ".join(sorted(child.name for child in path.iterdir())[:5]) or "empty"
         raise ModelNotAvailableError(
@@ -314,6 +344,12 @@ def _load_hf_dir(path: Path, device_map: Any = None) -> tuple[Any, Any]:
             "(tokenizer.json or tokenizer.model, tokenizer_config.json); pass such a directory, "
             "a .gguf file or an alias"
         )
+
+
+def _load_hf_dir(path: Path, device_map: Any = None) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _check_hf_dir(path)
     tokenizer = AutoTokenizer.from_pretrained(path)
     extra = {} if device_map is None else {"device_map": device_map}
     hf_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, **extra)
@@ -508,6 +544,17 @@ def tiny_model(
     """
     from transformer_lens.model_bridge import TransformerBridge
 
+    sizes = {"n_layers": n_layers, "n_heads": n_heads, "d_head": d_head, "n_ctx": n_ctx}
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if n_kv_heads is not None and (
+        isinstance(n_kv_heads, bool) or not isinstance(n_kv_heads, int) or n_kv_heads < 1
+        or n_heads % n_kv_heads
+    ):  # fmt: skip
+        raise ValueError(
+            f"n_kv_heads={n_kv_heads!r} must be a positive divisor of n_heads={n_heads}"
+        )
     hf_model, tokenizer = _tiny_hf_model(n_layers, n_heads, n_kv_heads, d_head, d_mlp, n_ctx, seed)
     bridge = TransformerBridge.boot_transformers(
         "lens-heads-tiny", hf_model=hf_model, tokenizer=tokenizer

@@ -31,6 +31,9 @@ _DTYPES = {
     "fp32": "float32",
 }
 
+#: the largest learning rate accepted: above it one AdamW step saturates every mask logit
+MAX_LR = 10.0
+
 
 # -- configuration ----------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -107,6 +110,13 @@ class TrainingConfig:
         )
         need(self.batch_size > 0, f"batch_size must be positive, got {self.batch_size}")
         need(self.lr > 0, f"lr must be positive, got {self.lr}")
+        need(
+            self.lr <= MAX_LR,
+            f"lr={self.lr:g} is far above any rate that trains a mask (the paper's 1e-2, the "
+            "short schedule's 0.1): AdamW moves every mask logit by about lr per step and the "
+            f"sigmoid saturates within +-10, so one step would decide the mask; use lr <= "
+            f"{MAX_LR:g}",
+        )
         need(
             0 <= self.min_lr <= self.lr,
             f"min_lr must lie in [0, lr={self.lr}], got {self.min_lr}",
