@@ -22,6 +22,7 @@ import lens_heads.cli.common as common
 from lens_heads.cli import COMMANDS, build_parser, main
 from lens_heads.core.checks import InputWarning
 from lens_heads.core.locks import CLAIM, claim
+from lens_heads.core.tasks import Example, Task
 from lens_heads.lahis.languages import LanguageHeads
 from lens_heads.scale.grid import GridConfigError
 
@@ -132,9 +133,10 @@ BAD = {
         "--model {M} --prompt a --instruction b --mask {mask} --layers 1- --out {out}".split(),
         "--layers must look like 15-29 (first-last, both given)",
     ),
-    "attention": (
-        ["--model", "{M}", "--task", "capitalize", "--out", "{out}"],
-        "'capitalize' is not extractive",
+    "attention": (  # 15 of its 281 answers happen to occur in the input
+        ["--model", "{M}", "--task", "antonym", "--out", "{out}"],
+        "'antonym' is not extractive (a choose-a-word task): the answer is a word of the input in "
+        "0 of its 281 examples",
     ),
     "demo": (["--model", "{M}", "--task", "{one}", "--out", "{out}"], "has 1 examples"),
     "grid": (["{grid_yaml}", "--out", "{out}"], "not valid YAML (line 3, column"),
@@ -460,10 +462,14 @@ def test_the_api_refuses_what_it_accepted_silently(tiny):
         lh.head_importance(tiny, ["hello world"], max_tokens=-5, progress=False)
     with pytest.raises(ValueError, match="n_layers must be a positive integer, got 0"):
         lh.tiny_model(n_layers=0)
-    with pytest.raises(ValueError, match="extractive"):
-        from lens_heads.heads_up.attention import extractive_targets
+    from lens_heads.heads_up.attention import extractive_targets
 
-        extractive_targets(lh.get_task("capitalize"))
+    with pytest.raises(ValueError, match="'present-past' is not extractive"):
+        extractive_targets(lh.get_task("present-past"))  # 14 of 239 answers are input words
+    with pytest.warns(InputWarning, match="1 examples skipped"):
+        extractive_targets(
+            Task("t", (Example("a, b", "a"), Example("c, d", "d"), Example("e", "E")))
+        )
 
 
 def _unchecked(function):
