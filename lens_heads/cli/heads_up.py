@@ -275,9 +275,7 @@ def _layer_range(text: str | None, shape: Any = None) -> range | None:
     if text is None:
         return None
     first, dash, last = text.partition("-")
-    try:
-        if dash and not last.strip():
-            raise ValueError("open range")
+    try:  # "1-" is no range: int("") fails
         layers = range(int(first), int(last if dash else first) + 1)
     except ValueError as error:
         raise ValueError(
