@@ -265,9 +265,9 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
     if heads is None:
         check_rule(args.quantile, args.min_languages, len(parallel_corpus().languages))
     weaken = None if args.weaken.lower() == "none" else args.weaken
-    languages = heads.languages if heads is not None else parallel_corpus().languages
+    known = heads if heads is not None else parallel_corpus().languages
     check_transfer(
-        languages, args.source, args.target, weaken, args.factors, args.n_eval, shots=args.shots
+        known, args.source, args.target, weaken, args.factors, args.n_eval, shots=args.shots
     )
     with common.writing(args.out) as out:
         model = common.load_model(args)

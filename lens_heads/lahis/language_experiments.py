@@ -374,7 +374,7 @@ MAX_TRANSFER_FACTOR = 100.0
 
 
 def check_transfer(
-    languages: Sequence[str] | None,
+    heads: LanguageHeads | Sequence[str] | None,
     source: str,
     target: str,
     weaken: str | None,
@@ -383,8 +383,10 @@ def check_transfer(
     corpus: ParallelCorpus | None = None,
     shots: int = 0,
 ) -> Task:
-    """Check the arguments of :func:`attention_transfer` without a model (``languages``: those
-    of the heads, None when not known yet); returns the translation task."""
+    """Check the arguments of :func:`attention_transfer` without a model (``heads``: the
+    language heads, or only their languages, None when not computed yet); returns the
+    translation task."""
+    languages = heads.languages if isinstance(heads, LanguageHeads) else heads
     if source == target:
         raise ImportanceInputError(
             f"source and target are both {source!r}: attention transfer translates between two "
@@ -402,6 +404,8 @@ def check_transfer(
             raise ImportanceInputError(
                 f"no language {lang!r} ({name}) in these heads ({list(languages)})"
             )
+    if isinstance(heads, LanguageHeads) and target in heads.languages:
+        transfer_scale(heads, target, None, 1.0)  # the target has specific heads to scale
     if not factors:
         raise ImportanceInputError("factors is empty: give at least one scale, e.g. [3.0]")
     for factor in factors:
@@ -448,7 +452,7 @@ def attention_transfer(
             f"({heads.model}), not {model_name(model)}; compute them for this model"
         )
     corpus = corpus or parallel_corpus()
-    task = check_transfer(heads.languages, source, target, weaken, factors, n_eval, corpus, shots)
+    task = check_transfer(heads, source, target, weaken, factors, n_eval, corpus, shots)
     weaken = source if weaken == "source" else weaken
     evaluation = task.examples[-n_eval:]
     pool = [(example.input, example.output) for example in task.examples[:-n_eval]]
