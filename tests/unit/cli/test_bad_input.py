@@ -54,8 +54,16 @@ def _mask_file(path, values):
 
 
 def _heads(path, n_layers=2):
-    scores = torch.arange(2 * n_layers * 4, dtype=torch.float32).view(2, n_layers, 4)
-    LanguageHeads(["en", "fr"], scores, 0.5, 2, "lahis", "tiny").save(path)
+    """Language heads of en and fr, each with a head of its own (L0H0, L1H1)."""
+    scores = torch.zeros(2, n_layers, 4)
+    scores[0, 0, 0], scores[1, 1, 1] = 5.0, 5.0
+    LanguageHeads(["en", "fr"], scores, 0.9, 2, "lahis", "tiny").save(path)
+    return str(path)
+
+
+def _no_own_heads(path):
+    """Language heads in which no head stands out: no language has heads of its own."""
+    LanguageHeads(["en", "fr"], torch.zeros(2, 2, 4), 0.5, 2, "lahis", "tiny").save(path)
     return str(path)
 
 
@@ -90,6 +98,7 @@ def f(tmp_path, tiny_dir):
         texts=str(texts),
         heads=_heads(tmp_path / "heads"),
         wide_heads=_heads(tmp_path / "wide-heads", n_layers=3),
+        no_own=_no_own_heads(tmp_path / "no-own"),
         folder=str(tmp_path),
     )
 
@@ -353,6 +362,8 @@ BEFORE_LOAD = [
      "is a file; give a folder"),
     (["transfer", "--model", "{M}", "--heads", "{heads}", "--target", "de", "--out", "{out}"],
      "no language 'de' (target) in these heads"),
+    (["transfer", "--model", "{M}", "--heads", "{no_own}", "--out", "{out}"],
+     "fr has no specific heads at quantile 0.5"),
     (["soft-mask-experiment", "--model", "{M}", "--fraction", "0", "--out", "{out}"],
      "--fraction: must lie in (0, 1]"),
     (["soft-mask-experiment", "--model", "{M}", "--epochs", "0", "--out", "{out}"],
