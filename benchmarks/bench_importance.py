@@ -86,7 +86,7 @@ def plain_importance(model: Any, texts: list[str], dtype: str = "auto") -> torch
 
 def bench_importance(quick: bool = False) -> list[BenchmarkResult]:
     import lens_heads as lh
-    from lens_heads.core.models import native_bf16
+    from lens_heads.core.devices import native_bf16
     from lens_heads.lahis.importance import head_importance, spearman
     from lens_heads.lahis.languages import load_texts_by_language
 
@@ -128,7 +128,7 @@ def bench_importance(quick: bool = False) -> list[BenchmarkResult]:
 
 
 def _like_for_like(model: Any, texts: list[str], ours: Any) -> BenchmarkResult:
-    from lens_heads.core.models import native_bf16
+    from lens_heads.core.devices import native_bf16
     from lens_heads.lahis.importance import head_importance, spearman
 
     plain = plain_importance(model, texts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +26,19 @@ def gemma():
 def tiny():
     """A 2-layer, 4-head random Llama-style model with grouped-query attention."""
     return lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory) -> Path:
+    """The ``tiny`` model as a checkpoint folder (config.json, weights, tokenizer): a real
+    ``--model DIR`` whose shape the commands read before loading it."""
+    from lens_heads.core.models import _tiny_hf_model
+
+    folder = tmp_path_factory.mktemp("tiny-model")
+    hf_model, tokenizer = _tiny_hf_model(2, 4, 2, 16, None, 512, 0)
+    hf_model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
+from lens_heads.core.checks import read_text_file
 from lens_heads.core.language_id import CORPUS_LANGUAGES, identify_language
 from lens_heads.core.masks import HeadMask, format_head, parse_head
 from lens_heads.core.models import head_shape, model_name
@@ -46,23 +47,25 @@ DAMAGE = 10.0  # a sentence-level chrF++ drop of this many points counts as dama
 def resolve_heads(heads: Any, model: Any) -> list[str]:
     """Head labels from labels, ``(layer, head)`` tuples, a :class:`HeadMask` (its selected
     heads) or a file (a saved mask, or labels separated by commas/whitespace); each checked
-    against ``model``'s shape."""
-    n_layers, n_heads = head_shape(model)
-    if isinstance(heads, (str, os.PathLike)) and Path(heads).is_file():
+    against ``model``'s shape (a model, or a shape read before the weights; None: the form
+    only)."""
+    n_layers, n_heads = head_shape(model) if model is not None else (None, None)
+    if isinstance(heads, (str, os.PathLike)) and Path(heads).exists():
         path = Path(heads)
         if path.suffix in (".safetensors", ".json"):
             heads = HeadMask.load(path, model)
         else:
-            heads = path.read_text(encoding="utf-8").replace(",", " ").split()
+            heads = read_text_file(path, "heads file").replace(",", " ").split()
     elif isinstance(heads, str):
         heads = heads.replace(",", " ").split()
     if isinstance(heads, HeadMask):
-        heads.check_model(model)
+        if model is not None:
+            heads.check_model(model)
         return heads.labels
     labels = []
     for head in heads:
         layer, index = parse_head(head, n_layers, n_heads) if isinstance(head, str) else head
-        if not (0 <= layer < n_layers and 0 <= index < n_heads):
+        if n_layers is not None and not (0 <= layer < n_layers and 0 <= index < n_heads):
             raise ValueError(
                 f"head {format_head(layer, index)} is out of range for a model with {n_layers} "
                 f"layers x {n_heads} heads (valid labels: L0H0 .. L{n_layers - 1}H{n_heads - 1})"

@@ -17,7 +17,8 @@ from lens_heads.alignment.aligners import (
     split_words,
     word_spans,
 )
-from lens_heads.core.tasks import Task, get_task, parallel_corpus
+from lens_heads.core.checks import read_text_file
+from lens_heads.core.tasks import Task, get_task, list_tasks, parallel_corpus
 
 __all__ = [
     "PairsLike",
@@ -76,7 +77,18 @@ def resolve_pairs(
         if len(parts) == 2 and all(1 < len(p) <= 3 and p.isalpha() for p in parts):
             return _corpus_pairs(*parts)
     if isinstance(pairs, (str, os.PathLike)):
+        if os.fspath(pairs) in list_tasks("word"):
+            raise AlignmentError(
+                f"{os.fspath(pairs)!r} is a built-in word task (single words), not sentence pairs; "
+                "name a pair of the built-in corpus by its language codes (en-fr, de-zh, ...) "
+                "or give a file of sentence pairs"
+            )
         pairs = get_task(pairs)
+    elif not isinstance(pairs, (Task, Sequence)):
+        raise TypeError(
+            "pairs must be a pair name like 'en-fr', a Task, a task file or (source, reference) "
+            f"pairs, got {type(pairs).__name__}"
+        )
     if isinstance(pairs, Task):
         corpus = pairs.metadata.get("corpus")
         src, tgt = pairs.source_lang or source_lang, pairs.target_lang or target_lang
@@ -126,11 +138,20 @@ def resolve_pairs(
 def read_alignments(alignments: Any) -> list[Any]:
     if isinstance(alignments, (str, os.PathLike)):
         path = Path(alignments)
-        if not path.is_file():
-            raise FileNotFoundError(f"alignment file {path} does not exist")
-        text = path.read_text(encoding="utf-8")
+        text = read_text_file(path, "alignment file", error=AlignmentError)
         if path.suffix == ".json":
-            return list(json.loads(text))
+            try:
+                entries = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise AlignmentError(
+                    f"alignment file {path}:{error.lineno}: not valid JSON ({error.msg})"
+                ) from error
+            if not isinstance(entries, list):
+                raise AlignmentError(
+                    f"alignment file {path}: expected a JSON list (one alignment per pair), got "
+                    f"{type(entries).__name__}"
+                )
+            return entries
         return text.rstrip("\n").split("\n")  # Pharaoh: one line per sentence pair
     return list(alignments)
 

@@ -65,6 +65,7 @@ from lens_heads.alignment.pairs import (
     read_alignments,
     resolve_pairs,
 )
+from lens_heads.core.checks import warn_input
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import model_name
 from lens_heads.core.prompts import PromptFormat, has_chat_template
@@ -76,6 +77,7 @@ __all__ = [
     "EflomalAligner",
     "SimAligner",
     "TranslationScores",
+    "check_pairs",
     "translation_scores",
 ]
 
@@ -406,11 +408,10 @@ def _prepare(
     _check_choices(decoding=decoding, query=query, argmax_over=argmax_over, average=average)
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
-    if n is not None and n < 1:
-        raise ValueError(f"n must be positive, got {n}")
+    data, gold = check_pairs(
+        pairs, alignments=alignments, src_lang=src_lang, tgt_lang=tgt_lang, shots=shots, n=n
+    )
     check_pattern_hook(model)
-    data = resolve_pairs(pairs, src_lang, tgt_lang)
-    gold = data.gold if alignments is None else _given_alignments(data, alignments)
     count = len(data.sources) if n is None else min(n, len(data.sources))
     tokenizer = model.tokenizer
     chat = has_chat_template(tokenizer) if chat is None else chat
@@ -451,6 +452,35 @@ def _prepare(
         "n_gold_aligned": n_gold,
     }
     return _Prepared(data.name, list(data.sources[:count]), answers, items, settings)
+
+
+def check_pairs(
+    pairs: PairsLike,
+    *,
+    alignments: Sequence[Any] | str | os.PathLike[str] | None = None,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+    shots: int = 2,
+    n: int | None = None,
+) -> tuple[SentencePairs, list[Any] | None]:
+    """The sentence pairs and their alignments (given, or the corpus's gold ones), checked
+    without a model: the pair name or file, each given alignment against its sentence's words,
+    ``shots`` and ``n`` against the number of pairs. The command line calls it before the model
+    loads; :func:`translation_scores` calls it first."""
+    if n is not None and n < 1:
+        raise ValueError(f"n must be positive, got {n}")
+    data = resolve_pairs(pairs, src_lang, tgt_lang)
+    gold = data.gold if alignments is None else _given_alignments(data, alignments)
+    if shots < 0:
+        raise ValueError(f"shots must be >= 0, got {shots}")
+    if shots and len(data.sources) <= shots:
+        raise AlignmentError(
+            f"{shots} demonstrations need more than {shots} sentence pairs, {data.name} has "
+            f"{len(data.sources)}; use fewer shots or more pairs"
+        )
+    if n is not None and n > len(data.sources):
+        warn_input(f"n={n}, but {data.name} has {len(data.sources)} sentence pairs: all scored")
+    return data, gold
 
 
 def _check_choices(**choices: str) -> None:

@@ -13,6 +13,7 @@ Texts that lean on the alignment heads (parallel, bilingual text) score high.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.alignment.ablation import _removal, resolve_heads
+from lens_heads.core.checks import read_text_file
 from lens_heads.core.decoding import LOGITS_BUDGET_BYTES
 from lens_heads.core.hooks import maybe_mask
 from lens_heads.core.masks import HeadMask
@@ -46,13 +48,17 @@ def load_texts(path: str | os.PathLike[str]) -> pd.DataFrame:
     """Texts from a CSV (a ``text`` column, optional ``lang`` and ``id``), JSONL (objects with
     ``text``, optional ``lang``/``id``) or plain text file (one text per line)."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"texts file {path} does not exist")
+    text = read_text_file(path, "texts file", error=TextFileError)
+    if not text.strip():
+        raise TextFileError(
+            f"texts file {path} is empty; it should hold one text per line (.txt), a 'text' "
+            "column (.csv) or objects with a 'text' field (.jsonl)"
+        )
     if path.suffix == ".csv":
-        frame = pd.read_csv(path, keep_default_na=False)
+        frame = pd.read_csv(io.StringIO(text), keep_default_na=False)
     elif path.suffix == ".jsonl":
         rows = []
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
@@ -63,8 +69,7 @@ def load_texts(path: str | os.PathLike[str]) -> pd.DataFrame:
                 raise TextFileError(f"{path}:{number}: expected an object with a 'text' field")
         frame = pd.DataFrame(rows)
     else:
-        lines = path.read_text(encoding="utf-8").splitlines()
-        frame = pd.DataFrame({"text": [line for line in lines if line.strip()]})
+        frame = pd.DataFrame({"text": [line for line in text.splitlines() if line.strip()]})
     if "text" not in frame:
         raise TextFileError(f"{path}: no 'text' column/field (have {list(frame.columns)})")
     return frame
@@ -194,6 +199,8 @@ def trater_scores(
         if languages is None and "lang" in frame:
             languages = [str(x) for x in frame["lang"]]
         texts = [str(x) for x in frame["text"]]
+    if not isinstance(texts, Sequence) or not all(isinstance(text, str) for text in texts):
+        raise TypeError("texts must be a list of strings, a DataFrame with 'text' or a file")
     texts = list(texts)
     if not texts:
         raise ValueError("no texts to score")

@@ -29,10 +29,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lens_heads.cli import alignment, core, doctor, engine, grid, heads_up, lahis
+from lens_heads.cli import alignment, common, core, doctor, engine, grid, heads_up, lahis
+from lens_heads.core.checks import each_warning_once
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -50,7 +52,7 @@ COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = common.Parser(
         prog="lens-heads", description="Attention-head masks and analyses with TransformerLens."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
@@ -65,9 +67,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     handlers = {name: command for name, _, command in COMMANDS}
+
+    def one_line(message: Any, category: type, *rest: Any, **kw: Any) -> str:
+        kind = "note" if issubclass(category, DeprecationWarning) else "warning"
+        return f"lens-heads {args.command}: {kind}: {message}\n"
+
+    show = warnings.formatwarning
+    warnings.formatwarning = one_line  # a warning is one line too
     try:
-        return handlers[args.command](args)
+        with each_warning_once():
+            return handlers[args.command](args)
     except (ValueError, KeyError, OSError, RuntimeError) as error:  # one line, no traceback
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        message = " ".join(str(message).split())  # one line even for multi-line messages
         print(f"lens-heads {args.command}: error: {message}", file=sys.stderr)
         return 2
+    finally:
+        warnings.formatwarning = show

@@ -24,9 +24,13 @@ def _add_score_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--query", default="token", choices=["token", "predicting"])
     parser.add_argument("--argmax-over", default="sequence", choices=["sequence", "source"])
     parser.add_argument("--average", default="per_sentence", choices=["per_sentence", "pooled"])
-    parser.add_argument("--shots", type=int, default=2, help="demonstrations per prompt")
-    parser.add_argument("--n", type=int, help="score the first N sentence pairs (default: all)")
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument(
+        "--shots", type=common.non_negative, default=2, help="demonstrations per prompt"
+    )
+    parser.add_argument(
+        "--n", type=common.positive, help="score the first N sentence pairs (default: all)"
+    )
+    parser.add_argument("--batch-size", type=common.positive, default=16)
 
 
 def _score_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -55,7 +59,12 @@ def _add_translation_scores(sub: Any) -> None:
         "--pairs", required=True, help="comma-separated, e.g. en-fr,en-de, or a file"
     )
     parser.add_argument("--alignments", help="Pharaoh or JSON alignments (one pair only)")
-    parser.add_argument("--threshold", type=float, default=0.1, help="alignment-head threshold")
+    parser.add_argument(
+        "--threshold",
+        type=common.probability,
+        default=0.1,
+        help="alignment-head threshold (a translation score in [0, 1])",
+    )
     _add_score_arguments(parser)
     parser.add_argument("--out", required=True, help="output directory")
 
@@ -63,55 +72,81 @@ def _add_translation_scores(sub: Any) -> None:
 def _cmd_translation_scores(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from lens_heads.alignment.scores import translation_scores
+    from lens_heads.alignment.scores import check_pairs, translation_scores
     from lens_heads.core.storage import write_atomic
 
+    common.check_model(args)
     pairs = [p.strip() for p in args.pairs.split(",") if p.strip()]
+    if not pairs:
+        raise ValueError(f"--pairs {args.pairs!r} names no pair; e.g. en-fr,en-de or a file")
+    repeated = sorted({pair for pair in pairs if pairs.count(pair) > 1})
+    if repeated:
+        raise ValueError(f"--pairs names {', '.join(repeated)} more than once")
     if args.alignments and len(pairs) != 1:
         raise ValueError("--alignments goes with exactly one --pairs entry")
-    model = common.load_model(args)
-    out = common.output_dir(args.out)
-    rows, written, text = [], [], []
-    for pair in pairs:
-        scores = translation_scores(
-            model, pair, alignments=args.alignments, progress=True, **_score_kwargs(args)
-        )
-        name = Path(pair).stem if Path(pair).is_file() else pair
-        written += scores.save(out / name, png=True)
-        heads = scores.alignment_heads(args.threshold)
-        rows.append(
-            {
-                "pair": pair,
-                "sentences": len(scores.sources),
-                "queries": scores.n_queries,
-                "chance": scores.chance,
-                "alignment_heads": len(heads),
-                "heads": " ".join(heads),
-                "top5": " ".join(scores.top(5)),
-            }
-        )
-        text.append(scores.to_markdown())
-    summary = pd.DataFrame(rows)
-    written.append(write_atomic(out / "summary.csv", summary.to_csv(index=False)))
-    written.append(write_atomic(out / "summary.md", "\n".join(text)))
+    for pair in pairs:  # names, files, alignments, shots: before the model loads
+        check_pairs(pair, alignments=args.alignments, shots=args.shots, n=args.n)
+    with common.writing(args.out) as out:
+        model = common.load_model(args)
+        rows, written, text = [], [], []
+        for pair in pairs:
+            scores = translation_scores(
+                model, pair, alignments=args.alignments, progress=True, **_score_kwargs(args)
+            )
+            name = Path(pair).stem if Path(pair).is_file() else pair
+            written += scores.save(out / name, png=True)
+            heads = scores.alignment_heads(args.threshold)
+            rows.append(
+                {
+                    "pair": pair,
+                    "sentences": len(scores.sources),
+                    "queries": scores.n_queries,
+                    "chance": scores.chance,
+                    "alignment_heads": len(heads),
+                    "heads": " ".join(heads),
+                    "top5": " ".join(scores.top(5)),
+                }
+            )
+            text.append(scores.to_markdown())
+        summary = pd.DataFrame(rows)
+        written.append(write_atomic(out / "summary.csv", summary.to_csv(index=False)))
+        written.append(write_atomic(out / "summary.md", "\n".join(text)))
     print("\n".join(text))
     common.print_written(written)
     return 0
 
 
-def _heads_argument(value: str, model: Any, task: str, args: argparse.Namespace) -> tuple:
-    """``top:k`` (translation scores of ``task`` on its first --scores-n pairs) or a file or
-    labels; returns ``(heads, alignment heads to exclude from random controls)``."""
-    if value.startswith("top:"):
-        from lens_heads.alignment.scores import translation_scores
+def _heads_before_model(value: str, shape: Any, pair: str, args: argparse.Namespace) -> Any:
+    """``--heads``: ``top:K`` (K checked; the pair's scores come after the model loads) as the
+    int K, or labels / a labels file / a mask file resolved to labels, before the model loads."""
+    from lens_heads.alignment.ablation import resolve_heads
+    from lens_heads.alignment.scores import check_pairs
 
+    if value.startswith("top:"):
         try:
             k = int(value[4:])
         except ValueError as error:
             raise ValueError(f"--heads top:K needs an integer K, got {value!r}") from error
-        scores = translation_scores(model, task, n=args.scores_n, shots=args.shots, progress=True)
-        return scores.top(k), scores.alignment_heads(0.1)
-    return value, None
+        total = shape.n_layers * shape.n_heads if shape is not None else None
+        if k < 1 or (total is not None and k > total):
+            raise ValueError(f"--heads {value}: K must lie in [1, {total or 'all heads'}]")
+        check_pairs(pair, n=args.scores_n, shots=args.shots)
+        return k
+    try:
+        return resolve_heads(value, shape)
+    except ValueError as error:
+        raise ValueError(f"--heads: {error}") from error
+
+
+def _heads_argument(heads: Any, model: Any, pair: str, args: argparse.Namespace) -> tuple:
+    """``(heads, alignment heads to exclude from random controls)``: for ``top:K`` the top K of
+    the translation scores of ``pair`` on its first --scores-n pairs."""
+    if not isinstance(heads, int):
+        return heads, None
+    from lens_heads.alignment.scores import translation_scores
+
+    scores = translation_scores(model, pair, n=args.scores_n, shots=args.shots, progress=True)
+    return scores.top(heads), scores.alignment_heads(0.1)
 
 
 def _add_ablate_heads(sub: Any) -> None:
@@ -127,34 +162,49 @@ def _add_ablate_heads(sub: Any) -> None:
     parser.add_argument(
         "--heads", required=True, help="top:K (by translation score), labels L3H3,L7H0, or a file"
     )
-    parser.add_argument("--random-controls", type=int, default=3, help="random seeds")
+    parser.add_argument(
+        "--random-controls", type=common.non_negative, default=3, help="random seeds"
+    )
     parser.add_argument("--control-task", help="a non-translation task (functional specificity)")
-    parser.add_argument("--n-eval", type=int, default=100, help="held-out: the last N pairs")
-    parser.add_argument("--scores-n", type=int, default=100, help="top:K scores the first N")
-    parser.add_argument("--shots", type=int, default=2)
-    parser.add_argument("--max-new-tokens", type=int)
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument(
+        "--n-eval", type=common.positive, default=100, help="held-out: the last N pairs"
+    )
+    parser.add_argument(
+        "--scores-n", type=common.positive, default=100, help="top:K scores the first N"
+    )
+    parser.add_argument("--shots", type=common.non_negative, default=2)
+    parser.add_argument("--max-new-tokens", type=common.positive)
+    parser.add_argument("--batch-size", type=common.positive, default=16)
     parser.add_argument("--out", required=True, help="output directory")
 
 
 def _cmd_ablate_heads(args: argparse.Namespace) -> int:
     from lens_heads.alignment.ablation import ablate_heads
+    from lens_heads.core.tasks import get_task
 
-    model = common.load_model(args)
-    heads, alignment = _heads_argument(args.heads, model, args.task, args)
-    result = ablate_heads(
-        model,
-        args.task,
-        heads,
-        random_controls=args.random_controls,
-        exclude=alignment,
-        control_task=args.control_task,
-        n_eval=args.n_eval,
-        shots=args.shots,
-        max_new_tokens=args.max_new_tokens,
-        batch_size=args.batch_size,
-    )
-    written = result.save(common.output_dir(args.out), png=True)
+    shape = common.check_model(args)
+    task = get_task(args.task)
+    control = get_task(args.control_task) if args.control_task else None
+    for current in (task, control):
+        if current is not None:
+            current.split(n_eval=args.n_eval)  # held out: the last --n-eval examples
+    heads = _heads_before_model(args.heads, shape, args.task, args)
+    with common.writing(args.out) as out:
+        model = common.load_model(args)
+        heads, alignment = _heads_argument(heads, model, args.task, args)
+        result = ablate_heads(
+            model,
+            task,
+            heads,
+            random_controls=args.random_controls,
+            exclude=alignment,
+            control_task=control,
+            n_eval=args.n_eval,
+            shots=args.shots,
+            max_new_tokens=args.max_new_tokens,
+            batch_size=args.batch_size,
+        )
+        written = result.save(out, png=True)
     print(result.to_markdown())
     common.print_written(written)
     return 0
@@ -172,24 +222,29 @@ def _add_trater(sub: Any) -> None:
     parser.add_argument("--texts", required=True, help="CSV/JSONL with 'text' (+ 'lang'), or .txt")
     parser.add_argument("--heads", required=True, help="a heads file, labels, or top:K")
     parser.add_argument("--pair", default="en-fr", help="pair whose scores rank heads for top:K")
-    parser.add_argument("--scores-n", type=int, default=100)
-    parser.add_argument("--shots", type=int, default=2)
-    parser.add_argument("--select", type=float, default=0.2, help="top fraction per language")
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--scores-n", type=common.positive, default=100)
+    parser.add_argument("--shots", type=common.non_negative, default=2)
+    parser.add_argument(
+        "--select", type=common.fraction, default=0.2, help="top fraction per language"
+    )
+    parser.add_argument("--batch-size", type=common.positive, default=16)
     parser.add_argument("--out", required=True, help="output directory")
 
 
 def _cmd_trater(args: argparse.Namespace) -> int:
-    from lens_heads.alignment.trater import trater_scores
+    from lens_heads.alignment.trater import load_texts, trater_scores
     from lens_heads.core.storage import write_atomic
 
-    model = common.load_model(args)
-    heads, _ = _heads_argument(args.heads, model, args.pair, args)
-    result = trater_scores(model, args.texts, heads, batch_size=args.batch_size, progress=True)
-    out = common.output_dir(args.out)
-    written = result.save(out, png=True)
-    selected = result.select(args.select)
-    written.append(write_atomic(out / "selected.csv", selected.to_csv()))
+    shape = common.check_model(args)
+    texts = load_texts(args.texts)
+    heads = _heads_before_model(args.heads, shape, args.pair, args)
+    with common.writing(args.out) as out:
+        model = common.load_model(args)
+        heads, _ = _heads_argument(heads, model, args.pair, args)
+        result = trater_scores(model, texts, heads, batch_size=args.batch_size, progress=True)
+        written = result.save(out, png=True)
+        selected = result.select(args.select)
+        written.append(write_atomic(out / "selected.csv", selected.to_csv()))
     print(result.to_markdown())
     common.print_written(written)
     return 0

@@ -1,34 +1,58 @@
 """Arguments and helpers every ``lens-heads`` command shares: the model and mask arguments,
-argument types checked while parsing (before any model loads), the ``--out`` check and the
-one-line list of written files.
+argument types checked while parsing (before any model loads), the checks of what needs the
+model's shape (read from its config, before the weights), the ``--out`` check and lock
+(:func:`writing`) and the one-line list of written files.
+
+Every command runs the same way: its arguments, the files they name and ``--out`` are checked
+first (``check_model`` gives the model's shape for head lists and masks), then ``with
+writing(args.out) as out:`` claims the folder and only then ``load_model`` loads the model.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "MASK_HELP",
+    "Parser",
     "add_chat_argument",
     "add_match_argument",
     "add_model_argument",
     "chat_choice",
+    "check_heads",
+    "check_model",
     "check_out",
     "deprecated",
     "finite",
+    "fraction",
     "int_at_least",
     "load_mask",
     "load_model",
+    "mask_before_model",
     "non_negative",
+    "numbers",
+    "open_unit",
     "output_dir",
     "positive",
     "print_written",
+    "probability",
+    "read_text",
     "resolve_chat",
+    "text",
+    "writing",
 ]
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (``lens-heads CMD: error: ...``)."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def add_model_argument(parser: argparse.ArgumentParser, default: str | None = None) -> None:
@@ -53,7 +77,18 @@ def load_model(args: argparse.Namespace) -> Any:
 
     from lens_heads.core import models
 
-    return models.load_model(args.model, dtype=getattr(torch, args.dtype))
+    return models.load_model(args.model, dtype=getattr(torch, getattr(args, "dtype", "float32")))
+
+
+def check_model(args: argparse.Namespace) -> Any:
+    """Check ``--model`` without loading it and return its shape (a
+    :class:`~lens_heads.core.model_shape.ModelShape`, None where only loading tells)."""
+    from lens_heads.core.model_shape import model_shape
+
+    try:
+        return model_shape(args.model)
+    except (ValueError, RuntimeError, OSError, TypeError) as error:
+        raise ValueError(f"--model {args.model!r}: {error}") from error
 
 
 def load_mask(path: str | None, model: Any) -> Any:
@@ -61,6 +96,61 @@ def load_mask(path: str | None, model: Any) -> Any:
     from lens_heads.core.checks import resolve_mask
 
     return resolve_mask(path, model)
+
+
+def mask_before_model(path: str | None, shape: Any, flag: str = "--mask") -> Any:
+    """Read and check a mask argument before the model loads: the file (missing, truncated,
+    NaN, out of range) and, when the shape is known, its layers x heads."""
+    if path is None:
+        return None
+    from lens_heads.core.checks import resolve_mask
+
+    try:
+        return resolve_mask(path, shape)
+    except ValueError as error:
+        raise type(error)(f"{flag} {path}: {error}") from error
+
+
+def read_text(path: str, flag: str) -> str:
+    """The UTF-8 text of a file argument (a clear error for a folder, other encodings)."""
+    from lens_heads.core.checks import read_text_file
+
+    return read_text_file(path, flag)
+
+
+def check_heads(value: str, shape: Any, flag: str = "--heads") -> list[str]:
+    """Head labels given inline (``L3H7,L0H1``) or as a file of labels, checked before the
+    model loads: the form (``L<layer>H<head>``), repeats, and the range when the shape is
+    known."""
+    from lens_heads.core.masks import parse_head
+
+    source = value
+    if Path(value).exists():
+        source = read_text(value, flag)
+    labels = [label for label in source.replace(",", " ").split() if label]
+    if not labels:
+        raise ValueError(f"{flag} {value!r} names no heads; write labels like L3H7,L0H1")
+    n_layers, n_heads = (shape.n_layers, shape.n_heads) if shape is not None else (None, None)
+    for label in labels:
+        try:
+            parse_head(label, n_layers, n_heads)
+        except ValueError as error:
+            raise ValueError(f"{flag}: {error}") from None
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ValueError(f"{flag} names {', '.join(repeated)} twice or more; name each head once")
+    return labels
+
+
+@contextmanager
+def writing(out: str | Path) -> Iterator[Path]:
+    """The ``--out`` folder, checked and claimed for the whole ``with`` block: a second
+    command writing it meanwhile is refused with the holder's process id; the claim goes
+    at the end, also on an error (:func:`lens_heads.core.locks.folder_lock`)."""
+    from lens_heads.core.locks import folder_lock
+
+    with folder_lock(check_out(out), "--out") as folder:
+        yield folder
 
 
 def chat_choice(value: str) -> bool | None:
@@ -118,6 +208,51 @@ def finite(text: str) -> float:
     return value
 
 
+def _in_range(low: float, high: float, closed_low: bool, closed_high: bool) -> Callable:
+    left, right = "[" if closed_low else "(", "]" if closed_high else ")"
+
+    def parse(value: str) -> float:
+        number = finite(value)
+        above = number >= low if closed_low else number > low
+        below = number <= high if closed_high else number < high
+        if not (above and below):
+            raise argparse.ArgumentTypeError(
+                f"must lie in {left}{low:g}, {high:g}{right}, got {value!r}"
+            )
+        return number
+
+    parse.__name__ = f"number in {left}{low:g}, {high:g}{right}"
+    return parse
+
+
+#: a probability or threshold in [0, 1]; a share in (0, 1]; a quantile in (0, 1)
+probability = _in_range(0.0, 1.0, True, True)
+fraction = _in_range(0.0, 1.0, False, True)
+open_unit = _in_range(0.0, 1.0, False, False)
+
+
+def text(value: str) -> str:
+    """A text argument that is not empty or blank."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty or blank")
+    return value
+
+
+def numbers(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
+    """A comma-separated list of at least one value of ``kind`` (an argument type)."""
+
+    def parse(value: str) -> list[Any]:
+        items = [item.strip() for item in value.split(",")]
+        if not any(items):
+            raise argparse.ArgumentTypeError("give at least one value, comma-separated")
+        if not all(items):
+            raise argparse.ArgumentTypeError(f"an empty item in {value!r}")
+        return [kind(item) for item in items]
+
+    parse.__name__ = f"comma-separated {getattr(kind, '__name__', 'value')}"
+    return parse
+
+
 def deprecated(parser: Any, old: str, new: str, dest: str, const: Any = None, **kw: Any) -> None:
     """Keep ``old`` as a deprecated spelling of ``new``: it sets ``dest`` and says so once."""
 
@@ -134,6 +269,8 @@ def check_out(path: str | Path) -> Path:
     """Refuse an ``--out`` that cannot become a writable folder, before any compute."""
     import os
 
+    if not str(path).strip():
+        raise ValueError("--out is empty; give a folder (existing or new)")
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file; give a folder (existing or new)")

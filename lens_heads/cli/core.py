@@ -19,7 +19,7 @@ def _add_models(sub: Any) -> None:
 def _cmd_models(args: argparse.Namespace) -> int:
     from lens_heads.core.models import MODEL_ALIASES, cache_dir, cached_aliases, prepare_model
 
-    if args.prepare:
+    if args.prepare is not None:
         directory = prepare_model(args.prepare)
         print(f"{args.prepare}: cached at {directory}")
         return 0
@@ -36,7 +36,9 @@ def _cmd_models(args: argparse.Namespace) -> int:
 def _add_generate(sub: Any) -> None:
     parser = sub.add_parser("generate", help="greedy generation, optionally under a head mask")
     common.add_model_argument(parser)
-    parser.add_argument("--prompt", action="append", required=True, help="repeat for a batch")
+    parser.add_argument(
+        "--prompt", action="append", required=True, type=common.text, help="repeat for a batch"
+    )
     parser.add_argument("--mask", help=common.MASK_HELP)
     common.add_chat_argument(parser)
     parser.add_argument("--max-new-tokens", type=common.positive, default=30)
@@ -45,8 +47,9 @@ def _add_generate(sub: Any) -> None:
 def _cmd_generate(args: argparse.Namespace) -> int:
     from lens_heads.core.generation import generate
 
+    mask = common.mask_before_model(args.mask, common.check_model(args))
     model = common.load_model(args)
-    mask = common.load_mask(args.mask, model)
+    mask = common.load_mask(mask, model)
     chat = common.resolve_chat(args, model)
     outputs = generate(model, args.prompt, chat=chat, max_new_tokens=args.max_new_tokens, mask=mask)
     for prompt, output in zip(args.prompt, outputs, strict=True):

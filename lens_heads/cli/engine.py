@@ -45,7 +45,11 @@ def _add_eval(sub: Any) -> None:
         "--shots", type=common.non_negative, default=0, help="k demonstrations from the train split"
     )
     parser.add_argument("--shot-seed", type=int, default=0, help="seed of the demonstrations")
-    parser.add_argument("--instruction", help="instruction text (for a task file without one)")
+    parser.add_argument(
+        "--instruction",
+        type=common.text,
+        help="instruction text (for a task file without one)",
+    )
     common.add_match_argument(parser)
     common.add_chat_argument(parser)
     parser.add_argument("--batch-size", type=common.positive, default=16)
@@ -57,35 +61,55 @@ def _add_eval(sub: Any) -> None:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     from lens_heads.core.tasks import get_task
-    from lens_heads.engine import evaluate
+    from lens_heads.engine import check_evaluation, evaluate
 
-    try:
-        seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
-    except ValueError as error:
-        raise ValueError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from error
+    shape = common.check_model(args)
+    seeds = _seeds(args.seeds)
     task = get_task(args.task, instruction=args.instruction, match=args.match)
-    common.check_out(args.out)
-    model = common.load_model(args)
-    result = evaluate(
-        model,
+    mask = common.mask_before_model(args.mask, shape)
+    other = common.mask_before_model(args.other_mask, shape, "--other-mask")
+    settings = check_evaluation(
         task,
         args.settings,
-        mask=args.mask,
-        other_mask=args.other_mask,
+        mask_given=mask is not None,
+        other_given=other is not None,
+        random_seeds=seeds,
         n_eval=args.n_eval,
         split_seed=args.split_seed,
-        random_seeds=seeds,
-        batch_size=args.batch_size,
-        chat=common.chat_choice(args.chat),
-        instruction=args.instruction,
         shots=args.shots,
-        shot_seed=args.shot_seed,
-        max_new_tokens=args.max_new_tokens,
     )
-    written = result.save(common.output_dir(args.out), png=True)
+    with common.writing(args.out) as out:
+        model = common.load_model(args)
+        result = evaluate(
+            model,
+            task,
+            settings,
+            mask=mask,
+            other_mask=other,
+            n_eval=args.n_eval,
+            split_seed=args.split_seed,
+            random_seeds=seeds,
+            batch_size=args.batch_size,
+            chat=common.chat_choice(args.chat),
+            instruction=args.instruction,
+            shots=args.shots,
+            shot_seed=args.shot_seed,
+            max_new_tokens=args.max_new_tokens,
+        )
+        for field in ("mask", "other_mask"):  # the files the masks came from
+            if result.config.get(field) is not None:
+                result.config[field]["file"] = getattr(args, field)
+        written = result.save(out, png=True)
     print(result.to_markdown())
     common.print_written(written)
     return 0
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        return [int(seed) for seed in text.split(",") if seed.strip()]
+    except ValueError as error:
+        raise ValueError(f"--seeds must be comma-separated integers, got {text!r}") from error
 
 
 # -- train-mask (issue 4) ------------------------------------------------------------------------
@@ -142,6 +166,7 @@ def _add_train_mask(sub: Any) -> None:
     )
     parser.add_argument(
         "--instruction",
+        type=common.text,
         help="instruction text for the 'w/ instruction' evaluation row (for a task file "
         "without one; training never sees it)",
     )
@@ -172,14 +197,18 @@ def _add_train_mask(sub: Any) -> None:
 
 
 def _cmd_train_mask(args: argparse.Namespace) -> int:
-    from lens_heads.core.models import load_model
     from lens_heads.core.tasks import get_task
-    from lens_heads.engine import TrainingConfig, evaluate, train_mask, with_overrides
+    from lens_heads.engine import (
+        TrainingConfig,
+        check_evaluation,
+        check_training,
+        evaluate,
+        train_mask,
+        with_overrides,
+    )
 
-    try:
-        seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
-    except ValueError as error:
-        raise ValueError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from error
+    shape = common.check_model(args)
+    seeds = _seeds(args.seeds)
     base = TrainingConfig() if args.paper else TrainingConfig.short()
     config = with_overrides(
         base,
@@ -210,44 +239,56 @@ def _cmd_train_mask(args: argparse.Namespace) -> int:
     if args.n_eval > 0 and config.n_eval == 0:
         raise ValueError("--holdout 0 trains on every example: pass --n-eval 0 as well")
     task = get_task(args.task, instruction=args.instruction, match=args.match)
-    common.check_out(args.out)
-    model = load_model(args.model)
-    out = common.output_dir(args.out)
-    result = train_mask(
-        model,
-        task,
-        config,
-        checkpoint_dir=out / "checkpoints",
-        checkpoint_every=args.checkpoint_every,
-        resume=args.resume,
-    )
-    written = result.save(out) + result.save_figures(out, png=True)
-    summary = result.summary()
-    print(
-        f"{task.name}: kept {summary['heads_kept']}/{summary['heads_total']} heads, final loss "
-        f"{summary['final_loss']:.3f}, {summary['steps']} steps in {summary['seconds']:.0f} s"
-    )
+    out = common.check_out(args.out)
+    checkpoints = out / "checkpoints"
+    check_training(task, config, model=shape, checkpoint_dir=checkpoints, resume=args.resume)
+    settings = ["original"] + (["instruction"] if task.instruction else [])
+    settings += (["random"] if seeds and not config.soft else []) + ["mask"]
     if args.n_eval > 0:
-        if config.query_side or config.ffn_masks:
-            print("note: the evaluation applies the head mask on hook_z only")
-        evaluation = evaluate(
-            model,
+        check_evaluation(
             task,
-            mask=result.mask,
+            settings,
+            mask_given=True,
+            random_seeds=seeds,
             n_eval=args.n_eval,
             split_seed=config.split_seed,
-            random_seeds=seeds,
-            batch_size=args.eval_batch_size,
-            chat=config.chat,
             shots=config.shots,
-            separator=config.separator,
-            settings=["original"]
-            + (["instruction"] if task.instruction else [])
-            + (["random"] if seeds and not config.soft else [])
-            + ["mask"],
         )
-        written += evaluation.save(out / "eval", png=True)
-        print(evaluation.to_markdown())
+    with common.writing(out):
+        model = common.load_model(args)
+        result = train_mask(
+            model,
+            task,
+            config,
+            checkpoint_dir=out / "checkpoints",
+            checkpoint_every=args.checkpoint_every,
+            resume=args.resume,
+        )
+        written = result.save(out) + result.save_figures(out, png=True)
+        summary = result.summary()
+        print(
+            f"{task.name}: kept {summary['heads_kept']}/{summary['heads_total']} heads, final "
+            f"loss {summary['final_loss']:.3f}, {summary['steps']} steps in "
+            f"{summary['seconds']:.0f} s"
+        )
+        if args.n_eval > 0:
+            if config.query_side or config.ffn_masks:
+                print("note: the evaluation applies the head mask on hook_z only")
+            evaluation = evaluate(
+                model,
+                task,
+                mask=result.mask,
+                n_eval=args.n_eval,
+                split_seed=config.split_seed,
+                random_seeds=seeds,
+                batch_size=args.eval_batch_size,
+                chat=config.chat,
+                shots=config.shots,
+                separator=config.separator,
+                settings=settings,
+            )
+            written += evaluation.save(out / "eval", png=True)
+            print(evaluation.to_markdown())
     common.print_written(written)
     return 0
 

@@ -1,4 +1,8 @@
-"""The `lens-heads grid CONFIG --out DIR [--address ...]` command (:mod:`lens_heads.scale.grid`)."""
+"""The `lens-heads grid CONFIG --out DIR [--address ...]` command (:mod:`lens_heads.scale.grid`).
+
+Unlike the other commands it takes no lock on the whole ``--out``: two grid runs with the same
+config share the folder by design, each cell under its own claim (:mod:`lens_heads.core.locks`);
+a run with other settings is refused before any cell starts."""
 
 from __future__ import annotations
 
@@ -30,9 +34,11 @@ def _add_grid(sub: Any) -> None:
 
 
 def _cmd_grid(args: argparse.Namespace) -> int:
-    from lens_heads.scale.grid import GridConfig, run_grid
+    from lens_heads.cli import common
+    from lens_heads.scale.grid import GridConfig, check_grid_folder, run_grid
 
     config = GridConfig.load(args.config)
+    check_grid_folder(config, common.check_out(args.out))
     if args.check:
         for cell in config.cells:
             print(f"{cell.key}  ->  {args.out}/{cell.path}")

@@ -29,17 +29,26 @@ def _add_sweep(sub: Any) -> None:
         help="removal order: a train-mask output folder (or its training.safetensors: ascending "
         "trained weight W, the paper's order) or a head-mask file (ascending value)",
     )
-    order.add_argument("--heads", help="explicit removal order, e.g. L3H7,L0H1,L12H4")
+    order.add_argument(
+        "--heads", help="explicit removal order, e.g. L3H7,L0H1,L12H4 (or a file of labels)"
+    )
     order.add_argument(
         "--influential",
         action="store_true",
         help="Appendix C.3.1: heads ordered by the target-rank gain each causes alone",
     )
-    parser.add_argument("--prompt", required=True, help="the input text, e.g. apple")
-    parser.add_argument("--target", help="the expected answer; its first token is tracked")
-    parser.add_argument("--reference-prompt", help="full-model run to compare with (Figure 5)")
+    parser.add_argument(
+        "--prompt", required=True, type=common.text, help="the input text, e.g. apple"
+    )
+    parser.add_argument(
+        "--target", type=common.text, help="the expected answer; its first token is tracked"
+    )
+    parser.add_argument(
+        "--reference-prompt", type=common.text, help="full-model run to compare with (Figure 5)"
+    )
     parser.add_argument(
         "--reference-instruction",
+        type=common.text,
         help="instead of --reference-prompt: the prompt in the instruction template (Table 10)",
     )
     parser.add_argument(
@@ -69,22 +78,31 @@ def _add_sweep(sub: Any) -> None:
     parser.add_argument("--out", required=True, help="output directory")
 
 
-def _sweep_order(args: argparse.Namespace, model: Any) -> Any:
-    """The ``order`` argument of removal_sweep from --mask / --heads / --influential."""
+def _sweep_order(args: argparse.Namespace, shape: Any) -> Any:
+    """The ``order`` argument of removal_sweep from --mask / --heads / --influential, read and
+    checked before the model loads (against its shape when known)."""
     import warnings
 
+    from lens_heads.core.masks import MaskShapeError
     from lens_heads.engine import MaskTrainingResult
 
     if args.influential:
         return "influential"
-    if args.heads:
-        return [label.strip() for label in args.heads.split(",") if label.strip()]
+    if args.heads is not None:
+        return common.check_heads(args.heads, shape)
     path = Path(args.mask)
     if path.is_dir() or path.name == "training.safetensors":
         folder = path if path.is_dir() else path.parent
         if (folder / "training.safetensors").is_file():
-            return MaskTrainingResult.load(folder).W
-    mask = common.load_mask(args.mask, model)
+            weights = MaskTrainingResult.load(folder).W
+            if shape is not None and tuple(weights.shape) != (shape.n_layers, shape.n_heads):
+                raise MaskShapeError(
+                    f"--mask {folder}: trained weights of shape {tuple(weights.shape)} (layers, "
+                    f"heads) but model {shape.name} has {shape.n_layers} layers x "
+                    f"{shape.n_heads} heads"
+                )
+            return weights
+    mask = common.mask_before_model(args.mask, shape)
     if mask.is_binary:
         warnings.warn(
             f"{path} is a binary mask: the heads outside it go first, each group in head-index "
@@ -95,34 +113,40 @@ def _sweep_order(args: argparse.Namespace, model: Any) -> Any:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
+    from lens_heads.core.checks import check_top_k
     from lens_heads.core.prompts import INSTRUCTION_TEMPLATE
     from lens_heads.heads_up.sweep import removal_sweep
 
     if args.reference_prompt and args.reference_instruction:
         raise ValueError("give --reference-prompt or --reference-instruction, not both")
+    shape = common.check_model(args)
+    if shape is not None and args.top_k:
+        check_top_k(shape, args.top_k, "--top-k")
+    order = _sweep_order(args, shape)
     reference = args.reference_prompt
     if args.reference_instruction:
         reference = INSTRUCTION_TEMPLATE.format(
             instruction=args.reference_instruction, input=args.prompt
         )
-    common.check_out(args.out)
-    model = common.load_model(args)
-    result = removal_sweep(
-        model,
-        args.prompt,
-        _sweep_order(args, model),
-        target=args.target,
-        track_top_k=args.top_k,
-        reference_prompt=reference,
-        generate_tokens=args.max_new_tokens,
-        every=args.every,
-        chat=common.resolve_chat(args, model),
-        batch_size=args.batch_size,
-        influential_k=args.influential_k,
-    )
-    result.metadata["stay"] = args.stay
-    out = common.output_dir(args.out)
-    written = result.save(out) + result.save_figures(out, png=True)
+    if args.target is None and args.top_k == 0:
+        raise ValueError("nothing to track: give --target or --top-k above 0")
+    with common.writing(args.out) as out:
+        model = common.load_model(args)
+        result = removal_sweep(
+            model,
+            args.prompt,
+            order,  # a mask is checked against the model there
+            target=args.target,
+            track_top_k=args.top_k,
+            reference_prompt=reference,
+            generate_tokens=args.max_new_tokens,
+            every=args.every,
+            chat=common.resolve_chat(args, model),
+            batch_size=args.batch_size,
+            influential_k=args.influential_k,
+        )
+        result.metadata["stay"] = args.stay
+        written = result.save(out) + result.save_figures(out, png=True)
     print(result.outputs_markdown())
     summary = result.summary()
     if result.target_id is not None:
@@ -147,11 +171,18 @@ def _add_logit_lens(sub: Any) -> None:
         "last position with their rank change (Table 4b) to --out/top_tokens.",
     )
     common.add_model_argument(parser)
-    parser.add_argument("--prompt", required=True, help="the input text, e.g. apple")
-    parser.add_argument("--mask", help=common.MASK_HELP)
-    parser.add_argument("--instruction", help="add the instructed setting (Table 10 template)")
     parser.add_argument(
-        "--target", action="append", help="token whose probability to follow (repeatable)"
+        "--prompt", required=True, type=common.text, help="the input text, e.g. apple"
+    )
+    parser.add_argument("--mask", help=common.MASK_HELP)
+    parser.add_argument(
+        "--instruction", type=common.text, help="add the instructed setting (Table 10 template)"
+    )
+    parser.add_argument(
+        "--target",
+        action="append",
+        type=common.text,
+        help="token whose probability to follow (repeatable)",
     )
     parser.add_argument("--top-k", type=common.positive, default=5, help="top tokens per layer")
     parser.add_argument("--position", type=int, default=-1, help="token position (-1: last)")
@@ -165,25 +196,30 @@ def _add_logit_lens(sub: Any) -> None:
 
 
 def _cmd_logit_lens(args: argparse.Namespace) -> int:
+    from lens_heads.core.checks import check_top_k
     from lens_heads.heads_up.lens import logit_lens, top_tokens
 
-    common.check_out(args.out)
-    model = common.load_model(args)
-    mask = common.load_mask(args.mask, model)
-    shared = dict(mask=mask, instruction=args.instruction, chat=common.chat_choice(args.chat))
-    lens = logit_lens(
-        model,
-        args.prompt,
-        position=args.position,
-        top_k=args.top_k,
-        apply_final_norm=not args.no_final_norm,
-        targets=args.target,
-        **shared,
-    )
-    out = common.output_dir(args.out)
-    written = lens.save(out, png=True)
-    table = top_tokens(model, args.prompt, position=args.position, top_k=10, **shared)
-    written += table.save(out / "top_tokens", png=True)
+    shape = common.check_model(args)
+    if shape is not None:
+        check_top_k(shape, args.top_k, "--top-k")
+    mask = common.mask_before_model(args.mask, shape)
+    with common.writing(args.out) as out:
+        model = common.load_model(args)
+        mask = common.load_mask(mask, model)
+        shared = dict(mask=mask, instruction=args.instruction, chat=common.chat_choice(args.chat))
+        lens = logit_lens(
+            model,
+            args.prompt,
+            position=args.position,
+            top_k=args.top_k,
+            apply_final_norm=not args.no_final_norm,
+            targets=args.target,
+            **shared,
+        )
+        written = lens.save(out, png=True)
+        k = min(10, int(model.cfg.d_vocab))
+        table = top_tokens(model, args.prompt, position=args.position, top_k=k, **shared)
+        written += table.save(out / "top_tokens", png=True)
     print(lens.to_markdown())
     print("\n" + table.to_markdown())
     common.print_written(written)
@@ -203,7 +239,10 @@ def _add_similarity(sub: Any) -> None:
     )
     common.add_model_argument(parser)
     parser.add_argument(
-        "--prompt", action="append", help="an input text, e.g. apple (repeat for many prompts)"
+        "--prompt",
+        action="append",
+        type=common.text,
+        help="an input text, e.g. apple (repeat for many prompts)",
     )
     parser.add_argument(
         "--task", help="take the prompts from a built-in task or a .json/.jsonl task file"
@@ -215,7 +254,9 @@ def _add_similarity(sub: Any) -> None:
         help="with --task: its last N inputs (default 40)",
     )
     parser.add_argument(
-        "--instruction", help="the task instruction (default with --task: the task's own)"
+        "--instruction",
+        type=common.text,
+        help="the task instruction (default with --task: the task's own)",
     )
     parser.add_argument("--mask", required=True, help=common.MASK_HELP)
     parser.add_argument("--position", type=int, default=-1, help="token position (-1: last)")
@@ -228,55 +269,77 @@ def _add_similarity(sub: Any) -> None:
     parser.add_argument("--out", required=True, help="output directory")
 
 
-def _layer_range(text: str | None) -> range | None:
-    if not text:
+def _layer_range(text: str | None, shape: Any = None) -> range | None:
+    """``--layers 15-29`` or ``7``: a closed range of layer indices, within the model when its
+    shape is known."""
+    if text is None:
         return None
-    try:
-        first, _, last = text.partition("-")
-        layers = range(int(first), int(last or first) + 1)
+    first, dash, last = text.partition("-")
+    try:  # "1-" is no range: int("") fails
+        layers = range(int(first), int(last if dash else first) + 1)
     except ValueError as error:
-        raise ValueError(f"--layers must look like 15-29 or 7, got {text!r}") from error
+        raise ValueError(
+            f"--layers must look like 15-29 (first-last, both given) or 7, got {text!r}"
+        ) from error
     if layers.start < 0 or not layers:
         raise ValueError(f"--layers must be a non-empty range of layer indices, got {text!r}")
+    if shape is not None and layers.stop > shape.n_layers:
+        raise ValueError(f"--layers {text}: model {shape.name} has layers 0-{shape.n_layers - 1}")
     return layers
 
 
 def _cmd_similarity(args: argparse.Namespace) -> int:
+    from lens_heads.core.tasks import get_task
     from lens_heads.heads_up.similarity import figure4_similarity, figure4_stats
 
     if bool(args.prompt) == bool(args.task):
         raise ValueError("give --prompt (once or several times) or --task, exactly one of them")
     if args.task is None and args.instruction is None:
         raise ValueError("--instruction is required with --prompt")
-    layers = _layer_range(args.layers)  # checked before the model loads
-    common.check_out(args.out)
-    model = common.load_model(args)
-    mask = common.load_mask(args.mask, model)
+    shape = common.check_model(args)
+    layers = _layer_range(args.layers, shape)
+    prompts: Any = args.prompt
+    if args.task:
+        task = get_task(args.task)
+        if args.n_prompts > len(task):
+            raise ValueError(
+                f"--n-prompts {args.n_prompts} but task {task.name!r} has {len(task)} examples; "
+                f"ask for at most {len(task)}"
+            )
+        if args.n_prompts < 2:
+            raise ValueError("--n-prompts must be at least 2: the paired test needs 2 prompts")
+        if (args.instruction or task.instruction) is None:
+            raise ValueError(f"task {task.name!r} has no instruction: give --instruction")
+        prompts = task
+    mask = common.mask_before_model(args.mask, shape)
     chat = common.chat_choice(args.chat)
-    if args.prompt and len(args.prompt) == 1:
-        result = figure4_similarity(
-            model, args.prompt[0], args.instruction, mask, position=args.position, chat=chat
+    with common.writing(args.out) as out:
+        model = common.load_model(args)
+        mask = common.load_mask(mask, model)
+        if args.prompt and len(args.prompt) == 1:
+            result = figure4_similarity(
+                model, args.prompt[0], args.instruction, mask, position=args.position, chat=chat
+            )
+            written = result.save(out, png=True)
+            print(result.to_markdown())
+            label = "all layers" if layers is None else f"layers {layers.start}-{layers.stop - 1}"
+            print(
+                f"\nmean cosine over {label}:\n"
+                + markdown_table(result.summary(layers), floatfmt=".4f")
+            )
+            common.print_written(written)
+            return 0
+        stats = figure4_stats(
+            model,
+            prompts,
+            args.instruction,
+            mask,
+            n_prompts=args.n_prompts if args.task else None,
+            later_layers=layers,
+            position=args.position,
+            chat=chat,
         )
-        written = result.save(common.output_dir(args.out), png=True)
-        print(result.to_markdown())
-        label = "all layers" if layers is None else f"layers {layers.start}-{layers.stop - 1}"
-        print(
-            f"\nmean cosine over {label}:\n"
-            + markdown_table(result.summary(layers), floatfmt=".4f")
-        )
-        common.print_written(written)
-        return 0
-    stats = figure4_stats(
-        model,
-        args.prompt or args.task,
-        args.instruction,
-        mask,
-        n_prompts=args.n_prompts if args.task else None,
-        later_layers=layers,
-        position=args.position,
-        chat=chat,
-    )
-    written = stats.save(common.output_dir(args.out), png=True)
+        written = stats.save(out, png=True)
     print(stats.to_markdown().split("\n\n| layer")[0])
     common.print_written(written)
     return 0
@@ -295,14 +358,20 @@ def _add_attention(sub: Any) -> None:
     common.add_model_argument(parser)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--task", help="an extractive task, e.g. fruit_v_animal_3")
-    source.add_argument("--prompt", action="append", help="a prompt (repeat with --target)")
-    parser.add_argument("--target", action="append", help="its target word (one per --prompt)")
+    source.add_argument(
+        "--prompt", action="append", type=common.text, help="a prompt (repeat with --target)"
+    )
+    parser.add_argument(
+        "--target", action="append", type=common.text, help="its target word (one per --prompt)"
+    )
     parser.add_argument(
         "--n-eval", type=common.positive, default=40, help="task examples to use (the last N)"
     )
     common.deprecated(parser, "--n", "--n-eval", "n_eval", type=common.positive)
     parser.add_argument("--mask", help=common.MASK_HELP)
-    parser.add_argument("--instruction", help="instruction (default: the task's own)")
+    parser.add_argument(
+        "--instruction", type=common.text, help="instruction (default: the task's own)"
+    )
     parser.add_argument("--no-instruction", action="store_true", help="skip the instructed run")
     common.add_chat_argument(parser)
     parser.add_argument("--batch-size", type=common.positive, default=16)
@@ -326,21 +395,25 @@ def _cmd_attention(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"{len(prompts)} --prompt but {len(targets)} --target; give one target each"
             )
+        missing = [t for p, t in zip(prompts, targets, strict=True) if t not in p]
+        if missing:
+            raise ValueError(f"--target {missing[0]!r} is not in its --prompt; give a word of it")
     if args.no_instruction:
         instruction = None
-    common.check_out(args.out)
-    model = common.load_model(args)
-    result = attention_on_target(
-        model,
-        prompts,
-        targets,
-        mask=common.load_mask(args.mask, model),
-        instruction=instruction,
-        chat=common.chat_choice(args.chat),
-        batch_size=args.batch_size,
-        progress=True,
-    )
-    written = result.save(common.output_dir(args.out), png=True)
+    mask = common.mask_before_model(args.mask, common.check_model(args))
+    with common.writing(args.out) as out:
+        model = common.load_model(args)
+        result = attention_on_target(
+            model,
+            prompts,
+            targets,
+            mask=common.load_mask(mask, model),
+            instruction=instruction,
+            chat=common.chat_choice(args.chat),
+            batch_size=args.batch_size,
+            progress=True,
+        )
+        written = result.save(out, png=True)
     print(result.to_markdown())
     print(
         "top heads ("
@@ -386,23 +459,28 @@ def _add_demo(sub: Any) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from lens_heads.core.tasks import get_task
     from lens_heads.demo import run_demo
+    from lens_heads.engine import TrainingConfig, check_training
 
-    common.check_out(args.out)
-    report = run_demo(
-        args.out,
-        model=args.model
-        if args.dtype == "float32"
-        else common.load_model(args),  # an alias loads lazily
-        task=args.task,
-        steps=args.steps,
-        lr=args.lr,
-        n_eval=args.n_eval,
-        sweep_every=args.sweep_every,
-        seed=args.seed,
-        precision={"bf16": "bfloat16", "fp32": "float32"}.get(args.precision, "auto"),
-        fresh=args.fresh,
-    )
+    shape = common.check_model(args)
+    config = TrainingConfig.short(steps=args.steps, lr=args.lr, n_eval=args.n_eval, seed=args.seed)
+    check_training(get_task(args.task), config, model=shape)  # the task, its held-out part
+    with common.writing(args.out) as out:
+        report = run_demo(
+            out,
+            model=args.model
+            if args.dtype == "float32"
+            else common.load_model(args),  # an alias loads lazily
+            task=args.task,
+            steps=args.steps,
+            lr=args.lr,
+            n_eval=args.n_eval,
+            sweep_every=args.sweep_every,
+            seed=args.seed,
+            precision={"bf16": "bfloat16", "fp32": "float32"}.get(args.precision, "auto"),
+            fresh=args.fresh,
+        )
     print(report.evaluation.to_markdown())
     print(f"switch step: {report.sweep.switch_step(3)} heads removed")
     print(f"report: {report.report} and {report.out / 'report.html'}")

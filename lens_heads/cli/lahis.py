@@ -13,25 +13,19 @@ from lens_heads.cli import common
 __all__ = ["COMMANDS", "add_soft_arguments", "trainable_from_args"]
 
 
-def _floats(text: str, name: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError as error:
-        raise ValueError(f"{name} must be comma-separated numbers, got {text!r}") from error
-
-
-def _ints(text: str, name: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError as error:
-        raise ValueError(f"{name} must be comma-separated integers, got {text!r}") from error
-
-
 def _add_compute_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", default="lahis", choices=["lahis", "abs_grad", "taylor"])
-    parser.add_argument("--n-docs", type=int, help="documents per language (default: all)")
-    parser.add_argument("--batch-size", type=int, help="documents per batch (default: by tokens)")
-    parser.add_argument("--max-tokens", type=int, help="truncate documents to this many tokens")
+    parser.add_argument(
+        "--n-docs", type=common.positive, help="documents per language (default: all)"
+    )
+    parser.add_argument(
+        "--batch-size", type=common.positive, help="documents per batch (default: by tokens)"
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=common.int_at_least(2),
+        help="truncate documents to this many tokens (at least 2: the LM loss needs two)",
+    )
     parser.add_argument(
         "--compute-dtype",
         default="auto",
@@ -57,35 +51,68 @@ def _add_importance(sub: Any) -> None:
 
 
 def _cmd_importance(args: argparse.Namespace) -> int:
+    from lens_heads.core.checks import warn_input
     from lens_heads.lahis.importance import head_importance
     from lens_heads.lahis.languages import load_texts_by_language
 
+    common.check_model(args)
     if args.texts:
-        path = Path(args.texts)
-        if not path.is_file():
-            raise FileNotFoundError(f"--texts {path} does not exist")
-        texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
-        texts = [text for text in texts if text]
+        lines = common.read_text(args.texts, "--texts").splitlines()
+        texts = [line.strip() for line in lines if line.strip()]
+        if not texts:
+            raise ValueError(f"--texts {args.texts} holds no documents; write one per line")
     else:
         corpus = load_texts_by_language()
         if args.language not in corpus:
             raise ValueError(f"--language {args.language!r} is not one of {list(corpus)}")
         texts = corpus[args.language]
     if args.n_docs:
+        if args.n_docs > len(texts):
+            warn_input(f"--n-docs {args.n_docs}, but there are {len(texts)} documents: all used")
         texts = texts[: args.n_docs]
-    model = common.load_model(args)
-    result = head_importance(
-        model,
-        texts,
-        method=args.method,
-        batch_size=args.batch_size,
-        max_tokens=args.max_tokens,
-        dtype=args.compute_dtype,
-    )
-    written = result.save(args.out, png=True)
+    with common.writing(args.out) as out:
+        model = common.load_model(args)
+        result = head_importance(
+            model,
+            texts,
+            method=args.method,
+            batch_size=args.batch_size,
+            max_tokens=args.max_tokens,
+            dtype=args.compute_dtype,
+        )
+        written = result.save(out, png=True)
     print(result.to_markdown(k=10))
     common.print_written(written)
     return 0
+
+
+def _texts_by_language(texts: str | None, languages: str | None) -> dict[str, list[str]]:
+    """--texts (default: the built-in corpus), narrowed to --languages."""
+    from lens_heads.lahis.languages import load_texts_by_language
+
+    found = load_texts_by_language(texts)
+    if languages is None:
+        return found
+    wanted = [lang.strip() for lang in languages.split(",") if lang.strip()]
+    missing = [lang for lang in wanted if lang not in found]
+    if missing or not wanted:
+        raise ValueError(f"--languages {languages!r}: {missing or 'none'} not in the texts "
+                         f"({list(found)})")  # fmt: skip
+    return {lang: found[lang] for lang in wanted}
+
+
+def _language_heads(folder: str, shape: Any) -> Any:
+    """A folder written by language-heads, checked against the model's shape when known."""
+    from lens_heads.core.masks import MaskShapeError
+    from lens_heads.lahis.languages import LanguageHeads
+
+    heads = LanguageHeads.load(folder)
+    if shape is not None and tuple(heads.shape) != (shape.n_layers, shape.n_heads):
+        raise MaskShapeError(
+            f"--heads {folder} holds heads of a {heads.shape[0]}x{heads.shape[1]} model "
+            f"({heads.model}), not of {shape.name} ({shape.n_layers}x{shape.n_heads})"
+        )
+    return heads
 
 
 # -- language heads --------------------------------------------------------------------------
@@ -104,35 +131,32 @@ def _add_language_heads(sub: Any) -> None:
         "the built-in en/fr/es/de/zh corpus)",
     )
     parser.add_argument("--languages", help="comma-separated subset of the languages")
-    parser.add_argument("--quantile", type=float, default=0.96)
-    parser.add_argument("--min-languages", type=int, default=4)
+    parser.add_argument("--quantile", type=common.open_unit, default=0.96)
+    parser.add_argument("--min-languages", type=common.positive, default=4)
     _add_compute_arguments(parser)
     parser.add_argument("--out", required=True, help="output directory")
 
 
 def _cmd_language_heads(args: argparse.Namespace) -> int:
-    from lens_heads.lahis.languages import language_heads, load_texts_by_language
+    from lens_heads.lahis.languages import check_rule, language_heads
 
-    texts = load_texts_by_language(args.texts)
-    if args.languages:
-        wanted = [lang.strip() for lang in args.languages.split(",") if lang.strip()]
-        missing = [lang for lang in wanted if lang not in texts]
-        if missing:
-            raise ValueError(f"--languages {missing} not in the texts ({list(texts)})")
-        texts = {lang: texts[lang] for lang in wanted}
-    model = common.load_model(args)
-    result = language_heads(
-        model,
-        texts,
-        quantile=args.quantile,
-        min_languages=args.min_languages,
-        method=args.method,
-        n_docs=args.n_docs,
-        batch_size=args.batch_size,
-        max_tokens=args.max_tokens,
-        dtype=args.compute_dtype,
-    )
-    written = result.save(args.out, png=True)
+    common.check_model(args)
+    texts = _texts_by_language(args.texts, args.languages)
+    check_rule(args.quantile, args.min_languages, len(texts))
+    with common.writing(args.out) as out:
+        model = common.load_model(args)
+        result = language_heads(
+            model,
+            texts,
+            quantile=args.quantile,
+            min_languages=args.min_languages,
+            method=args.method,
+            n_docs=args.n_docs,
+            batch_size=args.batch_size,
+            max_tokens=args.max_tokens,
+            dtype=args.compute_dtype,
+        )
+        written = result.save(out, png=True)
     print(result.to_markdown())
     common.print_written(written)
     return 0
@@ -150,29 +174,46 @@ def _add_perplexity(sub: Any) -> None:
     parser.add_argument("--heads", required=True, help="folder written by language-heads")
     parser.add_argument("--texts", help="as language-heads (default: the built-in corpus)")
     parser.add_argument("--languages", help="comma-separated subset")
-    parser.add_argument("--n-docs", type=int, default=20, help="held-out documents per language")
-    parser.add_argument("--skip", type=int, default=100, help="documents skipped (held out)")
-    parser.add_argument("--seeds", default="0,1,2", help="seeds of the random heads")
+    parser.add_argument(
+        "--n-docs", type=common.positive, default=20, help="held-out documents per language"
+    )
+    parser.add_argument(
+        "--skip", type=common.non_negative, default=100, help="documents skipped (held out)"
+    )
+    parser.add_argument(
+        "--seeds", type=common.numbers(int), default="0,1,2", help="seeds of the random heads"
+    )
     parser.add_argument("--out", required=True, help="output directory")
 
 
 def _cmd_perplexity(args: argparse.Namespace) -> int:
     from lens_heads.lahis.language_experiments import perplexity_experiment
-    from lens_heads.lahis.languages import LanguageHeads
 
-    heads = LanguageHeads.load(args.heads)
-    languages = [x.strip() for x in args.languages.split(",")] if args.languages else None
-    model = common.load_model(args)
-    result = perplexity_experiment(
-        model,
-        heads,
-        args.texts,
-        languages=languages,
-        n_docs=args.n_docs,
-        skip=args.skip,
-        seeds=_ints(args.seeds, "--seeds"),
-    )
-    written = result.save(args.out, png=True)
+    heads = _language_heads(args.heads, common.check_model(args))
+    texts = _texts_by_language(args.texts, args.languages)
+    languages = list(texts) if args.languages else None
+    for lang in languages or heads.languages:
+        if lang not in heads.languages or lang not in texts:
+            raise ValueError(
+                f"language {lang!r} is not in both the heads ({heads.languages}) and the texts "
+                f"({list(texts)})"
+            )
+        if len(texts[lang]) <= args.skip:
+            raise ValueError(
+                f"{lang}: {len(texts[lang])} documents, none left after --skip {args.skip}"
+            )
+    with common.writing(args.out) as out:
+        model = common.load_model(args)
+        result = perplexity_experiment(
+            model,
+            heads,
+            texts,
+            languages=languages,
+            n_docs=args.n_docs,
+            skip=args.skip,
+            seeds=args.seeds,
+        )
+        written = result.save(out, png=True)
     print(result.to_markdown())
     common.print_written(written)
     return 0
@@ -190,49 +231,64 @@ def _add_transfer(sub: Any) -> None:
     )
     common.add_model_argument(parser)
     parser.add_argument("--heads", help="folder written by language-heads")
-    parser.add_argument("--source", default="en")
-    parser.add_argument("--target", default="fr")
+    parser.add_argument("--source", default="en", type=common.text)
+    parser.add_argument("--target", default="fr", type=common.text)
     parser.add_argument(
         "--weaken",
         default="source",
         help="language whose heads go to x0, 'source' (default) or 'none'",
     )
-    parser.add_argument("--factors", default="3,5", help="comma-separated scales of the target")
-    parser.add_argument("--n-eval", type=int, default=20)
-    parser.add_argument("--shots", type=int, default=0)
-    parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--quantile", type=float, default=0.96)
-    parser.add_argument("--min-languages", type=int, default=4)
-    parser.add_argument("--n-docs", type=int, default=16, help="documents per language for heads")
+    parser.add_argument(
+        "--factors",
+        type=common.numbers(common.finite),
+        default="3,5",
+        help="comma-separated scales of the target (each in (0, 100])",
+    )
+    parser.add_argument("--n-eval", type=common.positive, default=20)
+    parser.add_argument("--shots", type=common.non_negative, default=0)
+    parser.add_argument("--max-new-tokens", type=common.positive, default=32)
+    parser.add_argument("--quantile", type=common.open_unit, default=0.96)
+    parser.add_argument("--min-languages", type=common.positive, default=4)
+    parser.add_argument(
+        "--n-docs", type=common.positive, default=16, help="documents per language for heads"
+    )
     parser.add_argument("--out", required=True, help="output directory")
 
 
 def _cmd_transfer(args: argparse.Namespace) -> int:
-    from lens_heads.lahis.language_experiments import attention_transfer
-    from lens_heads.lahis.languages import LanguageHeads, language_heads
+    from lens_heads.core.tasks import parallel_corpus
+    from lens_heads.lahis.language_experiments import attention_transfer, check_transfer
+    from lens_heads.lahis.languages import check_rule, language_heads
 
-    model = common.load_model(args)
-    if args.heads:
-        heads = LanguageHeads.load(args.heads)
-    else:
-        heads = language_heads(
-            model, quantile=args.quantile, min_languages=args.min_languages, n_docs=args.n_docs
-        )
+    shape = common.check_model(args)
+    heads = _language_heads(args.heads, shape) if args.heads else None
+    if heads is None:
+        check_rule(args.quantile, args.min_languages, len(parallel_corpus().languages))
     weaken = None if args.weaken.lower() == "none" else args.weaken
-    result = attention_transfer(
-        model,
-        heads,
-        source=args.source,
-        target=args.target,
-        weaken=weaken,
-        factors=_floats(args.factors, "--factors"),
-        n_eval=args.n_eval,
-        shots=args.shots,
-        max_new_tokens=args.max_new_tokens,
+    known = heads if heads is not None else parallel_corpus().languages
+    check_transfer(
+        known, args.source, args.target, weaken, args.factors, args.n_eval, shots=args.shots
     )
-    written = result.save(args.out, png=True)
-    if not args.heads:
-        written += heads.save(Path(args.out) / "heads", png=False)
+    with common.writing(args.out) as out:
+        model = common.load_model(args)
+        if heads is None:
+            heads = language_heads(
+                model, quantile=args.quantile, min_languages=args.min_languages, n_docs=args.n_docs
+            )
+        result = attention_transfer(
+            model,
+            heads,
+            source=args.source,
+            target=args.target,
+            weaken=weaken,
+            factors=args.factors,
+            n_eval=args.n_eval,
+            shots=args.shots,
+            max_new_tokens=args.max_new_tokens,
+        )
+        written = result.save(out, png=True)
+        if not args.heads:
+            written += heads.save(out / "heads", png=False)
     print(result.to_markdown())
     common.print_written(written)
     return 0
@@ -263,16 +319,27 @@ def _add_soft_mask_experiment(sub: Any) -> None:
         help="the language whose heads are ranked (default: the task's target language)",
     )
     parser.add_argument(
-        "--n-docs", type=int, default=32, help="corpus sentences for the importance (no DIR)"
+        "--n-docs",
+        type=common.positive,
+        default=32,
+        help="corpus sentences for the importance (no DIR)",
     )
-    parser.add_argument("--fraction", type=float, default=0.02, help="top share of all heads")
-    parser.add_argument("--n-random-seeds", type=int, default=2, help="random head sets")
-    parser.add_argument("--n-train", type=int, default=200, help="training examples")
-    parser.add_argument("--epochs", type=int, default=2, help="passes over --n-train")
-    parser.add_argument("--n-eval", type=int, default=20, help="held-out examples evaluated")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--lr", type=float, default=1e-2, help="AdamW, constant")
-    parser.add_argument("--shots", type=int, default=0, help="demonstrations in every prompt")
+    parser.add_argument(
+        "--fraction", type=common.fraction, default=0.02, help="top share of all heads"
+    )
+    parser.add_argument(
+        "--n-random-seeds", type=common.positive, default=2, help="random head sets"
+    )
+    parser.add_argument("--n-train", type=common.positive, default=200, help="training examples")
+    parser.add_argument("--epochs", type=common.positive, default=2, help="passes over --n-train")
+    parser.add_argument(
+        "--n-eval", type=common.positive, default=20, help="held-out examples evaluated"
+    )
+    parser.add_argument("--batch-size", type=common.positive, default=8)
+    parser.add_argument("--lr", type=common.finite, default=1e-2, help="AdamW, constant")
+    parser.add_argument(
+        "--shots", type=common.non_negative, default=0, help="demonstrations in every prompt"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the batch order")
     parser.add_argument("--split-seed", type=int, help="shuffle the task before holding out")
     parser.add_argument(
@@ -281,16 +348,21 @@ def _add_soft_mask_experiment(sub: Any) -> None:
         choices=["auto", "bf16", "fp32", "bfloat16", "float32"],
         help="training precision (auto = bf16 autocast where native)",
     )
-    parser.add_argument("--max-new-tokens", type=int, help="generated tokens (default: task's)")
-    parser.add_argument("--eval-batch-size", type=int, default=16)
+    parser.add_argument(
+        "--max-new-tokens", type=common.positive, help="generated tokens (default: task's)"
+    )
+    parser.add_argument("--eval-batch-size", type=common.positive, default=16)
     parser.add_argument("--out", required=True, help="output directory (resumable)")
 
 
-def _ranking_from_args(args: argparse.Namespace, model: Any, task: Any) -> tuple[Any, list[Path]]:
-    """The ranking named by ``--importance DIR`` or computed for ``--language``."""
+def _ranking_before_model(args: argparse.Namespace, task: Any, shape: Any) -> tuple[Any, Any]:
+    """``(ranking, None)`` read from ``--importance DIR`` (or a finished ``--out/importance``),
+    else ``(None, documents)``: the --language corpus sentences to rank heads on, none of them
+    held out. Checked against the model's shape when known, before the model loads."""
     import json
 
-    from lens_heads.lahis.importance import HeadImportance, head_importance
+    from lens_heads.core.masks import MaskShapeError
+    from lens_heads.lahis.importance import HeadImportance
     from lens_heads.lahis.languages import LanguageHeads, load_texts_by_language
 
     folder = Path(args.importance) if args.importance else Path(args.out) / "importance"
@@ -301,9 +373,15 @@ def _ranking_from_args(args: argparse.Namespace, model: Any, task: Any) -> tuple
                 f"--importance {folder} holds no result.json; write it with `lens-heads "
                 "importance` or `lens-heads language-heads`"
             )
-        tag = json.loads(path.read_text(encoding="utf-8")).get("format", "")
+        tag = json.loads(common.read_text(str(path), "--importance")).get("format", "")
         kind = LanguageHeads if tag == LanguageHeads._format else HeadImportance
-        return kind.load(folder), []
+        ranking = kind.load(folder)
+        if shape is not None and tuple(ranking.shape) != (shape.n_layers, shape.n_heads):
+            raise MaskShapeError(
+                f"--importance {folder} ranks the heads of a {ranking.shape[0]}x"
+                f"{ranking.shape[1]} model, not of {shape.name}"
+            )
+        return ranking, None
     language = args.language or task.target_lang
     corpus = load_texts_by_language()
     if language not in corpus:
@@ -313,16 +391,20 @@ def _ranking_from_args(args: argparse.Namespace, model: Any, task: Any) -> tuple
         )
     _, held_out = task.split(n_eval=args.n_eval, seed=args.split_seed)
     excluded = set(held_out.outputs) | set(held_out.inputs)
-    documents = [text for text in corpus[language] if text not in excluded][: args.n_docs]
-    importance = head_importance(model, documents)
-    return importance, importance.save(folder, png=False)
+    return None, [text for text in corpus[language] if text not in excluded][: args.n_docs]
 
 
 def _cmd_soft_mask_experiment(args: argparse.Namespace) -> int:
     from lens_heads.core.tasks import get_task
-    from lens_heads.lahis.soft_mask_experiment import soft_mask_config, soft_mask_experiment
+    from lens_heads.lahis.importance import head_importance
+    from lens_heads.lahis.soft_mask_experiment import (
+        check_soft_mask_experiment,
+        soft_mask_config,
+        soft_mask_experiment,
+    )
 
-    common.check_out(args.out)
+    shape = common.check_model(args)
+    out = common.check_out(args.out)
     task = get_task(args.task)
     config = soft_mask_config(
         lr=args.lr,
@@ -331,25 +413,39 @@ def _cmd_soft_mask_experiment(args: argparse.Namespace) -> int:
         seed=args.seed,
         dtype=args.precision,
     )
-    model = common.load_model(args)
-    ranking, written = _ranking_from_args(args, model, task)
-    result = soft_mask_experiment(
-        model,
+    check_soft_mask_experiment(
         task,
-        ranking,
-        language=args.language,
-        fraction=args.fraction,
+        config,
         n_random_seeds=args.n_random_seeds,
-        config=config,
         n_train=args.n_train,
         epochs=args.epochs,
         n_eval=args.n_eval,
         split_seed=args.split_seed,
-        eval_batch_size=args.eval_batch_size,
-        max_new_tokens=args.max_new_tokens,
-        out=args.out,
     )
-    written += result.save(args.out, png=True)
+    ranking, documents = _ranking_before_model(args, task, shape)
+    with common.writing(out):
+        model = common.load_model(args)
+        written = []
+        if ranking is None:
+            ranking = head_importance(model, documents)
+            written += ranking.save(out / "importance", png=False)
+        result = soft_mask_experiment(
+            model,
+            task,
+            ranking,
+            language=args.language,
+            fraction=args.fraction,
+            n_random_seeds=args.n_random_seeds,
+            config=config,
+            n_train=args.n_train,
+            epochs=args.epochs,
+            n_eval=args.n_eval,
+            split_seed=args.split_seed,
+            eval_batch_size=args.eval_batch_size,
+            max_new_tokens=args.max_new_tokens,
+            out=out,
+        )
+        written += result.save(out, png=True)
     print(result.to_markdown())
     common.print_written(written)
     return 0
@@ -390,9 +486,9 @@ def trainable_from_args(args: argparse.Namespace) -> tuple[str, ...] | None:
             raise ValueError(f"--heads {spec!r}: N must be an integer, e.g. top:2") from error
         return tuple(HeadImportance.load(args.importance).top(k))
     path = Path(spec)
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"--heads {path}: no such file (or use top:N with --importance)")
-    labels = path.read_text(encoding="utf-8").replace(",", " ").split()
+    labels = common.read_text(spec, "--heads").replace(",", " ").split()
     if not labels:
         raise ValueError(f"--heads {path} names no heads; write labels like L3H7, one per line")
     return tuple(labels)

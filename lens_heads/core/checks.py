@@ -1,7 +1,10 @@
-"""Checks shared by every entry point: numbers, the context window, mask sources.
+"""Checks shared by every entry point: numbers, prompts, text files, the context window, the
+vocabulary, mask sources.
 
-Each raises a :class:`ValueError` subclass that names the problem and the fix, before any
-compute. One helper per concept, so the library and the command line say the same thing.
+Each raises a :class:`ValueError` subclass (a :class:`TypeError` for a prompt of the wrong type)
+that names the problem and the fix, before any compute; input that is legal but surely a
+mistake gets an :class:`InputWarning`. One helper per concept, so the library and the command
+line say the same thing.
 
 >>> import lens_heads as lh
 >>> model = lh.tiny_model(n_ctx=64)
@@ -13,22 +16,34 @@ lens_heads.core.checks.ContextLengthError: prompt 'apple' has 60 tokens; with 10
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import math
 import os
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = [
     "ContextLengthError",
+    "InputFileError",
+    "InputWarning",
     "MaskSourceError",
     "check_context",
     "check_int",
     "check_number",
     "check_numeric_fields",
+    "check_prompt",
+    "check_prompts",
+    "check_top_k",
     "context_length",
+    "each_warning_once",
     "own_checks",
+    "read_text_file",
     "resolve_mask",
+    "warn_input",
 ]
 
 _T = TypeVar("_T")
@@ -52,6 +67,133 @@ def own_checks(obj: _T) -> _T:
     target = obj.__init__ if isinstance(obj, type) else obj
     target.__no_type_check__ = True  # type: ignore[attr-defined]
     return obj
+
+
+class InputWarning(UserWarning):
+    """Input that is legal but most likely a mistake (e.g. fewer examples than asked for)."""
+
+
+_said: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("said", default=None)
+
+
+def warn_input(message: str) -> None:
+    """Say that an input is legal but most likely not what was meant (inside
+    :func:`each_warning_once`, each message once)."""
+    said = _said.get()
+    if said is not None:
+        if message in said:
+            return
+        said.add(message)
+    warnings.warn(message, InputWarning, stacklevel=2)
+
+
+@contextlib.contextmanager
+def each_warning_once() -> Iterator[None]:
+    """Inside, :func:`warn_input` says each message once (a command checks its arguments
+    before the model loads and the library checks them again)."""
+    token = _said.set(set())
+    try:
+        yield
+    finally:
+        _said.reset(token)
+
+
+class InputFileError(ValueError):
+    """A file named by an argument is a directory or not UTF-8 text."""
+
+
+def read_text_file(
+    path: str | os.PathLike[str], what: str = "file", error: type[Exception] = InputFileError
+) -> str:
+    """The UTF-8 text of ``path``; a message naming the file (and ``what`` it is) when it is
+    missing, a directory or not UTF-8.
+
+    >>> import tempfile
+    >>> read_text_file(tempfile.gettempdir(), "--texts")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.checks.InputFileError: --texts ... is a directory; give a file
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise error(f"{what} {path} is a directory; give a file")
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} {path} does not exist")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as decode:
+        raise error(
+            f"{what} {path} is not UTF-8 text (byte {decode.start}: {decode.reason}); save it as "
+            "UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
+        ) from decode
+
+
+def check_prompt(
+    prompt: Any, name: str = "prompt", *, tokens: bool = False, index: Any = None
+) -> Any:
+    """A prompt as given, or a clear error: a :class:`TypeError` for anything but a string
+    (and, with ``tokens``, a sequence or tensor of token ids), a :class:`ValueError` for a
+    blank string or no tokens. ``index`` names the item of a list.
+
+    >>> check_prompt(None)
+    Traceback (most recent call last):
+    ...
+    TypeError: prompt must be a string, got NoneType
+    >>> check_prompt("   ")
+    Traceback (most recent call last):
+    ...
+    ValueError: prompt is empty or blank; give the text to run
+    """
+    at = "" if index is None else f" (item {index})"
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise ValueError(f"{name} is empty or blank{at}; give the text to run")
+        return prompt
+    if tokens and not isinstance(prompt, bytes):
+        ids = prompt.tolist() if hasattr(prompt, "tolist") else prompt
+        if isinstance(ids, Sequence) and all(
+            isinstance(i, int) and not isinstance(i, bool) for i in ids
+        ):
+            if not ids:
+                raise ValueError(f"{name} has no tokens{at}")
+            return prompt
+    kind = "a string or token ids" if tokens else "a string"
+    raise TypeError(f"{name} must be {kind}{at}, got {type(prompt).__name__}")
+
+
+def check_prompts(prompts: Any, name: str = "prompt") -> list[str]:
+    """One prompt (a string) or a list of them as a list, each checked by :func:`check_prompt`.
+
+    >>> check_prompts("apple"), check_prompts(("a", "b"))
+    (['apple'], ['a', 'b'])
+    >>> check_prompts(5)
+    Traceback (most recent call last):
+    ...
+    TypeError: prompts must be a string or a list of strings, got int
+    """
+    if isinstance(prompts, str):
+        return [check_prompt(prompts, name)]
+    if not isinstance(prompts, Sequence) or isinstance(prompts, bytes):
+        raise TypeError(
+            f"{name}s must be a string or a list of strings, got {type(prompts).__name__}"
+        )
+    if not prompts:
+        raise ValueError(f"no {name}s given: pass at least one")
+    return [check_prompt(prompt, name, index=i) for i, prompt in enumerate(prompts)]
+
+
+def check_top_k(model: Any, top_k: Any, name: str = "top_k") -> int:
+    """``top_k`` between 1 and the model's vocabulary (``cfg.d_vocab``, when it says)."""
+    check_int(name, top_k)
+    if top_k < 1:
+        raise ValueError(f"{name} must be positive, got {top_k}")
+    d_vocab = getattr(getattr(model, "cfg", None), "d_vocab", None)
+    if isinstance(d_vocab, int) and d_vocab > 0 and top_k > d_vocab:
+        raise ValueError(
+            f"{name}={top_k} exceeds the model's vocabulary of {d_vocab} tokens; ask for at "
+            f"most {d_vocab}"
+        )
+    return top_k
 
 
 class ContextLengthError(ValueError):

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from lens_heads.core.checks import check_context, check_int
+from lens_heads.core.checks import check_context, check_int, check_prompts
 from lens_heads.core.decoding import decode_greedy, supports_kv_cache
 from lens_heads.core.hooks import maybe_mask
 from lens_heads.core.masks import HeadMask, MaskShapeError
@@ -154,7 +154,7 @@ def generate(
     >>> [len(g.new_tokens) <= 2 for g in generate(model, ["hi", "hello"], max_new_tokens=2)]
     [True, True]
     """
-    texts = [prompts] if isinstance(prompts, str) else list(prompts)
+    texts = check_prompts(prompts)
     encoded = [encode_text(model.tokenizer, text, chat=chat) for text in texts]
     new_tokens = greedy_generate(
         model,

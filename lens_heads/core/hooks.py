@@ -50,6 +50,16 @@ def _multiplier(mask: MaskLike) -> torch.Tensor:
     return mask
 
 
+def _check_finite(mask: MaskLike) -> None:
+    """A tensor mask given by a caller holds finite numbers (a HeadMask checks its own)."""
+    if isinstance(mask, torch.Tensor) and not torch.isfinite(mask.detach()).all():
+        bad = (~torch.isfinite(mask.detach())).nonzero()[:3].tolist()
+        raise ValueError(
+            f"mask tensor holds NaN or inf (at {bad}); a head mask multiplies each head's output "
+            "by a finite number"
+        )
+
+
 def _layer_hook(factor: torch.Tensor, layer: int) -> Callable[..., torch.Tensor]:
     """Multiply ``z[batch, pos, head, d_head]`` by this layer's per-head factor."""
     per_example = factor.ndim == 3
@@ -100,6 +110,7 @@ def apply_mask(model: ModelLike, mask: MaskLike) -> Iterator[ModelLike]:
     >>> with apply_mask(model, HeadMask.ones(model)) as masked_model:
     ...     logits = masked_model(model.to_tokens("hi"))
     """
+    _check_finite(mask)
     with model.hooks(fwd_hooks=mask_hooks(mask, model)):
         yield model
 

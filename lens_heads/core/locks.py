@@ -2,8 +2,10 @@
 
 A claim is a small JSON file (the holder's run id, host, process id and start time) created
 atomically with ``O_EXCL``. A later run is refused while the holder lives; a claim whose
-process died on this host, or whose file was not touched for ``stale_after`` seconds (another
-host's holder stopped its heartbeat), is taken over. A grid takes one on each cell's folder.
+process died on this host (its id is gone, or now names a process started later), or whose
+file was not touched for ``stale_after`` seconds (another host's holder stopped its
+heartbeat), is taken over. A grid takes one on each cell's folder; every command that writes
+an ``--out`` folder holds one for its whole run through :func:`folder_lock`.
 
 >>> import tempfile
 >>> folder = Path(tempfile.mkdtemp())
@@ -11,6 +13,12 @@ host's holder stopped its heartbeat), is taken over. A grid takes one on each ce
 (True, False)
 >>> release(folder, "run-a"); claim(folder, "run-b")
 True
+>>> with folder_lock(folder / "out"):
+...     with folder_lock(folder / "out"):  # doctest: +ELLIPSIS
+...         pass
+Traceback (most recent call last):
+...
+lens_heads.core.locks.FolderBusyError: folder .../out is being written by process ...
 """
 
 from __future__ import annotations
@@ -21,12 +29,14 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from lens_heads.core.storage import read_json
 
-__all__ = ["CLAIM", "Heartbeat", "claim", "release"]
+__all__ = ["CLAIM", "FolderBusyError", "Heartbeat", "claim", "folder_lock", "holder", "release"]
 
 #: the claim file inside a claimed folder
 CLAIM = ".claim.json"
@@ -42,13 +52,30 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _started(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot; Linux), None where unknown: a
+    claim records it, so a process id reused after the holder died is not taken for it."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as file:
+            return int(file.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _stale(holder: dict[str, Any], path: Path, stale_after: float) -> bool:
     try:
         age = time.time() - path.stat().st_mtime
     except FileNotFoundError:
         return True
-    if holder.get("host") == socket.gethostname() and not _alive(int(holder.get("pid", -1))):
-        return True
+    if holder.get("host") == socket.gethostname():
+        try:
+            pid = int(holder.get("pid", -1))
+        except (TypeError, ValueError):
+            return True
+        if not _alive(pid):
+            return True
+        started = holder.get("started")
+        return started is not None and _started(pid) not in (None, started)
     return age > stale_after
 
 
@@ -57,7 +84,13 @@ def claim(folder: Path, run_id: str, stale_after: float = 120.0) -> bool:
     own run (a retry after its worker died) and stale claims are taken over."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / CLAIM
-    mine = {"run": run_id, "host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}
+    mine = {
+        "run": run_id,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": _started(os.getpid()),
+        "time": time.time(),
+    }
     for _ in range(5):
         try:
             descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
@@ -124,3 +157,47 @@ class Heartbeat:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop.set()
+
+
+class FolderBusyError(RuntimeError):
+    """Another live process writes the folder (its claim names it)."""
+
+
+def holder(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """Who claims ``folder`` (run, host, pid, time), or None."""
+    return read_json(Path(folder) / CLAIM)
+
+
+@contextmanager
+def folder_lock(
+    folder: str | os.PathLike[str],
+    what: str = "folder",
+    *,
+    stale_after: float = 120.0,
+    heartbeat: float = 5.0,
+) -> Iterator[Path]:
+    """Hold ``folder``'s claim for the ``with`` block (creating the folder): a second writer is
+    refused with a :class:`FolderBusyError` naming the holder's process; a claim left by a
+    killed process is taken over. The claim is released at the end, also on an error, and a
+    folder the block created but left empty is removed again."""
+    folder = Path(folder)
+    created = not folder.exists()
+    run_id = f"lock-{uuid.uuid4().hex}"
+    if not claim(folder, run_id, stale_after):
+        info = holder(folder) or {}
+        since = info.get("time")
+        when = time.strftime(" since %H:%M:%S", time.localtime(since)) if since else ""
+        raise FolderBusyError(
+            f"{what} {folder} is being written by process {info.get('pid', '?')} on "
+            f"{info.get('host', '?')}{when}; wait for it to finish or choose another folder"
+        )
+    try:
+        with Heartbeat(folder / CLAIM, heartbeat):
+            yield folder
+    finally:
+        release(folder, run_id)
+        if created:
+            try:
+                folder.rmdir()  # only when empty: a failed run before any output
+            except OSError:
+                pass

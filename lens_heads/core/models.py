@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from lens_heads.core.devices import resolve_device, resolve_dtype
 from lens_heads.core.families import _tiny_hf_model
 
 __all__ = [
@@ -39,10 +40,8 @@ __all__ = [
     "head_shape",
     "load_model",
     "model_name",
-    "native_bf16",
     "prepare_model",
-    "resolve_device",
-    "resolve_dtype",
+    "spec_kind",
     "tiny_model",
 ]
 
@@ -188,12 +187,13 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-def head_shape(model: ModelLike) -> tuple[int, int]:
-    """``(n_layers, n_heads)`` of a model; with grouped-query attention, heads are query heads."""
+def head_shape(model: Any) -> tuple[int, int]:
+    """``(n_layers, n_heads)`` of a model (or of a shape read before the weights); with
+    grouped-query attention, heads are query heads."""
     return int(model.cfg.n_layers), int(model.cfg.n_heads)
 
 
-def model_name(model: ModelLike) -> str:
+def model_name(model: Any) -> str:
     """The name the model was loaded under (alias, path or HF id)."""
     return str(getattr(model, "lens_heads_name", None) or model.cfg.model_name)
 
@@ -240,37 +240,29 @@ def load_model(
     ...
     lens_heads.core.models.ModelNotAvailableError: unknown model 'no-such-model': not an alias (...
     """
+    kind = spec_kind(spec)
     spec_str = os.fspath(spec)
     device = resolve_device(device)
     dtype = resolve_dtype(dtype, device)
     path = Path(spec_str).expanduser()
     kept = transformer_lens_bos
-    if spec_str in MODEL_ALIASES:
+    if kind == "alias":
         source = MODEL_ALIASES[spec_str]
-        source.require_installed()
         hf_model, tokenizer = _load_offline(source)
         hf_id = source.hf_id
-    elif path.suffix == ".gguf":
-        if not path.is_file():
-            raise FileNotFoundError(f"GGUF file {path} does not exist")
+    elif kind == "gguf":
         hf_model, tokenizer = _load_gguf_cached(_file_sha256(path), lambda: path, None)
         hf_id = path.stem
-    elif path.is_dir():
+    elif kind == "directory":
         hf_model, tokenizer = _load_hf_dir(path, device_map)
         hf_id = spec_str
-    elif "/" in spec_str and not path.exists() and not spec_str.startswith((".", "/", "~")):
+    else:
         bridge = _boot_hub(spec_str, dtype, device, device_map)
         if not kept:
             from transformers import AutoTokenizer
 
             _use_checkpoint_tokenizer(bridge, AutoTokenizer.from_pretrained(spec_str))
         return _finish(bridge, spec_str, dtype, device, freeze)
-    else:
-        known = ", ".join(sorted(MODEL_ALIASES))
-        raise ModelNotAvailableError(
-            f"unknown model {spec_str!r}: not an alias ({known}), a .gguf file, a checkpoint "
-            "directory or a Hugging Face id of the form 'org/name'"
-        )
     bridge = _boot(hf_id, hf_model, tokenizer)
     if not kept:
         _use_checkpoint_tokenizer(bridge, tokenizer)
@@ -340,30 +332,42 @@ def _use_checkpoint_tokenizer(bridge: Any, tokenizer: Any) -> None:
     bridge.cfg.tokenizer_prepends_bos = bool(len(ids) > 1 and bos is not None and ids[0] == bos)
 
 
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``"auto"``: CUDA when available, else the CPU; anything else as ``torch.device``."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+def spec_kind(spec: Any) -> str:
+    """What a model spec names, checked without loading anything: ``"alias"`` (installed),
+    ``"gguf"`` (an existing file), ``"directory"`` (with a config.json) or ``"hub"`` (an id of
+    the form 'org/name'); anything else is a clear error.
 
-
-def resolve_dtype(dtype: torch.dtype | str, device: str | torch.device = "cpu") -> torch.dtype:
-    """A ``torch.dtype`` from a dtype or its name; ``"auto"`` is bfloat16 on a CUDA device
-    with native bf16 and float32 elsewhere (on CPUs training uses bf16 *autocast* instead:
-    ``TrainingConfig(dtype="auto")``)."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype == "auto":
-        device = torch.device(device)
-        cuda_bf16 = device.type == "cuda" and torch.cuda.is_available()
-        return torch.bfloat16 if cuda_bf16 and torch.cuda.is_bf16_supported() else torch.float32
-    value = getattr(torch, str(dtype), None)
-    if not isinstance(value, torch.dtype) or not value.is_floating_point:
-        raise ValueError(
-            f"unknown dtype {dtype!r}; use 'auto', 'float32', 'bfloat16', 'float16' or a "
-            "torch.dtype"
+    >>> spec_kind("")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.models.ModelNotAvailableError: the model spec is empty; give an alias (...
+    """
+    known = ", ".join(sorted(MODEL_ALIASES))
+    if not isinstance(spec, (str, os.PathLike)):
+        raise TypeError(f"a model spec is a string or a path, got {type(spec).__name__}")
+    spec_str = os.fspath(spec)
+    if not spec_str.strip():
+        raise ModelNotAvailableError(
+            f"the model spec is empty; give an alias ({known}), a .gguf file, a checkpoint "
+            "directory or a Hugging Face id"
         )
-    return value
+    path = Path(spec_str).expanduser()
+    if spec_str in MODEL_ALIASES:
+        MODEL_ALIASES[spec_str].require_installed()
+        return "alias"
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise FileNotFoundError(f"GGUF file {path} does not exist")
+        return "gguf"
+    if path.is_dir():
+        _check_hf_dir(path)
+        return "directory"
+    if "/" in spec_str and not path.exists() and not spec_str.startswith((".", "/", "~")):
+        return "hub"
+    raise ModelNotAvailableError(
+        f"unknown model {spec_str!r}: not an alias ({known}), a .gguf file, a checkpoint "
+        "directory or a Hugging Face id of the form 'org/name'"
+    )
 
 
 def _finish(bridge: Any, name: str, dtype: torch.dtype, device: Any, freeze: bool) -> Any:
@@ -395,9 +399,7 @@ def _boot_hub(model_id: str, dtype: torch.dtype, device: Any, device_map: Any = 
         ) from error
 
 
-def _load_hf_dir(path: Path, device_map: Any = None) -> tuple[Any, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def _check_hf_dir(path: Path) -> None:
     if not (path / "config.json").is_file():
         holds = ", ".join(sorted(child.name for child in path.iterdir())[:5]) or "empty"
         raise ModelNotAvailableError(
@@ -407,6 +409,12 @@ def _load_hf_dir(path: Path, device_map: Any = None) -> tuple[Any, Any]:
             "(tokenizer.json or tokenizer.model, tokenizer_config.json); pass such a directory, "
             "a .gguf file or an alias"
         )
+
+
+def _load_hf_dir(path: Path, device_map: Any = None) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _check_hf_dir(path)
     tokenizer = AutoTokenizer.from_pretrained(path)
     extra = {} if device_map is None else {"device_map": device_map}
     # Eager attention whatever the checkpoint asks for: the bridge computes attention itself
@@ -555,30 +563,19 @@ def tiny_model(
     """
     from transformer_lens.model_bridge import TransformerBridge
 
+    sizes = {"n_layers": n_layers, "n_heads": n_heads, "d_head": d_head, "n_ctx": n_ctx}
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if n_kv_heads is not None and (
+        isinstance(n_kv_heads, bool) or not isinstance(n_kv_heads, int) or n_kv_heads < 1
+        or n_heads % n_kv_heads
+    ):  # fmt: skip
+        raise ValueError(
+            f"n_kv_heads={n_kv_heads!r} must be a positive divisor of n_heads={n_heads}"
+        )
     hf_model, tokenizer = _tiny_hf_model(n_layers, n_heads, n_kv_heads, d_head, d_mlp, n_ctx, seed)
     bridge = TransformerBridge.boot_transformers(
         "lens-heads-tiny", hf_model=hf_model, tokenizer=tokenizer
     )
     return _finish(bridge, f"tiny-{n_layers}x{n_heads}-seed{seed}", torch.float32, "cpu", True)
-
-
-def native_bf16(device: str | torch.device = "cpu") -> bool:
-    """Does ``device`` compute bfloat16 natively (so that bf16 autocast is faster than fp32)?
-
-    CUDA: ``torch.cuda.is_bf16_supported()``; CPU: the ``avx512_bf16`` or ``amx_bf16`` flag in
-    ``/proc/cpuinfo`` (without them bf16 matmuls are emulated, several times slower than fp32).
-    """
-    device = torch.device(device)
-    if device.type == "cuda":
-        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    if device.type != "cpu":
-        return False
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as file:
-            for line in file:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"avx512_bf16", "amx_bf16"})
-    except OSError:
-        pass
-    return False

@@ -65,7 +65,7 @@ def machine() -> dict[str, Any]:
     GPU if one is visible (None otherwise)."""
     import torch
 
-    from lens_heads.core.models import native_bf16
+    from lens_heads.core.devices import native_bf16
 
     cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {

@@ -24,7 +24,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
 
-from lens_heads.core.checks import own_checks
+from lens_heads.core.checks import own_checks, read_text_file, warn_input
 
 __all__ = [
     "Example",
@@ -157,16 +157,30 @@ class Task:
         """``(train, eval)``: the last ``n_eval`` examples evaluate, as in the paper.
 
         With ``seed``, the examples are shuffled first (reproducibly). If the task has fewer
-        than ``2 * n_eval`` examples, half of them evaluate.
+        than ``2 * n_eval`` examples, half of them evaluate, with an :class:`InputWarning`; an
+        ``n_eval`` of the whole task or more is an error (nothing would be left to train on).
         """
         if n_eval < 1:
             raise ValueError(f"n_eval must be positive, got {n_eval}")
+        if len(self) < 2:
+            raise TaskDataError(
+                f"task {self.name!r} has {len(self)} example; at least 2 are needed to hold some "
+                "out (evaluation) and keep some (training, demonstrations)"
+            )
+        if n_eval >= len(self):
+            raise ValueError(
+                f"n_eval={n_eval} asks for at least every example of task {self.name!r}, which "
+                f"has {len(self)}; at most {len(self) // 2} are held out (half the task)"
+            )
         order = list(range(len(self)))
         if seed is not None:
             random.Random(seed).shuffle(order)
-        n_eval = min(n_eval, len(self) // 2) if len(self) < 2 * n_eval else n_eval
-        if n_eval < 1 or len(self) - n_eval < 1:
-            raise TaskDataError(f"task {self.name!r} has too few examples ({len(self)}) to split")
+        if len(self) < 2 * n_eval:
+            warn_input(
+                f"task {self.name!r} has {len(self)} examples, fewer than 2 x n_eval={n_eval}: "
+                f"its last {len(self) // 2} (half the task) are held out, not {n_eval}"
+            )
+            n_eval = len(self) // 2
         return self.subset(order[:-n_eval], ":train"), self.subset(order[-n_eval:], ":eval")
 
 
@@ -232,7 +246,7 @@ def list_tasks(kind: TaskKind | None = None) -> list[str]:
 
 
 def get_task(
-    name: str | os.PathLike[str],
+    name: Any,  # a name or a path; anything else is a clear TypeError from here
     *,
     instruction: str | None = None,
     match: str | None = None,
@@ -253,8 +267,15 @@ def get_task(
     return replace(task, match=match)  # type: ignore[arg-type]
 
 
-def _get_task(name: str | os.PathLike[str], instruction: str | None) -> Task:
+def _get_task(name: Any, instruction: str | None) -> Task:
+    if not isinstance(name, (str, os.PathLike)):
+        raise TypeError(
+            f"a task is a Task, a built-in task name or a .json/.jsonl file, got "
+            f"{type(name).__name__}"
+        )
     text = os.fspath(name)
+    if not text.strip():
+        raise ValueError("the task name is empty; see `lens-heads tasks` for the built-in ones")
     if text.endswith((".json", ".jsonl")) or os.sep in text:
         path = Path(text)
         stem = path.stem
@@ -322,15 +343,24 @@ def _example(record: Any, where: str) -> Example:
     return Example(source, answer)
 
 
-def _read_text(path: Path) -> str:
-    """A data file's text; a file that is not UTF-8 is a TaskDataError naming it."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise TaskDataError(
-            f"{path}: not UTF-8 text (byte {error.start}: {error.reason}); save the file as "
-            "UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
-        ) from error
+def _read_text(path: Path, what: str = "data file") -> str:
+    """A data file's text; a directory or a file that is not UTF-8 is a TaskDataError naming
+    it."""
+    return read_text_file(path, what, error=TaskDataError)
+
+
+def _check_duplicates(examples: Sequence[Example], path: Path) -> None:
+    """Refuse an example that a data file repeats: it could be trained on and evaluated."""
+    first: dict[tuple[str, str], int] = {}
+    for index, example in enumerate(examples):
+        key = (example.input, example.output)
+        if key in first:
+            raise TaskDataError(
+                f"{path}: examples {first[key]} and {index} repeat ({example.input!r} -> "
+                f"{example.output!r}); a repeated example can be both trained on and "
+                "evaluated: remove the copies"
+            )
+        first[key] = index
 
 
 def load_examples(path: str | os.PathLike[str]) -> list[Example]:
@@ -340,9 +370,7 @@ def load_examples(path: str | os.PathLike[str]) -> list[Example]:
     Errors name the file and, for JSONL, the line.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"task file {path} does not exist")
-    text = _read_text(path)
+    text = _read_text(path, "task file")
     if not text.strip():
         raise TaskDataError(
             f"{path}: the file is empty; it should hold {{'input', 'output'}} items"
@@ -369,6 +397,7 @@ def load_examples(path: str | os.PathLike[str]) -> list[Example]:
         examples = [_example(record, f"{path}: item {i}") for i, record in enumerate(data)]
     if not examples:
         raise TaskDataError(f"{path}: the file holds no examples")
+    _check_duplicates(examples, path)
     return examples
 
 
@@ -516,7 +545,7 @@ def load_alignments(path: str | os.PathLike[str]) -> list[Alignment]:
     """Word alignments in Pharaoh format (``0-0 1-2 2-1`` per sentence, as fast_align writes)."""
     path = Path(path)
     result = []
-    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+    for number, line in enumerate(_read_text(path, "alignment file").splitlines(), start=1):
         pairs = []
         for item in line.split():
             try:

@@ -18,7 +18,13 @@ modules are its own business.
 ['evaluate', 'train_mask']
 """
 
-from lens_heads.engine.evaluation import check_evaluation_arguments, evaluate, mask_info, run_plan
+from lens_heads.engine.evaluation import (
+    check_evaluation,
+    check_evaluation_arguments,
+    evaluate,
+    mask_info,
+    run_plan,
+)
 from lens_heads.engine.evaluation_result import (
     METRICS,
     SETTINGS,
@@ -28,7 +34,7 @@ from lens_heads.engine.evaluation_result import (
 )
 from lens_heads.engine.figures import evaluation_figure
 from lens_heads.engine.scoring import EvaluationRun
-from lens_heads.engine.training import CheckpointError, MaskTrainer, train_mask
+from lens_heads.engine.training import CheckpointError, MaskTrainer, check_training, train_mask
 from lens_heads.engine.training_config import TrainingConfig, native_bf16, with_overrides
 from lens_heads.engine.training_result import MaskTrainingResult
 
@@ -43,7 +49,9 @@ __all__ = [
     "MaskTrainer",
     "MaskTrainingResult",
     "TrainingConfig",
+    "check_evaluation",
     "check_evaluation_arguments",
+    "check_training",
     "evaluate",
     "evaluation_figure",
     "mask_info",

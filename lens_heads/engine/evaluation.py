@@ -33,7 +33,7 @@ from lens_heads.engine import scoring
 from lens_heads.engine.evaluation_result import SETTINGS, EvaluationResult
 from lens_heads.engine.scoring import EvaluationRun
 
-__all__ = ["check_evaluation_arguments", "evaluate", "mask_info", "run_plan"]
+__all__ = ["check_evaluation", "check_evaluation_arguments", "evaluate", "mask_info", "run_plan"]
 
 
 _MASK_SETTINGS = {"random": "mask", "mask": "mask", "mask+instruction": "mask"}
@@ -47,15 +47,35 @@ def check_evaluation_arguments(*, batch_size: Any, n_eval: Any, max_new_tokens: 
         check_int("max_new_tokens", max_new_tokens, minimum=1)
 
 
-def _plan(
-    settings: Sequence[str],
-    mask: HeadMask | None,
-    other_mask: HeadMask | None,
-    random_seeds: Sequence[int],
+def check_evaluation(
     task: Task,
-) -> list[EvaluationRun]:
-    runs = []
-    for setting in settings:
+    settings: Sequence[str] | str | None,
+    *,
+    mask_given: bool,
+    other_given: bool = False,
+    random_seeds: Sequence[int] = (0, 1, 2),
+    n_eval: int = 100,
+    split_seed: int | None = None,
+    shots: int = 0,
+) -> list[str]:
+    """Check what :func:`evaluate` would run, without a model: the settings (known, not
+    repeated, each with what it needs), the split (``n_eval`` against the task) and ``shots``
+    against the training split. Returns the settings chosen. The command line calls it before
+    the model loads."""
+    if isinstance(settings, str):
+        settings = [s.strip() for s in settings.split(",") if s.strip()]
+    if settings is None:
+        chosen = ["original"] + (["instruction"] if task.instruction else [])
+        if mask_given:
+            chosen += ["random", "mask"] + (["mask+instruction"] if task.instruction else [])
+        chosen += ["other_mask"] if other_given else []
+    else:
+        chosen = list(settings)
+    if not chosen:
+        raise ValueError(f"no settings to evaluate; choose from {', '.join(SETTINGS)}")
+    if len(set(chosen)) != len(chosen):
+        raise ValueError(f"settings repeat: {chosen}")
+    for setting in chosen:
         if setting not in SETTINGS:
             raise ValueError(
                 f"unknown setting {setting!r}; choose from {', '.join(SETTINGS)} (comma-separated "
@@ -66,19 +86,39 @@ def _plan(
                 f"setting {setting!r} needs an instruction but task {task.name!r} has none; pass "
                 "instruction=... (--instruction on the command line)"
             )
-        if setting in _MASK_SETTINGS and mask is None:
+        if setting in _MASK_SETTINGS and not mask_given:
             raise ValueError(
                 f"setting {setting!r} needs the trained mask M: pass mask=HeadMask or a mask file "
                 "(--mask FILE on the command line)"
             )
-        if setting == "other_mask" and other_mask is None:
+        if setting == "other_mask" and not other_given:
             raise ValueError(
                 "setting 'other_mask' needs a mask trained on another model of the same shape: "
                 "pass other_mask= (--other-mask FILE on the command line)"
             )
+        if setting == "random" and not random_seeds:
+            raise ValueError("setting 'random' needs at least one seed in random_seeds")
+    if shots < 0:
+        raise ValueError(f"shots must be >= 0, got {shots}")
+    train, _ = task.split(n_eval=n_eval, seed=split_seed)
+    if shots > len(train):
+        raise ValueError(
+            f"shots={shots} demonstrations, but only {len(train)} examples are left for them "
+            f"after holding out n_eval; use at most {len(train)} shots"
+        )
+    return chosen
+
+
+def _plan(
+    settings: Sequence[str],
+    mask: HeadMask | None,
+    other_mask: HeadMask | None,
+    random_seeds: Sequence[int],
+    task: Task,
+) -> list[EvaluationRun]:
+    runs = []
+    for setting in settings:  # checked by check_evaluation
         if setting == "random":
-            if not random_seeds:
-                raise ValueError("setting 'random' needs at least one seed in random_seeds")
             assert mask is not None
             runs += [
                 EvaluationRun(setting, s, HeadMask.random_like(mask, seed=s), False)
@@ -93,15 +133,6 @@ def _plan(
                 )
             )
     return runs
-
-
-def _default_settings(mask: HeadMask | None, other: HeadMask | None, task: Task) -> list[str]:
-    settings = ["original"] + (["instruction"] if task.instruction else [])
-    if mask is not None:
-        settings += ["random", "mask"] + (["mask+instruction"] if task.instruction else [])
-    if other is not None:
-        settings.append("other_mask")
-    return settings
 
 
 def evaluate(
@@ -156,13 +187,16 @@ def evaluate(
     check_evaluation_arguments(batch_size=batch_size, n_eval=n_eval, max_new_tokens=max_new_tokens)
     mask_ = resolve_mask(mask, model)
     other_ = resolve_mask(other_mask, model)
-    if isinstance(settings, str):
-        settings = [s.strip() for s in settings.split(",") if s.strip()]
-    chosen = list(settings) if settings is not None else _default_settings(mask_, other_, task)
-    if not chosen:
-        raise ValueError(f"no settings to evaluate; choose from {', '.join(SETTINGS)}")
-    if len(set(chosen)) != len(chosen):
-        raise ValueError(f"settings repeat: {chosen}")
+    chosen = check_evaluation(
+        task,
+        settings,
+        mask_given=mask_ is not None,
+        other_given=other_ is not None,
+        random_seeds=random_seeds,
+        n_eval=n_eval,
+        split_seed=split_seed,
+        shots=shots,
+    )
     plan = _plan(chosen, mask_, other_, random_seeds, task)
     run_rows, record_rows, config = run_plan(
         model,

@@ -76,6 +76,7 @@ __all__ = [
     "CheckpointError",
     "MaskTrainingResult",
     "TrainingConfig",
+    "check_training",
     "gumbel_noise",
     "lr_at",
     "native_bf16",
@@ -107,6 +108,92 @@ def _training_split(task: Task, config: TrainingConfig) -> Task:
             "n_eval=0 (--holdout 0 --n-eval 0) to train on every example"
         )
     train, _ = task.split(n_eval=config.n_eval, seed=config.split_seed)
+    return train
+
+
+def _identity(model: Any, train_set: Task, task_name: str) -> dict[str, Any]:
+    return {
+        "model": model_name(model),
+        "shape": list(head_shape(model)),
+        "task": task_name,
+        "task_fingerprint": train_set.fingerprint(),
+    }
+
+
+def _check_checkpoint(path: Path, identity: dict[str, Any], config: TrainingConfig) -> Any:
+    """The header of the checkpoint at ``path`` if it belongs to this run; a
+    :class:`CheckpointError` naming what differs (or that it is unreadable) otherwise."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as file:
+            header = file.metadata() or {}
+        if header.get("format") != _CHECKPOINT_FORMAT:
+            raise ValueError(f"format tag {header.get('format')!r}")
+        state = json.loads(header["state"])
+    except Exception as error:
+        raise CheckpointError(
+            f"{path} is not a readable mask-training checkpoint ({type(error).__name__}: "
+            f"{error}); delete it to start afresh"
+        ) from error
+    check_settings(
+        {k: state.get(k) for k in identity},
+        identity,
+        where=path,
+        what="a checkpoint of another run",
+        remedy="resume with the same model and task, or use another checkpoint directory",
+        error=CheckpointError,
+    )
+    check_settings(
+        {**_LATER_FIELDS, **state["config"]},
+        config.to_dict(),
+        where=path,
+        what="a checkpoint",
+        remedy="resume with the same TrainingConfig, or use another checkpoint directory",
+        error=CheckpointError,
+    )
+    return state
+
+
+def check_training(
+    task: Task,
+    config: TrainingConfig,
+    *,
+    model: Any = None,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+) -> Task:
+    """Check a training without running (or loading) the model, and return its training split:
+    the held-out part against the task, the batch and the shots against the training examples,
+    the soft mask's heads and an existing checkpoint (refused without ``resume``; with it, one
+    of another model, task or config) against ``model``, which may be a
+    :class:`~lens_heads.core.model_shape.ModelShape` read before the weights."""
+    device = getattr(getattr(model, "cfg", None), "device", None) or "cpu"
+    config = config.resolve_dtype(str(device))
+    train = _training_split(task, config)
+    held_out = f" after holding out n_eval={config.n_eval}" if config.n_eval else ""
+    if config.batch_size > len(train):
+        raise ValueError(
+            f"batch_size {config.batch_size} is larger than the {len(train)} "
+            f"training examples of task {task.name!r}{held_out}; use a smaller batch_size "
+            "(or a smaller n_eval, or more examples)"
+        )
+    if config.shots > len(train) - 1:  # the demonstrations leave out the query itself
+        raise ValueError(
+            f"shots={config.shots} demonstrations need more than the {len(train)} training "
+            f"examples of task {task.name!r}{held_out}; use at most {len(train) - 1}"
+        )
+    if model is not None and config.soft and config.trainable is not None:
+        _trainable_heads(config.trainable, *head_shape(model))
+    folder = None if checkpoint_dir is None else Path(checkpoint_dir)
+    if folder is not None and (folder / _CHECKPOINT).is_file():
+        if not resume:
+            raise CheckpointError(
+                f"{folder / _CHECKPOINT} exists; pass resume=True (--resume) to continue it, "
+                "or delete it / choose another checkpoint directory to start afresh"
+            )
+        if model is not None:
+            _check_checkpoint(folder / _CHECKPOINT, _identity(model, train, task.name), config)
     return train
 
 
@@ -169,14 +256,7 @@ class MaskTrainer:
         self.device = torch.device(str(getattr(model.cfg, "device", "cpu") or "cpu"))
         config = config.resolve_dtype(self.device)
         self.config = config
-        self.train_set = _training_split(task, config)
-        if config.batch_size > len(self.train_set):
-            held_out = f" after holding out n_eval={config.n_eval}" if config.n_eval else ""
-            raise ValueError(
-                f"batch_size {config.batch_size} is larger than the {len(self.train_set)} "
-                f"training examples of task {task.name!r}{held_out}; use a smaller batch_size "
-                "(or a smaller n_eval, or more examples)"
-            )
+        self.train_set = check_training(task, config, model=model)
         self.encoded = _encode_training(model, self.train_set, config)
         self.pad_id = pad_token_id(model.tokenizer)
         self.shape = head_shape(model)
@@ -290,12 +370,7 @@ class MaskTrainer:
 
     # -- checkpoints ---------------------------------------------------------------------------
     def _identity(self) -> dict[str, Any]:
-        return {
-            "model": model_name(self.model),
-            "shape": list(self.shape),
-            "task": self.task.name,
-            "task_fingerprint": self.fingerprint,
-        }
+        return _identity(self.model, self.train_set, self.task.name)
 
     def save_checkpoint(self, directory: Path) -> Path:
         """Write ``checkpoint.safetensors`` atomically (tensors plus a JSON header)."""
@@ -337,35 +412,9 @@ class MaskTrainer:
         config; anything else is a :class:`CheckpointError`."""
         from safetensors import safe_open
 
-        try:
-            with safe_open(str(path), framework="pt") as file:
-                header = file.metadata() or {}
-                tensors = {key: file.get_tensor(key) for key in file.keys()}
-            if header.get("format") != _CHECKPOINT_FORMAT:
-                raise ValueError(f"format tag {header.get('format')!r}")
-            state = json.loads(header["state"])
-        except Exception as error:
-            raise CheckpointError(
-                f"{path} is not a readable mask-training checkpoint ({type(error).__name__}: "
-                f"{error}); delete it to start afresh"
-            ) from error
-        identity = self._identity()
-        check_settings(
-            {k: state.get(k) for k in identity},
-            identity,
-            where=path,
-            what="a checkpoint of another run",
-            remedy="resume with the same model and task, or use another checkpoint directory",
-            error=CheckpointError,
-        )
-        check_settings(
-            {**_LATER_FIELDS, **state["config"]},
-            self.config.to_dict(),
-            where=path,
-            what="a checkpoint",
-            remedy="resume with the same TrainingConfig, or use another checkpoint directory",
-            error=CheckpointError,
-        )
+        state = _check_checkpoint(path, self._identity(), self.config)
+        with safe_open(str(path), framework="pt") as file:
+            tensors = {key: file.get_tensor(key) for key in file.keys()}
         with torch.no_grad():
             self.W.copy_(tensors["W"].to(self.device))
             if self.ffn_W is not None:
@@ -448,14 +497,10 @@ def train_mask(
     task = task if isinstance(task, Task) else get_task(task)
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be positive, got {checkpoint_every}")
+    check_training(task, config, checkpoint_dir=checkpoint_dir, resume=resume)
     trainer = MaskTrainer(model, task, config)
     folder = None if checkpoint_dir is None else Path(checkpoint_dir)
     if folder is not None and (folder / _CHECKPOINT).is_file():
-        if not resume:
-            raise CheckpointError(
-                f"{folder / _CHECKPOINT} exists; pass resume=True (--resume) to continue it, "
-                "or delete it / choose another checkpoint directory to start afresh"
-            )
         trainer.load_checkpoint(folder / _CHECKPOINT)
         logger.info("resuming %s at step %d", folder, trainer.step_index)
     elif resume:

@@ -19,8 +19,8 @@ from jaxtyping import Float
 from torch import Tensor
 
 from lens_heads.core.checks import check_numeric_fields, own_checks
+from lens_heads.core.devices import native_bf16
 from lens_heads.core.masks import parse_head
-from lens_heads.core.models import native_bf16
 from lens_heads.core.prompts import ANSWER_ENDS
 
 _DTYPES = {
@@ -30,6 +30,9 @@ _DTYPES = {
     "float32": "float32",
     "fp32": "float32",
 }
+
+#: the largest learning rate accepted: above it one AdamW step saturates every mask logit
+MAX_LR = 10.0
 
 
 # -- configuration ----------------------------------------------------------------------------
@@ -108,6 +111,13 @@ class TrainingConfig:
         )
         need(self.batch_size > 0, f"batch_size must be positive, got {self.batch_size}")
         need(self.lr > 0, f"lr must be positive, got {self.lr}")
+        need(
+            self.lr <= MAX_LR,
+            f"lr={self.lr:g} is far above any rate that trains a mask (the paper's 1e-2, the "
+            "short schedule's 0.1): AdamW moves every mask logit by about lr per step and the "
+            f"sigmoid saturates within +-10, so one step would decide the mask; use lr <= "
+            f"{MAX_LR:g}",
+        )
         need(
             0 <= self.min_lr <= self.lr,
             f"min_lr must lie in [0, lr={self.lr}], got {self.min_lr}",

@@ -42,6 +42,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from lens_heads.core.capture import capture, check_mask, encode_prompt
+from lens_heads.core.checks import check_prompts, warn_input
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.storage import FolderResult
@@ -287,7 +288,7 @@ def attention_on_target(
     prompt, so instructed prompts attend to the same word. ``candidates`` (one list of words per
     prompt, the target among them) normalises each score over the candidates' tokens (Table 7).
     """
-    prompt_list = [prompts] if isinstance(prompts, str) else list(prompts)
+    prompt_list = check_prompts(prompts)
     if isinstance(targets, str) or (
         isinstance(targets, tuple)
         and len(targets) == 2
@@ -295,14 +296,10 @@ def attention_on_target(
     ):
         targets = [targets]  # one target; a tuple of words or spans is one target per prompt
     target_list = list(targets)
-    if not prompt_list:
-        raise ValueError("no prompts given")
     if len(target_list) != len(prompt_list):
         raise ValueError(
             f"{len(prompt_list)} prompts but {len(target_list)} targets; give one target each"
         )
-    if any(not p.strip() for p in prompt_list):
-        raise ValueError("a prompt is empty")
     if candidates is not None:
         _check_candidates(candidates, target_list)
     check_mask(model, mask)
@@ -401,20 +398,42 @@ def _check_candidates(candidates: Sequence[Sequence[str]], targets: Sequence[Any
 
 
 def extractive_targets(task: Any, n: int | None = None) -> tuple[list[str], list[str]]:
-    """``(prompts, targets)`` of an extractive task (the answer is a word of the input, as in
-    ``fruit_v_animal_3``): the last ``n`` examples (all by default) whose answer occurs in the
-    input.
+    """``(prompts, targets)`` of a choose-a-word task (the answer is a word of the input, as in
+    ``fruit_v_animal_3``): the last ``n`` examples (all by default) whose answer is a word of
+    the input. A task where that holds for fewer than half of the examples is not such a task
+    (an error); skipped examples are a warning.
 
     >>> from lens_heads.core.tasks import get_task
     >>> prompts, targets = extractive_targets(get_task("fruit_v_animal_3"), n=2)
     >>> all(t in p for p, t in zip(prompts, targets))
     True
     """
-    examples = [e for e in task.examples if e.output in e.input]
-    if not examples:
+    import re
+
+    def is_word_of(example: Any) -> bool:
+        pattern = rf"(?<!\w){re.escape(example.output.strip())}(?!\w)"
+        return re.search(pattern, example.input) is not None
+
+    examples = [e for e in task.examples if is_word_of(e)]
+    if 2 * len(examples) < len(task.examples):
         raise ValueError(
-            f"task {task.name!r} is not extractive: no answer occurs in its input; use a task "
-            "such as fruit_v_animal_3"
+            f"task {task.name!r} is not extractive (a choose-a-word task): the answer is a word "
+            "of the input "
+            f"in {len(examples)} of its {len(task.examples)} examples; use a task such as "
+            "fruit_v_animal_3 (or --prompt with --target)"
         )
+    if len(examples) < len(task.examples):
+        warn_input(
+            f"task {task.name!r}: {len(task.examples) - len(examples)} examples skipped, their "
+            "answer is not a word of the input"
+        )
+    if n is not None:
+        if n < 1:
+            raise ValueError(f"n must be positive, got {n}")
+        if n > len(examples):
+            raise ValueError(
+                f"n={n} but task {task.name!r} has {len(examples)} examples whose answer is a "
+                f"word of the input; ask for at most {len(examples)}"
+            )
     chosen = examples if n is None else examples[-n:]
     return [e.input for e in chosen], [e.output for e in chosen]

@@ -19,6 +19,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from lens_heads.core.capture import PromptLike, Run, lens_logits, run_stack, target_token_ids
+from lens_heads.core.checks import check_prompt, check_top_k
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.metrics import token_ranks
 from lens_heads.core.models import ModelLike, model_name
@@ -180,8 +181,9 @@ def logit_lens(
     >>> lens.top1_table().shape
     (3, 1)
     """
-    if top_k < 1:
-        raise ValueError(f"top_k must be positive, got {top_k}")
+    check_top_k(model, top_k)
+    if prompt is not None:
+        check_prompt(prompt, tokens=True)
     runs = _settings(prompt, mask, instruction, settings)
     tokenizer = model.tokenizer
     n_layers = int(model.cfg.n_layers)
@@ -316,8 +318,9 @@ def top_tokens(
     mask[, instruction])}``), with each token's rank in the ``reference`` setting (default: the
     first) -- Heads up! Table 4b.
     """
-    if top_k < 1:
-        raise ValueError(f"top_k must be positive, got {top_k}")
+    check_top_k(model, top_k)
+    if prompt is not None:
+        check_prompt(prompt, tokens=True)
     runs = _settings(prompt, mask, instruction, settings)
     reference = reference or next(iter(runs))
     if reference not in runs:

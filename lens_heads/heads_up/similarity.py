@@ -34,6 +34,7 @@ from lens_heads.core.capture import (
     lens_logits,
     run_stack,
 )
+from lens_heads.core.checks import check_prompt
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import ModelLike, model_name
 from lens_heads.core.prompts import token_text
@@ -292,7 +293,12 @@ def figure4_similarity(
     >>> bool(result.summary().loc["masked vs instructed", "decoder"] < 1.0)
     True
     """
+    if not isinstance(prompt, (str, Task, Sequence)):
+        raise TypeError(
+            f"prompt must be a string, a list of strings or a Task, got {type(prompt).__name__}"
+        )
     if isinstance(prompt, str):
+        check_prompt(prompt)
         if many:
             raise TypeError(
                 f"{sorted(many)} apply to many prompts; pass a list of prompts or a Task"

@@ -23,6 +23,7 @@ from lens_heads.core.capture import (
     cosine_by_layer,
     layer_activations,
 )
+from lens_heads.core.checks import check_prompts
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import ModelLike, model_name
 from lens_heads.core.storage import FolderResult, write_atomic
@@ -243,15 +244,20 @@ def _prompt_list(
     if task is not None:
         items = list(task.inputs)
     else:
-        items = [str(p) for p in prompts]
+        items = check_prompts(prompts)
     if n_prompts is not None:
         if n_prompts < 1:
             raise ValueError(f"n_prompts must be positive, got {n_prompts}")
+        if n_prompts > len(items):
+            raise ValueError(
+                f"n_prompts={n_prompts} but {'task ' + repr(task.name) if task else 'the list'} "
+                f"has {len(items)} prompts; ask for at most {len(items)}"
+            )
         items = items[-n_prompts:]  # the held-out end of a task (Task.split holds out the last)
-    empty = [i for i, p in enumerate(items) if not p]
-    if not items or empty:
+    if len(items) < 2:
         raise ValueError(
-            "no prompts given" if not items else f"prompts {empty[:5]} are empty strings"
+            "Figure 4 over many prompts needs at least 2 (the paired test of one prompt is "
+            "undefined); pass one prompt as a string for its per-layer curves"
         )
     return items, task
 

@@ -41,7 +41,7 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from lens_heads.core.checks import check_context
+from lens_heads.core.checks import check_context, check_prompt, check_top_k
 from lens_heads.core.generation import greedy_generate
 from lens_heads.core.hooks import mask_hooks
 from lens_heads.core.masks import HeadMask, MaskShapeError, format_head, parse_head
@@ -412,6 +412,8 @@ def removal_sweep(
         raise ValueError(f"influential_k must be positive, got {influential_k}")
     if target is None and track_top_k == 0:
         raise ValueError("nothing to track: pass target= or track_top_k > 0")
+    if track_top_k:
+        check_top_k(model, track_top_k, "track_top_k")
     run_chunks = _ENGINES[engine]
     started = time.perf_counter()
     tokenizer = model.tokenizer
@@ -505,8 +507,8 @@ def removal_sweep(
 
 
 def _check_sweep_arguments(
-    prompt: str,
-    reference_prompt: str | None,
+    prompt: Any,  # checked here: a clear error for None or a number
+    reference_prompt: Any,
     engine: str,
     every: int,
     track_top_k: int,
@@ -515,10 +517,9 @@ def _check_sweep_arguments(
 ) -> None:
     if engine not in _ENGINES:
         raise ValueError(f"engine must be 'batched' or 'naive', got {engine!r}")
-    if not prompt.strip():
-        raise ValueError("the prompt is empty: give the text to run the model on, e.g. 'apple'")
-    if reference_prompt is not None and not reference_prompt.strip():
-        raise ValueError("reference_prompt is empty; pass None to skip the similarity")
+    check_prompt(prompt, "the prompt")
+    if reference_prompt is not None:
+        check_prompt(reference_prompt, "reference_prompt (None skips the similarity)")
     if isinstance(every, bool) or every < 1:
         raise ValueError(f"every must be a positive number of heads, got {every}")
     if track_top_k < 0:

@@ -38,6 +38,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lens_heads.core.checks import check_context, check_int
 from lens_heads.core.hooks import MaskLike, mask_hooks
 from lens_heads.core.logits import answer_logits, partial_unembed_works
 from lens_heads.core.masks import HeadMask, format_head
@@ -210,17 +211,23 @@ class HeadImportance(FolderResult):
 
 # -- encoding and the batched loss ------------------------------------------------------------
 def encode_documents(
-    model: ModelLike, texts: Sequence[str], max_tokens: int | None = None
+    model: ModelLike, texts: Any, max_tokens: int | None = None
 ) -> list[list[int]]:
     """Token ids of each document (the tokenizer's own special tokens, e.g. Gemma's BOS),
     truncated to ``max_tokens``; a clear error for empty texts or documents under 2 tokens."""
     if isinstance(texts, str):
         raise ImportanceInputError("texts must be a list of documents, not one string")
+    if not isinstance(texts, Sequence):
+        raise TypeError(f"texts must be a list of documents, got {type(texts).__name__}")
     if len(texts) == 0:
         raise ImportanceInputError("texts is empty: give at least one document")
+    if max_tokens is not None:
+        check_int("max_tokens", max_tokens, minimum=2)  # the LM loss needs two tokens
     encoded = []
     for index, text in enumerate(texts):
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str):
+            raise TypeError(f"document {index} must be a string, got {type(text).__name__}")
+        if not text.strip():
             raise ImportanceInputError(f"document {index} is empty; remove it or give its text")
         ids = list(model.tokenizer(text).input_ids)
         if max_tokens is not None:
@@ -229,6 +236,8 @@ def encode_documents(
             raise ImportanceInputError(
                 f"document {index} ({text!r}) has {len(ids)} token(s); the LM loss needs at least 2"
             )
+        what = f"document {index} ({text[:30]!r}; max_tokens truncates it)"
+        check_context(model, len(ids), what=what)
         encoded.append(ids)
     return encoded
 
@@ -281,7 +290,7 @@ def _losses(
 
 
 def _autocast(dtype: str, device: torch.device) -> Any:
-    from lens_heads.core.models import native_bf16
+    from lens_heads.core.devices import native_bf16
 
     if dtype not in ("auto", "float32", "bfloat16"):
         raise ImportanceInputError(f"dtype must be 'auto', 'float32' or 'bfloat16', got {dtype!r}")

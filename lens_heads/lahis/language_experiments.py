@@ -28,7 +28,7 @@ from lens_heads.core.prompts import PromptFormat, sample_shots
 from lens_heads.core.scales import HeadScale
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
-from lens_heads.core.tasks import ParallelCorpus, parallel_corpus
+from lens_heads.core.tasks import ParallelCorpus, Task, parallel_corpus
 from lens_heads.lahis.importance import ImportanceInputError, document_losses
 from lens_heads.lahis.languages import LanguageHeads, load_texts_by_language
 
@@ -36,6 +36,7 @@ __all__ = [
     "PerplexityExperiment",
     "TransferResult",
     "attention_transfer",
+    "check_transfer",
     "perplexity_experiment",
 ]
 
@@ -368,6 +369,62 @@ def _weakened(heads: LanguageHeads, target: str, weaken: str) -> list[str]:
     return [head for head in heads.specific[weaken] if head not in heads.specific[target]]
 
 
+#: the largest scale attention transfer accepts (LAHIS strengthens heads x3 and x5)
+MAX_TRANSFER_FACTOR = 100.0
+
+
+def check_transfer(
+    heads: LanguageHeads | Sequence[str] | None,
+    source: str,
+    target: str,
+    weaken: str | None,
+    factors: Sequence[float],
+    n_eval: int,
+    corpus: ParallelCorpus | None = None,
+    shots: int = 0,
+) -> Task:
+    """Check the arguments of :func:`attention_transfer` without a model (``heads``: the
+    language heads, or only their languages, None when not computed yet); returns the
+    translation task."""
+    languages = heads.languages if isinstance(heads, LanguageHeads) else heads
+    if source == target:
+        raise ImportanceInputError(
+            f"source and target are both {source!r}: attention transfer translates between two "
+            "languages"
+        )
+    corpus = corpus or parallel_corpus()
+    for name, lang in (("source", source), ("target", target)):
+        if lang not in corpus.languages:
+            raise ImportanceInputError(
+                f"{name} {lang!r} is not a language of the corpus ({', '.join(corpus.languages)})"
+            )
+    weakened = source if weaken == "source" else weaken
+    for name, lang in (("target", target), ("weaken", weakened)):
+        if lang is not None and languages is not None and lang not in languages:
+            raise ImportanceInputError(
+                f"no language {lang!r} ({name}) in these heads ({list(languages)})"
+            )
+    if isinstance(heads, LanguageHeads) and target in heads.languages:
+        transfer_scale(heads, target, None, 1.0)  # the target has specific heads to scale
+    if not factors:
+        raise ImportanceInputError("factors is empty: give at least one scale, e.g. [3.0]")
+    for factor in factors:
+        if not (math.isfinite(factor) and 0 < factor <= MAX_TRANSFER_FACTOR):
+            raise ImportanceInputError(
+                f"factor {factor:g} is outside (0, {MAX_TRANSFER_FACTOR:g}]: a head's output "
+                "scaled further swamps the residual stream (LAHIS strengthens x3 and x5)"
+            )
+    task = corpus.translation_task(source, target)
+    if not 1 <= n_eval < len(task):
+        raise ImportanceInputError(f"n_eval must lie in [1, {len(task) - 1}], got {n_eval}")
+    if not 0 <= shots <= len(task) - n_eval:
+        raise ImportanceInputError(
+            f"shots must lie in [0, {len(task) - n_eval}] (the sentences not evaluated), got "
+            f"{shots}"
+        )
+    return task
+
+
 def attention_transfer(
     model: ModelLike,
     heads: LanguageHeads,
@@ -394,13 +451,9 @@ def attention_transfer(
             f"these language heads are for a {heads.shape[0]}x{heads.shape[1]} model "
             f"({heads.model}), not {model_name(model)}; compute them for this model"
         )
-    if not factors:
-        raise ImportanceInputError("factors is empty: give at least one scale, e.g. [3.0]")
-    weaken = source if weaken == "source" else weaken
     corpus = corpus or parallel_corpus()
-    task = corpus.translation_task(source, target)
-    if not 1 <= n_eval < len(task):
-        raise ImportanceInputError(f"n_eval must lie in [1, {len(task) - 1}], got {n_eval}")
+    task = check_transfer(heads, source, target, weaken, factors, n_eval, corpus, shots)
+    weaken = source if weaken == "source" else weaken
     evaluation = task.examples[-n_eval:]
     pool = [(example.input, example.output) for example in task.examples[:-n_eval]]
     prompts = []

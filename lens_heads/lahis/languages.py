@@ -27,6 +27,7 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from lens_heads.core.checks import read_text_file
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import ModelLike, model_name
 from lens_heads.core.storage import FolderResult
@@ -34,7 +35,13 @@ from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import ParallelCorpus, load_parallel_tsv, parallel_corpus
 from lens_heads.lahis.importance import ImportanceInputError, head_importance
 
-__all__ = ["LanguageHeads", "language_heads", "load_texts_by_language", "select_language_heads"]
+__all__ = [
+    "LanguageHeads",
+    "check_rule",
+    "language_heads",
+    "load_texts_by_language",
+    "select_language_heads",
+]
 
 
 def load_texts_by_language(
@@ -55,7 +62,7 @@ def load_texts_by_language(
             texts = {}
             for file in sorted(path.iterdir()):
                 if file.is_file() and not file.name.startswith("."):
-                    lines = file.read_text(encoding="utf-8").splitlines()
+                    lines = read_text_file(file, "language file").splitlines()
                     texts[file.name.split(".")[0]] = [
                         line.strip() for line in lines if line.strip()
                     ]
@@ -91,14 +98,15 @@ def select_language_heads(
     >>> thresholds.tolist(), sets[0].flatten().tolist()
     ([1.5, 5.5], [False, False, True, True])
     """
-    _check_rule(quantile, min_languages, int(scores.shape[0]))
+    check_rule(quantile, min_languages, int(scores.shape[0]))
     flat = scores.flatten(1).double()
     thresholds = torch.quantile(flat, quantile, dim=1)
     sets = flat > thresholds[:, None]
     return thresholds.float(), sets.view(scores.shape)
 
 
-def _check_rule(quantile: float, min_languages: int, n_languages: int) -> None:
+def check_rule(quantile: float, min_languages: int, n_languages: int) -> None:
+    """The selection rule's numbers: a quantile in (0, 1), 1 <= min_languages <= languages."""
     if not 0 < quantile < 1:
         raise ImportanceInputError(
             f"quantile must lie strictly between 0 and 1 (e.g. 0.96 for the top 4 %), "
@@ -137,7 +145,7 @@ class LanguageHeads(FolderResult):
             raise ImportanceInputError(
                 f"{len(self.languages)} languages but scores for {self.scores.shape[0]}"
             )
-        _check_rule(self.quantile, self.min_languages, len(self.languages))
+        check_rule(self.quantile, self.min_languages, len(self.languages))
 
     @classmethod
     def example(cls) -> LanguageHeads:
@@ -317,7 +325,7 @@ def language_heads(
     language corpus); ``n_docs`` uses the first ``n_docs`` documents of each language.
     """
     texts = load_texts_by_language(texts_by_language)
-    _check_rule(quantile, min_languages, len(texts))
+    check_rule(quantile, min_languages, len(texts))
     if n_docs is not None:
         if n_docs < 1:
             raise ImportanceInputError(f"n_docs must be positive (or None), got {n_docs}")

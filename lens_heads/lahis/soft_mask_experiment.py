@@ -39,6 +39,7 @@ from lens_heads.lahis.soft_mask_result import SoftMaskExperiment
 
 __all__ = [
     "SoftMaskExperiment",
+    "check_soft_mask_experiment",
     "random_heads",
     "soft_mask_config",
     "soft_mask_experiment",
@@ -299,6 +300,23 @@ class _Runner:
         self.rows.append(row)
         records = evaluation.records[list(_OUTPUT_COLUMNS)]
         self.outputs.append(records.assign(condition=condition, seed=seed))
+
+
+def check_soft_mask_experiment(
+    task: Task,
+    config: TrainingConfig | None = None,
+    *,
+    n_random_seeds: int = 2,
+    n_train: int = 200,
+    epochs: int | None = 2,
+    n_eval: int = 20,
+    split_seed: int | None = None,
+) -> TrainingConfig:
+    """Check the counts of :func:`soft_mask_experiment` against the config and the task
+    without a model (the command line calls it before the model loads); returns the config."""
+    base = _checked_config(config, n_random_seeds, n_train, n_eval, epochs)
+    _split(task, n_train, n_eval, split_seed)
+    return base
 
 
 def soft_mask_experiment(

@@ -52,7 +52,15 @@ from lens_heads.core.storage import check_settings, read_json, write_atomic
 from lens_heads.core.tables import markdown_table
 from lens_heads.scale.grid_config import _TINY, Cell, GridConfig, GridConfigError
 
-__all__ = ["Cell", "GridConfig", "GridConfigError", "GridResult", "run_cell", "run_grid"]
+__all__ = [
+    "Cell",
+    "GridConfig",
+    "GridConfigError",
+    "GridResult",
+    "check_grid_folder",
+    "run_cell",
+    "run_grid",
+]
 
 DONE = "cell.json"
 _METRIC_SHORT = {"accuracy": "acc", "answer CE (paper: PPL)": "CE"}
@@ -425,6 +433,34 @@ def assemble(config: GridConfig, out: str | os.PathLike[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _cell_settings(values: dict[str, Any], names: set[str], files: set[str]) -> dict[str, Any]:
+    """What a cell's results depend on: the analyses, device and dtype, the schedules and task
+    files both configs name (other models, tasks, seeds or schedules are other cells)."""
+    settings = {key: values.get(key) for key in ("evaluate", "sweep", "device", "dtype")}
+    settings |= {f"schedules.{n}": values["schedules"][n] for n in sorted(names)}
+    return settings | {f"task_files.{n}": values["task_files"][n] for n in sorted(files)}
+
+
+def check_grid_folder(config: GridConfig, out: str | os.PathLike[str]) -> None:
+    """Refuse to run ``config`` into a folder a grid with other settings wrote (its grid.json):
+    the finished cells would be reported as if they had this config's settings."""
+    stored = read_json(Path(out) / "grid.json")
+    if not isinstance(stored, dict) or "schedules" not in stored:
+        return
+    wanted = config.to_dict()
+    names = set(stored["schedules"]) & set(wanted["schedules"])
+    files = set(stored.get("task_files", {})) & set(wanted["task_files"])
+    stored.setdefault("task_files", {})
+    check_settings(
+        _cell_settings(stored, names, files),
+        _cell_settings(wanted, names, files),
+        where=out,
+        what="a grid",
+        remedy="give the grid another --out, or delete the folder to recompute it",
+        error=GridConfigError,
+    )
+
+
 def run_grid(
     config: GridConfig | str | os.PathLike[str],
     out: str | os.PathLike[str],
@@ -443,6 +479,7 @@ def run_grid(
     without Ray. Complete cells are skipped; cells another run holds are waited for.
     """
     config = config if isinstance(config, GridConfig) else GridConfig.load(config)
+    check_grid_folder(config, out)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(out_dir / "grid.json", json.dumps(config.to_dict(), indent=1, default=str))

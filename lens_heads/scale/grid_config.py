@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lens_heads.core.checks import read_text_file
 from lens_heads.engine import TrainingConfig
 
 __all__ = ["Cell", "GridConfig", "GridConfigError"]
@@ -178,7 +179,7 @@ class GridConfig:
             raise GridConfigError(
                 f"{path}: unknown config format {suffix!r}; write the grid as .toml or .yaml"
             )
-        text = path.read_text(encoding="utf-8")
+        text = read_text_file(path, "grid config", error=GridConfigError)
         return cls.from_text(
             text, format="toml" if suffix == ".toml" else "yaml", source=str(path), base=path.parent
         )
@@ -204,8 +205,15 @@ class GridConfig:
 
                 values = yaml.safe_load(text) or {}
         except Exception as error:  # tomllib.TOMLDecodeError / yaml.YAMLError
+            mark = getattr(error, "problem_mark", None)  # YAML: where, and what, in one line
+            problem = getattr(error, "problem", None)
+            detail = (
+                f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+                if mark is not None and problem
+                else " ".join(str(error).split())
+            )
             raise GridConfigError(
-                f"{source}: not valid {format.upper()} ({error}); fix the syntax"
+                f"{source}: not valid {format.upper()} ({detail}); fix the syntax"
             ) from error
         if not isinstance(values, dict):
             raise GridConfigError(f"{source}: the config must be a table/mapping of keys")

@@ -14,9 +14,11 @@ from lens_heads.cli import common, main
 
 
 @pytest.fixture
-def tiny_cli(tiny, monkeypatch):
+def tiny_cli(tiny, tiny_dir, monkeypatch):
+    """The ``--model`` of the tests: the tiny checkpoint folder (its shape is read from its
+    config before loading), loaded as the in-memory ``tiny``."""
     monkeypatch.setattr(common, "load_model", lambda args: tiny)
-    return tiny
+    return str(tiny_dir)
 
 
 def test_translation_scores_command(tiny_cli, tmp_path, capsys):
@@ -25,7 +27,7 @@ def test_translation_scores_command(tiny_cli, tmp_path, capsys):
         [
             "translation-scores",
             "--model",
-            "x",
+            tiny_cli,
             "--pairs",
             "en-fr,en-de",
             "--n",
@@ -54,7 +56,7 @@ def test_translation_scores_command_with_an_alignment_file(tiny_cli, tmp_path):
     pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / "a.txt").write_text("0-0 1-1\n0-0 1-1\n")
     out = tmp_path / "ts"
-    args = ["translation-scores", "--model", "x", "--pairs", str(pairs), "--shots", "1"]
+    args = ["translation-scores", "--model", tiny_cli, "--pairs", str(pairs), "--shots", "1"]
     assert main([*args, "--alignments", str(tmp_path / "a.txt"), "--out", str(out)]) == 0
     assert TranslationScores.load(out / "pairs").n_queries == 13  # byte tokens of le chat, un chien
     (tmp_path / "b.txt").write_text("0-0 1-1\n")  # one alignment for two pairs
@@ -67,7 +69,7 @@ def test_ablate_heads_command(tiny_cli, tmp_path, capsys):
         [
             "ablate-heads",
             "--model",
-            "x",
+            tiny_cli,
             "--task",
             "en-fr",
             "--heads",
@@ -88,7 +90,17 @@ def test_ablate_heads_command(tiny_cli, tmp_path, capsys):
     result = AblationResult.load(out)
     assert len(result.heads) == 2 and len(result.controls) == 1
     assert "unmasked" in capsys.readouterr().out
-    bad = ["ablate-heads", "--model", "x", "--task", "en-fr", "--heads", "L7H0", "--out", str(out)]
+    bad = [
+        "ablate-heads",
+        "--model",
+        tiny_cli,
+        "--task",
+        "en-fr",
+        "--heads",
+        "L7H0",
+        "--out",
+        str(out),
+    ]
     assert main(bad) == 2
     assert "out of range" in capsys.readouterr().err
 
@@ -103,7 +115,15 @@ def test_trater_command(tiny_cli, tmp_path):
     texts.write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / "heads.txt").write_text("L0H1 L1H2\n")
     out = tmp_path / "tr"
-    args = ["trater", "--model", "x", "--texts", str(texts), "--heads", str(tmp_path / "heads.txt")]
+    args = [
+        "trater",
+        "--model",
+        tiny_cli,
+        "--texts",
+        str(texts),
+        "--heads",
+        str(tmp_path / "heads.txt"),
+    ]
     assert main([*args, "--select", "1.0", "--out", str(out)]) == 0
     result = TRaterResult.load(out)
     assert result.heads == ["L0H1", "L1H2"] and result.languages == ["fr", "en", "de"]

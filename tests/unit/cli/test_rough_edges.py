@@ -54,7 +54,7 @@ def _error_line(capsys) -> str:
 
 
 # -- 1: one mask resolver --------------------------------------------------------------------
-def test_a_train_mask_folder_is_a_mask_everywhere(tiny, tmp_path, monkeypatch, capsys):
+def test_a_train_mask_folder_is_a_mask_everywhere(tiny, tiny_dir, tmp_path, monkeypatch, capsys):
     mask = HeadMask.from_heads(["L0H1", "L1H0"], n_layers=2, n_heads=4)
     folder = tmp_path / "training"
     folder.mkdir()
@@ -71,7 +71,7 @@ def test_a_train_mask_folder_is_a_mask_everywhere(tiny, tmp_path, monkeypatch, c
     result = evaluate(tiny, word_task(), ["mask"], mask=folder, n_eval=3, progress=False)
     assert result.config["mask"]["heads"] == 2
     monkeypatch.setattr(cli, "load_model", lambda args: tiny)
-    argv = ["eval", "--model", "tiny", "--task", "capitalize", "--mask", str(folder)]
+    argv = ["eval", "--model", str(tiny_dir), "--task", "capitalize", "--mask", str(folder)]
     argv += ["--settings", "mask", "--n-eval", "2", "--out", str(tmp_path / "eval")]
     assert main(argv) == 0, capsys.readouterr().err
     assert (tmp_path / "eval" / "table.csv").is_file()
@@ -107,9 +107,9 @@ def test_a_prompt_longer_than_the_context_fails_before_any_compute(short, tmp_pa
     check_context(short, 64)  # exactly the context fits
 
 
-def test_cli_generate_rejects_a_long_prompt(short, monkeypatch, capsys):
+def test_cli_generate_rejects_a_long_prompt(short, tiny_dir, monkeypatch, capsys):
     monkeypatch.setattr(cli, "load_model", lambda args: short)
-    assert main(["generate", "--model", "tiny", "--prompt", LONG]) == 2
+    assert main(["generate", "--model", str(tiny_dir), "--prompt", LONG]) == 2
     assert "more than the model's context of 64 positions" in _error_line(capsys)
 
 
@@ -165,33 +165,34 @@ def test_train_mask_refuses_a_task_not_larger_than_n_eval(tiny):
 
 
 # -- 6: arguments and the output folder before the model -----------------------------------------
-def test_cli_checks_arguments_and_out_before_loading(tmp_path, capsys, no_load):
+def test_cli_checks_arguments_and_out_before_loading(tmp_path, tiny_dir, capsys, no_load):
+    x = str(tiny_dir)
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
-    assert main(["eval", "--model", "x", "--task", "capitalize", "--out", str(a_file)]) == 2
+    assert main(["eval", "--model", x, "--task", "capitalize", "--out", str(a_file)]) == 2
     assert "is a file; give a folder" in _error_line(capsys)
     nested = str(a_file / "sub")
-    assert main(["logit-lens", "--model", "x", "--prompt", "a", "--out", nested]) == 2
+    assert main(["logit-lens", "--model", x, "--prompt", "a", "--out", nested]) == 2
     assert "cannot be created" in _error_line(capsys)
-    argv = ["similarity", "--model", "x", "--prompt", "a", "--instruction", "b", "--mask", "m"]
+    argv = ["similarity", "--model", x, "--prompt", "a", "--instruction", "b", "--mask", "m"]
     assert main([*argv, "--layers", "abc", "--out", str(tmp_path / "s")]) == 2
     assert "--layers must look like 15-29" in _error_line(capsys)
-    assert main(["eval", "--model", "x", "--task", "no-such-task", "--out", str(tmp_path)]) == 2
+    assert main(["eval", "--model", x, "--task", "no-such-task", "--out", str(tmp_path)]) == 2
     assert "no-such-task" in _error_line(capsys)
     out = tmp_path / "train"
     with pytest.raises(SystemExit):
-        main(["train-mask", "--model", "x", "--task", "capitalize", "--out", str(out),
+        main(["train-mask", "--model", x, "--task", "capitalize", "--out", str(out),
               "--checkpoint-every", "0"])  # fmt: skip
     assert "--checkpoint-every: must be at least 1" in capsys.readouterr().err
     assert not out.exists()
 
 
-def test_cli_turns_os_errors_into_one_line(tmp_path, monkeypatch, capsys):
+def test_cli_turns_os_errors_into_one_line(tmp_path, tiny_dir, monkeypatch, capsys):
     def denied(args):
         raise PermissionError(13, "Permission denied", str(tmp_path / "x"))
 
     monkeypatch.setattr(cli, "load_model", denied)
-    assert main(["generate", "--model", "x", "--prompt", "a"]) == 2
+    assert main(["generate", "--model", str(tiny_dir), "--prompt", "a"]) == 2
     err = _error_line(capsys)
     assert err.startswith("lens-heads generate: error:") and "Permission denied" in err
     assert len(err.splitlines()) == 1
@@ -206,7 +207,7 @@ def test_an_empty_model_directory_and_a_non_utf8_task_file(tmp_path):
     data.write_bytes(
         json.dumps([{"input": "caf\xe9", "output": "x"}], ensure_ascii=False).encode("latin-1")
     )
-    with pytest.raises(TaskDataError, match=r"latin1\.json: not UTF-8"):
+    with pytest.raises(TaskDataError, match=r"latin1\.json is not UTF-8"):
         load_examples(data)
 
 

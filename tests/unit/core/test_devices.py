@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.models import _tiny_hf_model, resolve_device, resolve_dtype
+from lens_heads.core.devices import resolve_device, resolve_dtype
+from lens_heads.core.models import _tiny_hf_model
 from lens_heads.core.tasks import Example, Task
 
 DEVICES = [

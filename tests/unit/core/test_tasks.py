@@ -7,6 +7,7 @@ import json
 import pytest
 
 import lens_heads.core.tasks as tasks_module
+from lens_heads.core.checks import InputWarning
 from lens_heads.core.tasks import (
     Example,
     ParallelCorpus,
@@ -57,11 +58,14 @@ def test_seeded_split_is_reproducible_and_a_partition():
 
 
 def test_small_task_evaluates_half_and_bad_split_sizes():
-    train, evaluation = make_task(6).split(n_eval=100)
+    with pytest.warns(InputWarning, match=r"its last 3 \(half the task\) are held out, not 5"):
+        train, evaluation = make_task(6).split(n_eval=5)
     assert (len(train), len(evaluation)) == (3, 3)
     with pytest.raises(ValueError, match="n_eval must be positive"):
         make_task(6).split(n_eval=0)
-    with pytest.raises(TaskDataError, match="too few examples"):
+    with pytest.raises(ValueError, match="n_eval=100 asks for at least every example"):
+        make_task(6).split(n_eval=100)  # issue 27: was 3 held out, without a word
+    with pytest.raises(TaskDataError, match="has 1 example; at least 2"):
         make_task(1).split(n_eval=5)
 
 

@@ -90,8 +90,8 @@ def test_other_settings_are_refused_unless_fresh(loads, capitalize_file, tmp_pat
     assert report.training.config.steps == 4 and "training" in report.seconds
 
 
-def test_cli_demo(loads, capitalize_file, tmp_path, capsys):
-    argv = ["demo", "--model", "tiny", "--task", capitalize_file, "--steps", "3"]
+def test_cli_demo(loads, capitalize_file, tiny_dir, tmp_path, capsys):
+    argv = ["demo", "--model", str(tiny_dir), "--task", capitalize_file, "--steps", "3"]
     argv += ["--n-eval", "4", "--sweep-every", "4", "--out", str(tmp_path / "cli")]
     assert main(argv) == 0
     printed = capsys.readouterr().out

@@ -4,7 +4,6 @@ paper's match rules by task name, and Figure 4 over many prompts -- on tiny mode
 from __future__ import annotations
 
 import json
-import math
 
 import pandas as pd
 import pytest
@@ -174,27 +173,31 @@ def test_match_rule_by_name_pattern(name, rule):
 
 def test_task_files_get_the_rule_of_their_name_and_match_overrides(tmp_path):
     path = tmp_path / "capitalize_last_letter.json"
-    path.write_text(json.dumps([{"input": "apple", "output": "applE"}] * 3))
+    path.write_text(json.dumps([{"input": w, "output": w[:-1] + w[-1].upper()} for w in WORDS]))
     assert get_task(path).match == "startswith"
     assert get_task(path, match="contains").match == "contains"
     other = tmp_path / "first_word_of_list.json"
-    other.write_text(json.dumps([{"input": "a, b", "output": "a"}] * 3))
+    other.write_text(json.dumps([{"input": f"{w}, b", "output": w} for w in WORDS]))
     assert get_task(other).match == "contains"
     assert get_task("capitalize", match="contains").match == "contains"
     with pytest.raises(ValueError, match="match must be"):
         get_task(other, match="exact")
 
 
-def test_cli_train_mask_keeps_the_instruction_row_and_takes_match(tmp_path, capsys, monkeypatch):
+def test_cli_train_mask_keeps_the_instruction_row_and_takes_match(
+    tmp_path, tiny_dir, capsys, monkeypatch
+):
     monkeypatch.setattr(
         lens_heads.core.models,
         "load_model",
         lambda spec, **kw: lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=0),
     )
     data = tmp_path / "shout_words.json"  # no built-in task of that name: no instruction
-    data.write_text(json.dumps([{"input": w, "output": w.upper()} for w in WORDS * 2]))
+    words = WORDS + [w + "s" for w in WORDS]  # twenty different examples
+    data.write_text(json.dumps([{"input": w, "output": w.upper()} for w in words]))
     out = tmp_path / "out"
-    argv = ["train-mask", "--model", "tiny", "--task", str(data), "--steps", "2", "--out", str(out)]
+    argv = ["train-mask", "--model", str(tiny_dir), "--task", str(data), "--steps", "2"]
+    argv += ["--out", str(out)]
     argv += ["--batch-size", "2", "--holdout", "4", "--n-eval", "4", "--precision", "fp32"]
     argv += ["--instruction", "Write the word in capitals.", "--match", "startswith"]
     assert main(argv) == 0
@@ -263,7 +266,7 @@ def test_task_prompts_save_and_load(tiny, tmp_path, upper):
 def test_many_prompt_bad_input(tiny):
     with pytest.raises(ValueError, match="no prompts"):
         figure4_stats(tiny, [], "Repeat.", MASK)
-    with pytest.raises(ValueError, match="empty strings"):
+    with pytest.raises(ValueError, match=r"prompt is empty or blank \(item 1\)"):
         figure4_stats(tiny, ["a", ""], "Repeat.", MASK)
     with pytest.raises(ValueError, match="later_layers"):
         figure4_stats(tiny, ["a", "b"], "Repeat.", MASK, later_layers=[5])
@@ -273,11 +276,12 @@ def test_many_prompt_bad_input(tiny):
         figure4_similarity(tiny, "apple", "Repeat.", MASK, n_prompts=3)
 
 
-def test_one_prompt_interval_is_nan(tiny):
-    result = figure4_stats(tiny, ["apple"], "Repeat.", MASK, progress=False)
-    low, _ = result.ci95()
-    assert math.isnan(float(low[0, 0, 0]))
-    assert math.isnan(result.difference()["p_value"])
+def test_one_prompt_is_refused_for_the_paired_test(tiny):
+    # issue 27: one prompt in a list gave a NaN interval and p-value without a word
+    with pytest.raises(ValueError, match="needs at least 2"):
+        figure4_stats(tiny, ["apple"], "Repeat.", MASK, progress=False)
+    with pytest.raises(ValueError, match="pass one prompt as a string"):
+        figure4_similarity(tiny, ["apple"], "Repeat.", MASK)
 
 
 def test_records_say_how_each_output_ended(tiny, upper):

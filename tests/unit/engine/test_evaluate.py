@@ -329,7 +329,7 @@ def test_markdown_plot_and_save_load(result, tmp_path):
         EvaluationResult.load(tmp_path / "nowhere")
 
 
-def test_cli_eval_and_tasks(tiny, mask, tmp_path, monkeypatch, capsys):
+def test_cli_eval_and_tasks(tiny, tiny_dir, mask, tmp_path, monkeypatch, capsys):
     import lens_heads.cli.common as cli
     import lens_heads.core.tasks as tasks_module
 
@@ -342,7 +342,7 @@ def test_cli_eval_and_tasks(tiny, mask, tmp_path, monkeypatch, capsys):
         [
             "eval",
             "--model",
-            "tiny",
+            str(tiny_dir),
             "--task",
             str(data),
             "--instruction",
@@ -365,10 +365,13 @@ def test_cli_eval_and_tasks(tiny, mask, tmp_path, monkeypatch, capsys):
     assert (out / "table.csv").is_file() and (out / "figure.html").is_file()
     loaded = EvaluationResult.load(out)
     assert loaded.config["random_seeds"] == [3, 4] and loaded.config["instruction"] == "Capitals."
-    assert main(["eval", "--model", "tiny", "--task", str(data), "--settings", "mask", "--out",
-                 str(out)]) == 2  # fmt: skip
+    assert main(["eval", "--model", str(tiny_dir), "--task", str(data), "--settings", "mask",
+                 "--out", str(out)]) == 2  # fmt: skip
     assert "needs the trained mask M" in capsys.readouterr().err
-    assert main(["eval", "--model", "t", "--task", str(data), "--seeds", "a", "--out", "x"]) == 2
+    assert (
+        main(["eval", "--model", str(tiny_dir), "--task", str(data), "--seeds", "a", "--out", "x"])
+        == 2
+    )
     assert "--seeds must be comma-separated integers" in capsys.readouterr().err
 
     upper = Task("upper", tuple(Example(w, w.upper()) for w in WORDS), match="startswith")

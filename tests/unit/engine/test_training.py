@@ -650,14 +650,15 @@ def test_base_model_format_without_a_chat_template(model, upper_task):
 
 
 # -- the command ----------------------------------------------------------------------------------
-def test_cli_train_mask_smoke(tmp_path, monkeypatch, upper_task, capsys):
+def test_cli_train_mask_smoke(tmp_path, tiny_dir, monkeypatch, upper_task, capsys):
     import lens_heads.core.models
 
-    monkeypatch.setattr(
-        lens_heads.core.models,
-        "load_model",
-        lambda spec, **kw: lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=0),
-    )
+    def load(spec, **kw):  # named after its spec, as load_model names what it loads
+        model = lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=0)
+        model.lens_heads_name = str(spec)
+        return model
+
+    monkeypatch.setattr(lens_heads.core.models, "load_model", load)
     data = tmp_path / "upper.json"
     data.write_text(
         pd.DataFrame({"input": upper_task.inputs, "output": upper_task.outputs}).to_json(
@@ -665,7 +666,8 @@ def test_cli_train_mask_smoke(tmp_path, monkeypatch, upper_task, capsys):
         )
     )
     out = tmp_path / "out"
-    argv = ["train-mask", "--model", "tiny", "--task", str(data), "--steps", "6", "--out", str(out)]
+    argv = ["train-mask", "--model", str(tiny_dir), "--task", str(data), "--steps", "6"]
+    argv += ["--out", str(out)]
     argv += ["--batch-size", "4", "--holdout", "8", "--n-eval", "4", "--precision", "fp32"]
     assert main(argv) == 0
     printed = capsys.readouterr().out

@@ -316,7 +316,7 @@ def test_other_bad_input_is_named(model):
 
 
 # -- the command ------------------------------------------------------------------------------
-def test_cli_soft_mask_experiment(tmp_path, monkeypatch, capsys):
+def test_cli_soft_mask_experiment(tmp_path, tiny_dir, monkeypatch, capsys):
     import lens_heads.core.models
     from lens_heads.cli import main
 
@@ -328,7 +328,8 @@ def test_cli_soft_mask_experiment(tmp_path, monkeypatch, capsys):
     data = tmp_path / "en-fr.jsonl"
     data.write_text("".join(json.dumps({"input": a, "output": b}) + "\n" for a, b in PAIRS))
     _importance().save(tmp_path / "importance")
-    base = ["soft-mask-experiment", "--model", "tiny", "--task", str(data), "--n-train", "8"]
+    base = ["soft-mask-experiment", "--model", str(tiny_dir), "--task", str(data)]
+    base += ["--n-train", "8"]
     base += ["--n-eval", "4", "--batch-size", "4", "--fraction", "0.25", "--precision", "fp32"]
     base += ["--max-new-tokens", "2"]
     out = tmp_path / "out"
@@ -342,5 +343,7 @@ def test_cli_soft_mask_experiment(tmp_path, monkeypatch, capsys):
     importance = HeadImportance.load(out / "importance")
     assert importance.n_docs == 3
     assert SoftMaskExperiment.load(out).top_heads == importance.top(2)
-    assert main([*base, "--fraction", "2", "--out", str(tmp_path / "bad")]) == 2
-    assert "fraction must lie in (0, 1]" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:  # checked while parsing
+        main([*base, "--fraction", "2", "--out", str(tmp_path / "bad")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "--fraction: must lie in (0, 1]" in err
