@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from lens_heads.cli import common
+
 __all__ = ["COMMANDS"]
 
 
@@ -35,6 +37,7 @@ def _add_doctor(sub: Any) -> None:
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from lens_heads.core.compatibility import doctor
 
+    common.check_model(args)  # a bad spec is a one-line error before anything loads
     report = doctor(args.model, transformer_lens_bos=args.transformer_lens_bos)
     print(report.to_text())
     return 0 if report.ok else 1

@@ -125,6 +125,7 @@ def _one_line_error(command, argv, capsys) -> str:
 BAD = {
     "models": (["--prepare", "no-such-alias"], "unknown alias 'no-such-alias'"),
     "generate": (["--model", "{M}", "--prompt", "apple", "--mask", "{nan}"], "NaN"),
+    "doctor": (["{out}/no-model.gguf"], "does not exist"),
     "tasks": (["--kind", "sentence"], "invalid choice: 'sentence'"),
     "eval": (["--model", "{M}", "--task", "{dup}", "--out", "{out}"], "examples 0 and 1 repeat"),
     "train-mask": (
