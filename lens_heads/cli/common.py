@@ -91,11 +91,13 @@ def check_model(args: argparse.Namespace) -> Any:
         raise ValueError(f"--model {args.model!r}: {error}") from error
 
 
-def load_mask(path: str | None, model: Any) -> Any:
-    """A head-mask file, or the ``mask.safetensors`` of a train-mask output folder."""
+def load_mask(mask: Any, model: Any) -> Any:
+    """The mask argument checked against the loaded model: a head-mask file, the
+    ``mask.safetensors`` of a train-mask output folder, or the HeadMask that
+    :func:`mask_before_model` already read. None stays None."""
     from lens_heads.core.checks import resolve_mask
 
-    return resolve_mask(path, model)
+    return resolve_mask(mask, model)
 
 
 def mask_before_model(path: str | None, shape: Any, flag: str = "--mask") -> Any:
