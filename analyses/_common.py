@@ -236,7 +236,8 @@ def write_outputs(
 ) -> Path:
     """``summary.md`` (``title``, the command, ``markdown`` and links to the figures),
     ``<figure>.html`` for each figure and ``numbers.json`` (``numbers`` plus a ``provenance``
-    entry: the command, the code version and the machine); returns the summary's path."""
+    entry: the command, the code version, the machine and the training precision); returns
+    the summary's path."""
     folder = Path(out)
     save_figures(folder, figures)
     argv = command if command is not None else _COMMAND or ["(run from Python)"]
@@ -246,6 +247,8 @@ def write_outputs(
         text += f"\nFigures (interactive HTML):\n\n{links}\n"
     if numbers is not None:
         provenance = {"command": " ".join(argv), "code": code_version(), "machine": machine()}
+        # what training resolves dtype="auto" to here; inference always runs in float32
+        provenance["precision"] = "bfloat16" if provenance["machine"]["native_bf16"] else "float32"
         stored = {**numbers, "provenance": provenance}
         write_atomic(folder / "numbers.json", json.dumps(stored, indent=2, default=str))
     return write_atomic(folder / "summary.md", text)

@@ -1,5 +1,7 @@
-"""Heads up! Figure 7: the trained mask's keep probability sigmoid(W) per layer x head, and
-how many heads each layer keeps.
+"""Heads up! Figure 7: the trained mask's keep probability sigmoid(W) per layer x head, how
+many heads each half of the layers keeps (the paper: slightly more in the later half) and how
+many key-value groups the mask removes whole, against random removal (the paper: none in a
+pattern; :func:`lens_heads.heads_up.kv_groups.kv_groups_removed`).
 
     python -m analyses.figure7_mask_weights --task capitalize --out runs/figure7
 
@@ -23,6 +25,7 @@ from analyses._common import (
     write_outputs,
 )
 from lens_heads.engine import MaskTrainingResult
+from lens_heads.heads_up.kv_groups import kv_groups_removed
 
 
 @dataclass
@@ -45,14 +48,17 @@ def per_layer(training: MaskTrainingResult) -> pd.DataFrame:
 
 def run(config: Config) -> MaskTrainingResult:
     stages = stages_of(config)
-    training = mask_of(config, stages, LazyModel(config.model))
+    model = LazyModel(config.model)
+    training = mask_of(config, stages, model)
     layers = per_layer(training)
+    n_kv_heads = getattr(model().cfg, "n_key_value_heads", None) or training.W.shape[1]
     half = len(layers) // 2
     numbers = {
         "heads kept": training.mask.n_selected,
         "heads": int(training.W.numel()),
         "kept in the first half of the layers": int(layers["kept"][:half].sum()),
         "kept in the second half": int(layers["kept"][half:].sum()),
+        "KV groups removed whole": kv_groups_removed(training.mask, n_kv_heads).to_dict(),
     }
     text = "\n".join(f"- {key}: {value}" for key, value in numbers.items())
     text += "\n\n" + markdown_table(layers, floatfmt=".3f", index=False)

@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reproduction import alignment, heads_up, lahis  # noqa: E402  (docs/reproduction.md)
+
 RESULTS = ROOT / "results"
 DOCUMENTS = ("README.md", "docs/*.md")
 _BLOCK = re.compile(
@@ -163,7 +166,20 @@ def compatibility_unsupported(results: Path) -> str:
     return f"```text\nUnsupportedModelError: {example['error']}\n```"
 
 
+def _pages(render: Callable[..., str]) -> Callable[[Path], str]:
+    """A block of the :mod:`reproduction` package, its results read from ``results``."""
+
+    def block(results: Path) -> str:
+        return render(lambda path: load(path, results))
+
+    block.__doc__ = render.__doc__
+    return block
+
+
 BLOCKS: dict[str, Callable[[Path], str]] = {
+    "reproduction_heads_up": _pages(heads_up.heads_up_table),
+    "reproduction_alignment": _pages(alignment.alignment_table),
+    "reproduction_lahis": _pages(lahis.lahis_table),
     "demo_table": demo_table,
     "demo_summary": demo_summary,
     "compatibility_table": compatibility_table,

@@ -39,4 +39,3 @@ def test_command_runs_with_a_mask_file(command, tiny_dir, tmp_path, capsys):
     assert main(argv + _arguments(command, out)) == 0
     if command != "generate":
         assert any((tmp_path / "out").iterdir())
-

@@ -57,3 +57,62 @@ def test_a_missing_result_is_caught(docs, copy):
     shutil.rmtree(copy / "results" / "demo" / "smollm2-135m-instruct-float32")
     with pytest.raises(docs.ResultMissing, match=r"smollm2-135m-instruct-float32/numbers\.json"):
         docs.update(copy, check=True)
+
+
+# -- docs/reproduction.md ---------------------------------------------------------------------
+VERDICTS = (
+    "reproduced",
+    "partly",
+    "not reproduced",
+    "**not reproduced**",
+    "not measurable here",
+    "not covered",
+    "not yet measured",
+    "not testable",
+    "the conclusion **reproduced**",
+    "the large drop reproduced",
+    "the drop is smaller",
+    "no KV-group pattern",
+    "KV groups removed",
+)
+
+
+def _rows(docs):
+    return docs.heads_up.HEADS_UP + docs.alignment.ALIGNMENT + docs.lahis.LAHIS
+
+
+def test_a_changed_stored_number_changes_the_reproduction_page(docs, copy):
+    import json
+
+    path = copy / "results" / "table7" / "smollm2-135m-instruct" / "numbers.json"
+    numbers = json.loads(path.read_text())
+    numbers["fruit_v_animal_3"]["rows"]["Original, all heads"] = 0.5
+    path.write_text(json.dumps(numbers))
+    assert docs.update(copy, check=True) == ["docs/reproduction.md: reproduction_heads_up"]
+
+
+def test_a_missing_cited_result_fails_the_reproduction_page(docs, copy):
+    shutil.rmtree(copy / "results" / "figure8_many_words")
+    with pytest.raises(docs.ResultMissing, match="figure8_many_words"):
+        docs.update(copy, check=True)
+
+
+def test_our_numbers_are_never_typed_into_a_row(docs):
+    """A row either reads its numbers from stored results or says why it has none."""
+    for where, row in _rows(docs):
+        if not callable(row.ours):
+            assert row.ours.startswith("Not"), f"{where}: ours typed by hand: {row.ours[:60]}"
+        if not callable(row.verdict):
+            assert not any(ch.isdigit() for ch in row.verdict), f"{where}: number in a verdict"
+
+
+def test_every_row_has_a_paper_source_and_a_verdict_of_the_rule(docs, tmp_path):
+    results = ROOT / "results"
+    for where, row in _rows(docs):
+        assert where and row.paper, "a row without its table/figure or the paper's numbers"
+        verdict = (
+            row.verdict(lambda p: docs.load(p, results)) if callable(row.verdict) else row.verdict
+        )
+        assert verdict.startswith(VERDICTS), f"{where}: verdict outside the rule: {verdict}"
+    heads_up = [where for where, _ in docs.heads_up.HEADS_UP]
+    assert any("Figure 8" in w for w in heads_up) and any("Table 7" in w for w in heads_up)

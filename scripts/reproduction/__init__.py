@@ -1,0 +1,68 @@
+"""The claim-by-claim tables of ``docs/reproduction.md``, built from the stored results.
+
+Each row puts one claim of a paper (in our words) beside the paper's numbers (with the table or
+figure they come from and the model), our numbers (read from ``results/<analysis>/<run>/
+numbers.json``, with the model and the command), whether the comparison is like for like and a
+verdict under the one rule stated at the top of the page. The paper's numbers are typed here,
+each with its source; ours never are. ``scripts/update_docs.py`` renders the tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Load = Callable[[str], dict[str, Any]]
+
+SMOLLM2 = "SmolLM2-135M-Instruct (270 heads)"
+GEMMA = "Gemma 3 270M base (72 heads)"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One claim. ``ours`` and ``verdict`` read stored results through ``load``; a row whose
+    experiment we do not have gives plain text instead."""
+
+    claim: str
+    paper: str
+    ours: Callable[[Load], str] | str
+    like: str
+    verdict: Callable[[Load], str] | str
+
+
+def fmt(value: float, digits: int = 3) -> str:
+    return f"{value:.{digits}f}"
+
+
+def pval(value: float) -> str:
+    return f"{value:.2g}"
+
+
+def cite(load: Load, path: str) -> str:
+    """``(run: path, precision[, transcribed])`` for a cell."""
+    numbers = load(path)
+    precision = numbers.get("precision") or numbers.get("provenance", {}).get("precision", "?")
+    flag = ", transcribed" if numbers.get("source") else ""
+    return f"[`results/{path}`, {precision}{flag}]"
+
+
+NOT_COVERED = "not covered"
+
+
+# -- rendering --------------------------------------------------------------------------------
+def _cell(value: Callable[[Load], str] | str, load: Load) -> str:
+    text = value(load) if callable(value) else value
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def table(rows: list[tuple[str, Row]], load: Load) -> str:
+    """A markdown table of ``rows``, every cell of ours read through ``load``."""
+    lines = [
+        "| where | claim (ours, paraphrased) | the paper's numbers | ours | like for like | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for where, row in rows:
+        cells = [where, row.claim, row.paper, row.ours, row.like or "—", row.verdict]
+        lines.append("| " + " | ".join(_cell(c, load) for c in cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,369 @@
+"""Our numbers for the Heads up! rows, read from the stored results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reproduction import Load, cite, fmt, pval
+
+
+# -- Heads up! --------------------------------------------------------------------------------
+def _demo(load: Load) -> dict[str, Any]:
+    return load("demo/smollm2-135m-instruct-float32")
+
+
+def demo_tasks(load: Load) -> str:
+    demo = _demo(load)["evaluation"]
+    table = load("mask_table/smollm2-135m-instruct-bfloat16")
+    return (
+        f"SmolLM2, capitalize (demo, 40 words): accuracy {fmt(demo['Original']['accuracy'])} "
+        f"original, {fmt(demo['w/ instruction']['accuracy'])} instructed, "
+        f"{fmt(demo['w/ M']['accuracy'])} with M {cite(load, 'demo/smollm2-135m-instruct-float32')}"
+        f". 18 word tasks, {table['steps']} steps each: M beats the original model and random "
+        f"masks by at least 0.3 accuracy on {table['accuracy gain >= 0.3 over original and random M (tasks)']}"
+        f" of {table['tasks']} ({table['accuracy gain >= 0.3, answer-only targets (tasks)']} with "
+        "answer-only targets); answer CE at most half the original's and below random M on "
+        f"{table['answer CE at most half the original' + chr(39) + 's and below random M (tasks)']}; "
+        f"the instructed model itself scores at most 0.15 on "
+        f"{table['tasks the instructed model scores <= 0.15 on']} "
+        f"{cite(load, 'mask_table/smollm2-135m-instruct-bfloat16')}"
+    )
+
+
+def random_mask(load: Load) -> str:
+    demo = _demo(load)["evaluation"]
+    ce = "answer CE (paper: PPL)"
+    return (
+        f"SmolLM2 capitalize: answer CE {fmt(demo['Original'][ce], 2)} original, "
+        f"{fmt(demo['w/ random M'][ce], 2)} ± {fmt(demo['w/ random M'][ce + ' std'], 2)} random M "
+        f"(same size, {int(demo['w/ random M']['seeds'])} seeds), {fmt(demo['w/ M'][ce], 2)} M; "
+        f"accuracy {fmt(demo['w/ random M']['accuracy'])} "
+        f"{cite(load, 'demo/smollm2-135m-instruct-float32')}"
+    )
+
+
+def random_verdict(load: Load) -> str:
+    demo = _demo(load)["evaluation"]
+    ce = "answer CE (paper: PPL)"
+    above = demo["w/ random M"][ce] > demo["Original"][ce]
+    return "reproduced" if above else "not reproduced"
+
+
+def _f8(load: Load) -> dict[str, Any]:
+    return load("figure8_many_words/smollm2-135m-instruct")
+
+
+def figure2(load: Load) -> str:
+    numbers = _f8(load)
+    verdict = numbers["verdict"]
+    outside = 270 - numbers["heads kept"]
+    return (
+        f"SmolLM2 capitalize, {verdict['words']} words: the answer becomes top-1 and stays after a "
+        f"median {verdict['median switch, ascending']:.0f} heads removed, of the {outside} heads "
+        f"outside M ({verdict['median switch, ascending'] / outside:.0%}); "
+        f"{verdict['both switch'] + verdict['only ascending switches']} of {verdict['words']} words "
+        f"switch {cite(load, 'figure8_many_words/smollm2-135m-instruct')}"
+    )
+
+
+def figure2_verdict(load: Load) -> str:
+    verdict = _f8(load)["verdict"]
+    switched = verdict["both switch"] + verdict["only ascending switches"]
+    early = verdict["median switch, ascending"] < 270 - _f8(load)["heads kept"]
+    if switched * 2 > verdict["words"] and early:
+        return "reproduced (on most words, earlier in the order than in the paper)"
+    return "not reproduced"
+
+
+def figure3(load: Load) -> str:
+    parts = []
+    for run, label in (("init4", "init N(4, 0.02), 100 steps"), ("init-1", "init -1, 400 steps")):
+        numbers = load(f"figure3/smollm2-135m-instruct-{run}")
+        dep = numbers["dependent changes"]
+        parts.append(
+            f"{label}: {dep['dropped']} heads dropped after being selected, {dep['joined']} "
+            f"joined late, {dep['changed more than once']} crossed 0.5 more than once; crossings "
+            f"coincide within {dep['window (steps)']} steps {dep['coincidence']:.1f}× on average "
+            f"against {dep['coincidence, shifted at random (mean)']:.1f}× when shifted at random "
+            f"(p = {pval(dep['p (crossings coincide more than at random)'])}) "
+            f"{cite(load, f'figure3/smollm2-135m-instruct-{run}')}"
+        )
+    return "SmolLM2 capitalize. " + "; ".join(parts)
+
+
+def figure3_verdict(load: Load) -> str:
+    ok = all(
+        load(f"figure3/smollm2-135m-instruct-{run}")["dependent changes"][
+            "p (crossings coincide more than at random)"
+        ]
+        < 0.01
+        for run in ("init4", "init-1")
+    )
+    return "reproduced (the paper gives no counts)" if ok else "not reproduced"
+
+
+def figure4(load: Load) -> str:
+    n = load("figure4/smollm2-135m-instruct-bfloat16")
+    return (
+        f"SmolLM2 capitalize, layers {n['layers']}, {n['words']} words: masked~instructed "
+        f"{n['masked~instructed']} vs original~instructed {n['original~instructed']} "
+        f"(p = {pval(n['p'])}, {n['words where masked is closer']} of {n['words']} words); with "
+        f"answer-only targets it reverses ({n['answer-only targets: masked~instructed']} vs "
+        f"{n['answer-only targets: original~instructed']}) "
+        f"{cite(load, 'figure4/smollm2-135m-instruct-bfloat16')}"
+    )
+
+
+def figure5(load: Load) -> str:
+    n = load("figure5/smollm2-135m-instruct-bfloat16")
+    return (
+        f'SmolLM2 "{n["word"]}": later-half cosine to the instructed run '
+        f"{n['later-half cosine, full model']} (full) → {n['at the switch']} at the switch "
+        f"({n['switch (heads removed)']} removed) → largest {n['maximum']} at "
+        f"{n['maximum at (heads removed)']} (M removes {n['heads outside M']}) → "
+        f"{n['every head removed']} with every head removed; the earlier layers are not reported "
+        f"{cite(load, 'figure5/smollm2-135m-instruct-bfloat16')}"
+    )
+
+
+def figure6(load: Load) -> str:
+    n = load("figure6/smollm2-135m-instruct-bfloat16")
+    return (
+        f"SmolLM2 capitalize, instructed answer CE: {n['instructed answer CE at alpha 1']} at "
+        f"α = 1, {n['at alpha 0']} at α = 0, lowest {n['minimum']} at α = "
+        f"{n['alpha at the minimum']}; without instruction at α = 0: "
+        f"{n['without instruction, alpha 0']} {cite(load, 'figure6/smollm2-135m-instruct-bfloat16')}"
+    )
+
+
+def _f7(load: Load) -> dict[str, Any]:
+    return load("figure7/smollm2-135m-instruct")
+
+
+def figure7(load: Load) -> str:
+    n = _f7(load)
+    kv = n["KV groups removed whole"]
+    return (
+        f"SmolLM2 capitalize mask ({n['heads kept']} of {n['heads']} kept): "
+        f"{n['kept in the first half of the layers']} kept in layers 0-14, "
+        f"{n['kept in the second half']} in 15-29; {kv['whole_groups_removed']} of {kv['groups']} "
+        f"KV groups (of {kv['group_size']} query heads) removed whole, {kv['expected']:.2f} "
+        f"expected at random (p = {pval(kv['p_value'])}) {cite(load, 'figure7/smollm2-135m-instruct')}"
+    )
+
+
+def figure7_verdict(load: Load) -> str:
+    n = _f7(load)
+    grouped = n["KV groups removed whole"]["p_value"] < 0.01
+    later = n["kept in the second half"] > n["kept in the first half of the layers"]
+    return (
+        ("no KV-group pattern: reproduced" if not grouped else "KV groups removed: not reproduced")
+        + "; later half keeps "
+        + ("more: reproduced" if later else "fewer: not reproduced")
+    )
+
+
+def figure6_verdict(load: Load) -> str:
+    n = load("figure6/smollm2-135m-instruct-bfloat16")
+    gain = n["at alpha 0"] - n["minimum"]
+    below = n["at alpha 0"] < n["instructed answer CE at alpha 1"]
+    return (
+        f"partly: α = 0 {'below' if below else 'above'} α = 1; the lowest point, at α = "
+        f"{n['alpha at the minimum']}, gains {gain:.2f} over α = 0 (the paper's gain over the hard "
+        "mask is also tiny: Table 8)"
+    )
+
+
+def figure8(load: Load) -> str:
+    verdict = _f8(load)["verdict"]
+    return (
+        f"SmolLM2 capitalize, {verdict['words']} words, the first 31 % of the ascending order "
+        f"re-ordered by single-head influence: where both orders switch ({verdict['both switch']} "
+        f"words) the influential order switches earlier on {verdict['influential earlier']}, later on "
+        f"{verdict['influential later']}; median {verdict['median switch, influential']:.0f} against "
+        f"{verdict['median switch, ascending']:.0f} heads (one-sided p for 'later' = "
+        f"{pval(verdict['p (influential later, one-sided Wilcoxon)'])}) "
+        f"{cite(load, 'figure8_many_words/smollm2-135m-instruct')}"
+    )
+
+
+def figure8_verdict(load: Load) -> str:
+    verdict = _f8(load)["verdict"]
+    if verdict["p (influential later, one-sided Wilcoxon)"] < 0.01:
+        return "reproduced"
+    if verdict["influential earlier"] > verdict["influential later"]:
+        return "**not reproduced**: the opposite direction (earlier, not later)"
+    return "not reproduced"
+
+
+def figure9(load: Load) -> str:
+    n = load("figure9/smollm2-135m-instruct-bfloat16")
+    return (
+        f'SmolLM2 "{n["word"]}", ascending weight of an init-0 mask ({n["init-0 mask heads kept"]} '
+        f"heads kept): top-1 from {n['switch, init-0 mask (first top-1)']} removed, stays from "
+        f"{n['switch, init-0 mask (stays top-1)']}, against {n['switch, positive-init mask (heads removed)']}"
+        f" with the positive-init mask {cite(load, 'figure9/smollm2-135m-instruct-bfloat16')}"
+    )
+
+
+def table6(load: Load, part: str) -> str:
+    cells = []
+    for path, families in (
+        ("table6/smollm2-135m-instruct-init0-bfloat16", ("letter", "choice")),
+        ("table6/gemma-3-270m-init0-bfloat16", ("translation",)),
+    ):
+        numbers = load(path)
+        for family in families:
+            f = numbers[family]
+            if part == "shared":
+                cells.append(
+                    f"{family} ({f['shared heads']} heads): +{f['shared: CE rise']} vs random "
+                    f"+{f['shared: random CE rise']}, worse than random on "
+                    f"{f['shared: tasks worse than random']}/{f['tasks']}"
+                )
+            else:
+                cells.append(
+                    f"{family} ({f['unused heads']} heads): {f['unused: CE change']:+} vs random "
+                    f"{f['unused: random CE change']:+}, better than the full model on "
+                    f"{f['unused: tasks improved']}/{f['tasks']}"
+                )
+    return (
+        "Instructed answer CE change, masks from init 0 (SmolLM2 letter and choice families, "
+        "Gemma en-fr/de/es): " + "; ".join(cells) + " "
+        f"{cite(load, 'table6/smollm2-135m-instruct-init0-bfloat16')} "
+        f"{cite(load, 'table6/gemma-3-270m-init0-bfloat16')}"
+    )
+
+
+def _table6_families(load: Load) -> list[dict[str, Any]]:
+    families = []
+    for path in (
+        "table6/smollm2-135m-instruct-init0-bfloat16",
+        "table6/gemma-3-270m-init0-bfloat16",
+    ):
+        families += [f for f in load(path).values() if isinstance(f, dict) and "tasks" in f]
+    return families
+
+
+def table6_shared_verdict(load: Load) -> str:
+    families = _table6_families(load)
+    worse = sum(f["shared: tasks worse than random"] for f in families)
+    total = sum(f["tasks"] for f in families)
+    word = "reproduced" if worse == total else "partly"
+    return f"{word}: worse than random on {worse} of {total} tasks (masks from init 0)"
+
+
+def table6_unused_verdict(load: Load) -> str:
+    improved = total = 0
+    for path in (
+        "table6/smollm2-135m-instruct-init0-bfloat16",
+        "table6/gemma-3-270m-init0-bfloat16",
+    ):
+        for family in load(path).values():
+            if isinstance(family, dict) and "unused: tasks improved" in family:
+                improved += family["unused: tasks improved"]
+                total += family["tasks"]
+    return f"**not reproduced**: better on {improved} of {total} tasks (the paper: 6 of 6)"
+
+
+def table3(load: Load) -> str:
+    n = load("table3/smollm2-135m-instruct-bfloat16")
+    ce = n["answer CE (original, random M, M)"]
+    acc = n["accuracy (original, M)"]
+    cells = ", ".join(
+        f"{task} CE {a} / {b} / **{c}** (accuracy {acc[task][0]} → {acc[task][1]})"
+        for task, (a, b, c) in ce.items()
+    )
+    return (
+        f"SmolLM2, one mask on a {n['shots']}-shot mixture of 3 tasks, original / random M / M: "
+        f"{cells}; no unseen task, no instructed baseline in this run "
+        f"{cite(load, 'table3/smollm2-135m-instruct-bfloat16')}"
+    )
+
+
+def table5(load: Load) -> str:
+    n = load("table5/smollm2-135m-instruct-bfloat16")
+    return (
+        "Not measurable: one model per shape offline. Our own, different analysis (task against "
+        f"task on SmolLM2, {n['task pairs']} pairs of {n['masks']} masks): mean Jaccard "
+        f"{n['mean Jaccard']} against {n['mean random Jaccard (eq. 4)']} for random masks "
+        f"(eq. 4), above on {n['pairs above random']} of {n['task pairs']}; a head is kept by "
+        f"{n['masks per head (mean)']} of {n['masks']} masks on average "
+        f"{cite(load, 'table5/smollm2-135m-instruct-bfloat16')}"
+    )
+
+
+def _t7(load: Load) -> dict[str, Any]:
+    return load("table7/smollm2-135m-instruct")
+
+
+def table7(load: Load) -> str:
+    numbers = _t7(load)
+    cells = []
+    for task, entry in numbers.items():
+        if not isinstance(entry, dict) or "rows" not in entry:
+            continue
+        rows = entry["rows"]
+        cells.append(
+            f"{task}: original {fmt(rows['Original, all heads'])}, instructed "
+            f"{fmt(rows['w/ instruction, all heads'])} (M {fmt(rows['w/ instruction, heads in M'])}"
+            f" / 1-M {fmt(rows['w/ instruction, heads in 1-M'])}), under M: M "
+            f"{fmt(rows['w/ M, heads in M'])} / 1-M {fmt(rows['w/ M, heads in 1-M'])}"
+        )
+    return (
+        "SmolLM2, candidate-normalised (uniform 0.333), 40 prompts per task: "
+        + "; ".join(cells)
+        + f" {cite(load, 'table7/smollm2-135m-instruct')}"
+    )
+
+
+def table7_verdict(load: Load) -> str:
+    tasks = [e for e in _t7(load).values() if isinstance(e, dict) and "claims" in e]
+    raised = sum(t["claims"]["(1) supported"] for t in tasks)
+    not_more = sum(t["claims"]["(2) supported (M not more)"] for t in tasks)
+    outside = sum(t["claims"]["(3) supported"] for t in tasks)
+    n = len(tasks)
+    return (
+        f"the conclusion **reproduced**: heads in M do not attend more ({not_more}/{n} tasks); the "
+        f"instruction raises attention on the answer ({raised}/{n}); the rise under M and 1-M "
+        f"above M there: not reproduced ({outside}/{n})"
+    )
+
+
+def _t41(load: Load) -> dict[str, Any]:
+    return load("table41/smollm2-135m-instruct")["verdict"]
+
+
+def table41(load: Load) -> str:
+    v = _t41(load)
+    return (
+        f"SmolLM2 capitalize, {v['words']} words, layers 21-28 of 30: top-5 overlap "
+        f"instructed~masked {v['mean top-5 overlap in the later layers, instructed~masked']:.2f} "
+        f"against original~masked {v['mean top-5 overlap in the later layers, original~masked']:.2f}"
+        f" (one-sided p = {pval(v['p (instructed~masked larger, one-sided Wilcoxon)'])}); the answer "
+        f"is top-1 at the output for {v['masked run answers at the output']} words under M, "
+        f"{v['instructed run answers at the output']} instructed, "
+        f"{v['original run answers at the output']} original "
+        f"{cite(load, 'table41/smollm2-135m-instruct')}"
+    )
+
+
+def table41_verdict(load: Load) -> str:
+    return "reproduced" if _t41(load)["supported"] else "**not reproduced** (no larger overlap)"
+
+
+def gemma_words(load: Load) -> str:
+    n = load("mask_table/gemma-3-270m-bfloat16")
+    return (
+        f"Gemma 3 270M word tasks: M beats the original and random masks by 0.3 accuracy on "
+        f"{n['accuracy gain >= 0.3 over original and random M (tasks)']} of {n['tasks']} "
+        f"{cite(load, 'mask_table/gemma-3-270m-bfloat16')}; translation: the Table 1 row"
+    )
+
+
+def tasks_per_head(load: Load) -> str:
+    n = load("table5/smollm2-135m-instruct-bfloat16")
+    return (
+        f"SmolLM2, {n['masks']} masks: {n['masks per head (mean)']} per head "
+        f"{cite(load, 'table5/smollm2-135m-instruct-bfloat16')}"
+    )
