@@ -30,7 +30,9 @@ from reproduction import alignment, heads_up, lahis  # noqa: E402  (docs/reprodu
 RESULTS = ROOT / "results"
 DOCUMENTS = ("README.md", "docs/*.md")
 _BLOCK = re.compile(
-    r"(<!-- generated: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S
+    r"(<!-- generated: (?P<name>[\w.-]+)(?: (?P<arg>[\w./-]+))? -->\n)(?P<body>.*?)"
+    r"(?P<end><!-- end generated -->)",
+    re.S,
 )
 
 
@@ -166,6 +168,98 @@ def compatibility_unsupported(results: Path) -> str:
     return f"```text\nUnsupportedModelError: {example['error']}\n```"
 
 
+def readme_mask_table(results: Path) -> str:
+    """The README's one-line summary of the 18-task mask table."""
+    n = load("mask_table/smollm2-135m-instruct-bfloat16", results)
+    return (
+        f"SmolLM2, {n['tasks']} word tasks, {n['steps']} steps each: masks beat the original model "
+        "and random masks by at least 0.3 accuracy on "
+        f"{n['accuracy gain >= 0.3 over original and random M (tasks)']} tasks with the end-of-turn "
+        f"target and {n['accuracy gain >= 0.3, answer-only targets (tasks)']} with answer-only "
+        f"targets ({numbers_source(n)})."
+    )
+
+
+def readme_alignment(results: Path) -> str:
+    """The README's sentence on token alignment heads (sparsity and ablation on Gemma)."""
+    n = load("alignment_extras/gemma-3-270m", results)
+    k, total = n["sparsity"]["gemma-3-270m"]
+    chrf = n["ablation chrF++ (unmasked, alignment heads, random mean, random std)"]
+    return (
+        f"On Gemma 3 270M (en→fr, built-in corpus), {k} of {total} heads pass 0.1, and removing the "
+        f"top {n['k']} cuts chrF++ from {chrf[0]} to {chrf[1]} ({n['k']} random other heads: "
+        f"{chrf[2]} ± {chrf[3]}; {numbers_source(n)})."
+    )
+
+
+def mask_table_changes(results: Path) -> str:
+    """How the 18-task mask table moved when the end-of-turn token joined the targets."""
+    path = "transcribed/training/mask-table-before-and-after"
+    table = load(path, results)["table"]
+    column = {name: i for i, name in enumerate(table["header"])}
+
+    def moved(before: str, now: str) -> tuple[list[str], list[str]]:
+        up = [r[0] for r in table["rows"] if float(r[column[now]]) > float(r[column[before]])]
+        down = [r[0] for r in table["rows"] if float(r[column[now]]) < float(r[column[before]])]
+        return up, down
+
+    acc_up, acc_down = moved("acc M before", "acc M now")
+    ce_up, ce_down = moved("CE M before", "CE M now")
+    n = len(table["rows"])
+    return (
+        f"**The paper's accuracy under M fell on {len(acc_down)} of {n} tasks** (rose on "
+        f"{len(acc_up)}: {', '.join(acc_up) or 'none'}), and **the answer CE under M rose on "
+        f"{len(ce_up)}** (fell on {', '.join(ce_down) or 'none'}); from `results/{path}`."
+    )
+
+
+BENCHMARKS = "benchmarks"
+
+
+def benchmark_table(results: Path) -> str:
+    """Every stored benchmark: both timings, the ratio against its target, whether the two sides
+    gave the same outputs, and the machine (CPU, native bf16, the precision training used)."""
+    summary = load(BENCHMARKS, results)
+    lines = [
+        "| benchmark | baseline → candidate | ratio | target | met | same outputs |",
+        "|---|---|---|---|---|---|",
+    ]
+    machines = []
+    for entry in summary["results"]:
+        sense = "≥" if entry.get("higher_is_better") else "≤"
+        if entry.get("higher_is_better"):
+            passed = entry["ratio"] >= entry["target"]
+        else:
+            passed = entry["ratio"] <= entry["target"]
+        passed = passed and entry.get("same_outputs") is not False
+        same = {True: "yes", False: "**no**", None: "—"}[entry.get("same_outputs")]
+        lines.append(
+            f"| {_escape(entry['name'])} | {entry['baseline_s']:.2f} s → {entry['candidate_s']:.2f} s "
+            f"| {entry['ratio']:.2f} | {sense} {entry['target']:g} | {'yes' if passed else '**no**'} "
+            f"| {same} |"
+        )
+        machine = entry.get("machine") or summary.get("machine") or {}
+        if machine not in machines:
+            machines.append(machine)
+    described = "; ".join(
+        f"{_machine({'machine': m})}, training precision "
+        f"{'bfloat16' if m.get('native_bf16') else 'float32'}"
+        for m in machines
+    )
+    code = summary.get("code", {}).get("source", "?")
+    return "\n".join(lines) + (
+        f"\n\nMeasured on {described} (source {code}); each ratio compares the two sides timed in "
+        "the same run, so it compares like with like on that machine. Stored result: "
+        "`results/benchmarks/numbers.json`."
+    )
+
+
+def numbers_source(numbers: dict[str, Any]) -> str:
+    """Where a stored result came from, for a sentence: its precision, and transcribed or not."""
+    precision = numbers.get("precision") or numbers.get("provenance", {}).get("precision", "?")
+    return f"{precision}, transcribed" if numbers.get("source") else precision
+
+
 def _pages(render: Callable[..., str]) -> Callable[[Path], str]:
     """A block of the :mod:`reproduction` package, its results read from ``results``."""
 
@@ -177,6 +271,10 @@ def _pages(render: Callable[..., str]) -> Callable[[Path], str]:
 
 
 BLOCKS: dict[str, Callable[[Path], str]] = {
+    "readme_mask_table": readme_mask_table,
+    "readme_alignment": readme_alignment,
+    "mask_table_changes": mask_table_changes,
+    "benchmark_table": benchmark_table,
     "reproduction_heads_up": _pages(heads_up.heads_up_table),
     "reproduction_alignment": _pages(alignment.alignment_table),
     "reproduction_lahis": _pages(lahis.lahis_table),
@@ -187,21 +285,63 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
 }
 
 
+def stored_table(results: Path, path: str) -> str:
+    """A table kept as it is in ``results/<path>/numbers.json`` (``table``: ``header`` and
+    ``rows`` of cells as printed), with the result it comes from."""
+    numbers = load(path, results)
+    table = numbers["table"]
+    lines = ["| " + " | ".join(table["header"]) + " |", "|" + "---|" * len(table["header"])]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in table["rows"]]
+    note = f"Stored result: `results/{path}`"
+    if numbers.get("source"):
+        note += f" ({numbers['source']})"
+    return "\n".join(lines) + f"\n\n<sub>{note}.</sub>"
+
+
+#: blocks that take the result they show: ``<!-- generated: stored_table PATH -->``
+BLOCKS_OF_RESULT: dict[str, Callable[[Path, str], str]] = {"stored_table": stored_table}
+
+
 # -- the command ----------------------------------------------------------------------------------
 def render(text: str, results: Path, where: str = "") -> tuple[str, list[str]]:
     """``text`` with every generated block rewritten; the names of the blocks that changed."""
     changed: list[str] = []
 
     def replace(match: re.Match[str]) -> str:
-        name = match["name"]
-        if name not in BLOCKS:
-            raise KeyError(f"{where}: unknown generated block {name!r}; known: {sorted(BLOCKS)}")
-        body = BLOCKS[name](results).rstrip("\n") + "\n"
+        name, arg = match["name"], match["arg"]
+        if arg is not None and name in BLOCKS_OF_RESULT:
+            body = BLOCKS_OF_RESULT[name](results, arg)
+        elif arg is None and name in BLOCKS:
+            body = BLOCKS[name](results)
+        else:
+            known = sorted(BLOCKS) + [f"{n} RESULT" for n in BLOCKS_OF_RESULT]
+            raise KeyError(f"{where}: unknown generated block {match[1].strip()}; known: {known}")
+        body = body.rstrip("\n") + "\n"
         if body != match["body"]:
-            changed.append(f"{where}: {name}")
-        return match[1] + body + match[4]
+            changed.append(f"{where}: {name}" + (f" {arg}" if arg else ""))
+        return match[1] + body + match["end"]
 
     return _BLOCK.sub(replace, text), changed
+
+
+_TABLE = re.compile(r"((?:^\|.*\|\n)+)", re.M)
+_NUMBER = re.compile(r"\d+\.\d+|\d+ ?%|\d+(?:\.\d+)?[x×]\b")
+#: put on the line before a table of settings (not measurements) that holds numbers
+NOT_A_RESULT = "<!-- not a result:"
+
+
+def hand_typed_tables(root: Path = ROOT) -> list[str]:
+    """Tables with measured-looking numbers (decimals, percentages, ratios) outside a generated
+    block, unless the line before says ``<!-- not a result: why -->``."""
+    found = []
+    for path in documents(root):
+        text = _BLOCK.sub("", path.read_text(encoding="utf-8"))
+        for match in _TABLE.finditer(text):
+            before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            if _NUMBER.search(match[1]) and not before.startswith(NOT_A_RESULT):
+                header = match[1].split("\n", 1)[0]
+                found.append(f"{path.relative_to(root)}: hand-typed table {header[:60]}")
+    return found
 
 
 def documents(root: Path = ROOT) -> list[Path]:
@@ -233,7 +373,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for block in stale:
         print(("stale: " if args.check else "updated: ") + block)
-    return 1 if args.check and stale else 0
+    typed = hand_typed_tables()
+    for table in typed:
+        print(table + " (store it under results/ and cite it with a generated block)")
+    return 1 if (args.check and stale) or typed else 0
 
 
 if __name__ == "__main__":

@@ -30,7 +30,9 @@ def test_every_block_is_used_and_every_document_block_is_known(docs):
     used = {
         m["name"] for path in docs.documents(ROOT) for m in docs._BLOCK.finditer(path.read_text())
     }
-    assert used == set(docs.BLOCKS), "a block nobody cites, or a citation of no block"
+    assert used == set(docs.BLOCKS) | set(docs.BLOCKS_OF_RESULT), (
+        "a block nobody cites, or an unknown one"
+    )
 
 
 @pytest.fixture
@@ -116,3 +118,16 @@ def test_every_row_has_a_paper_source_and_a_verdict_of_the_rule(docs, tmp_path):
         assert verdict.startswith(VERDICTS), f"{where}: verdict outside the rule: {verdict}"
     heads_up = [where for where, _ in docs.heads_up.HEADS_UP]
     assert any("Figure 8" in w for w in heads_up) and any("Table 7" in w for w in heads_up)
+
+
+def test_no_hand_typed_table_of_results(docs):
+    assert docs.hand_typed_tables(ROOT) == [], "store the table under results/ (stored_table)"
+
+
+def test_a_hand_typed_table_is_caught(docs, copy):
+    page = copy / "docs" / "training.md"
+    page.write_text(page.read_text() + "\n| run | accuracy |\n|---|---|\n| demo | 0.575 |\n")
+    assert docs.hand_typed_tables(copy) == ["docs/training.md: hand-typed table | run | accuracy |"]
+    settings = "\n<!-- not a result: settings -->\n| lr | 0.2 |\n|---|---|\n"
+    page.write_text(page.read_text().replace("| run | accuracy |", "| run | acc |") + settings)
+    assert len(docs.hand_typed_tables(copy)) == 1  # the marked settings table is allowed
