@@ -38,10 +38,17 @@ class Config(MaskedTaskConfig):
 
 
 def sweep_of(
-    config: Config, stages: Stages, model: LazyModel, order: Any, *, name: str = "sweep"
+    config: Config,
+    stages: Stages,
+    model: LazyModel,
+    order: Any,
+    *,
+    name: str = "sweep",
+    influential_k: int | None = None,
 ) -> SweepResult:
     """The removal sweep of ``order`` (trained weights, a head list or ``"influential"``) on
-    the config's prompt, as the stage ``name``."""
+    the config's prompt, as the stage ``name``; ``influential_k`` re-orders the first k heads of
+    the weight order by single-head influence (Figure 8)."""
 
     def compute(where: Any) -> SweepResult:
         task = config.task_object()
@@ -69,6 +76,7 @@ def sweep_of(
             every=config.every,
             chat=chat,
             progress=config.progress,
+            influential_k=influential_k,
         )
         result.save(where)
         result.save_figures(where)
