@@ -96,7 +96,7 @@ def run(config: Config) -> dict[str, Any]:
             top={pair: s.top(k) for pair, s in scores.items()},
             settings=dict(first.settings),
         )
-        for k in sorted({20, shared_k})
+        for k in sorted({min(20, total), shared_k})
     }
     ablation_ks = sorted({*config.ablation_k, max(1, round(PAPER_ABLATION_SHARE * total))})
     reference = scores[config.ablation_pair]

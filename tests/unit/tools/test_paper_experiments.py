@@ -63,3 +63,74 @@ def test_table41_and_figure8_over_words(tiny_everywhere, tmp_path):
     # more words later reuse the finished ones (the word count is not a stored setting)
     more = [("3" if a == "2" and argv[i - 1] == "--words" else a) for i, a in enumerate(argv)]
     assert figure8_many_words.main(more) == 0
+
+
+def test_alignment_heads_reports_the_papers_quantities(tiny_everywhere, tmp_path):
+    from analyses import alignment_heads
+
+    argv = ["--languages", "en,fr", "--n", "3", "--n-eval", "3", "--seeds", "1"]
+    argv += ["--ablation-k", "2", *RUN, "--out", str(tmp_path)]
+    assert alignment_heads.main(argv) == 0
+    numbers = json.loads((tmp_path / "numbers.json").read_text())
+    assert set(numbers["activity"]) == {"en-fr", "fr-en"}
+    for shares in numbers["activity"].values():  # the three groups partition the heads
+        groups = [v for k, v in shares.items() if k != "chance"]
+        assert sum(groups) == pytest.approx(1.0)
+    assert str(min(20, numbers["heads"])) in numbers["consistency"]
+    assert {row["heads ablated"] for row in numbers["ablation"]} >= {2}
+
+
+def test_own_versus_random_by_hand():
+    import pandas as pd
+
+    from analyses.lahis_languages import own_versus_random
+    from lens_heads.lahis.language_experiments import PerplexityExperiment
+
+    result = PerplexityExperiment.example()
+    rows = [("en", "en", d, 2.0, 2.0 + 0.5 * (d + 1), 2.0 + 0.1 * d) for d in range(6)]
+    result.documents = pd.DataFrame(
+        rows, columns=["masked", "evaluated", "document", "ce_base", "ce_masked", "ce_random"]
+    )
+    row = own_versus_random(result).iloc[0]
+    assert row["own CE rise"] == pytest.approx(0.5 * 3.5)  # mean of 0.5 .. 3.0
+    assert row["random CE rise"] == pytest.approx(0.25)  # mean of 0 .. 0.5
+    assert row["p (own heads cost more, one-sided Wilcoxon)"] == pytest.approx(1 / 64)
+
+
+def test_lahis_languages_runs_and_resumes(tiny_everywhere, tmp_path):
+    from analyses import lahis_languages
+
+    argv = ["--n-docs", "4", "--ppl-docs", "3", "--skip", "10", "--seeds", "0"]
+    argv += ["--targets", "fr", "--n-eval", "2", "--min-languages", "2", *RUN]
+    argv += ["--out", str(tmp_path)]
+    assert lahis_languages.main(argv) == 0
+    numbers = json.loads((tmp_path / "numbers.json").read_text())
+    assert numbers["languages"] == len(numbers["perplexity direction"]) <= 5
+    assert set(numbers["transfer"]) == {"fr"}
+    markers = {m: m.stat().st_mtime_ns for m in tmp_path.glob("*/.complete")}
+    assert len(markers) == 3
+    assert lahis_languages.main(argv) == 0
+    assert {m: m.stat().st_mtime_ns for m in markers} == markers
+
+
+def test_table4_shows_outputs_and_top_tokens(tiny_everywhere, tmp_path):
+    from analyses import table4_top_tokens
+
+    argv = ["--pairs", "en-fr", "--steps", "2", "--holdout", "8", "--sentences", "2"]
+    argv += ["--top-k", "3", "--max-new-tokens", "3", *RUN, "--out", str(tmp_path)]
+    assert table4_top_tokens.main(argv) == 0
+    numbers = json.loads((tmp_path / "numbers.json").read_text())["en-fr"]
+    assert numbers["sentences"] == len(numbers["rows"]) == 2
+    row = numbers["rows"][0]
+    assert len(row["top 3, masked"].split("' '")) == 3
+    assert 0 <= numbers["masked outputs in the target language"] <= 2
+
+    # with a mask of ones the masked run is the original run: same top tokens, and its output
+    # is the bare prompt's greedy continuation
+    config = table4_top_tokens.Config(sentences=2, holdout=8, top_k=3, max_new_tokens=3)
+    task = lh.get_task("en-fr")
+    table = table4_top_tokens.pair_table(
+        config, tiny_everywhere, task, lh.HeadMask.ones(tiny_everywhere)
+    )
+    assert (table["top 3, masked"] == table["top 3, original"]).all()
+    assert table["top 3, instructed"].ne(table["top 3, original"]).any()
