@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from analyses import figure2_sweep
-from analyses.figure8_many_words import PAPER_FRACTION
 from analyses._common import (
     LazyModel,
     command_line,
@@ -28,6 +27,7 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
+from analyses.figure8_many_words import PAPER_FRACTION
 from lens_heads.heads_up.sweep import SweepResult, plot_sweeps
 
 

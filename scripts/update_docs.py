@@ -174,7 +174,8 @@ def readme_mask_table(results: Path) -> str:
     return (
         f"SmolLM2, {n['tasks']} word tasks, {n['steps']} steps each: masks beat the original model "
         "and random masks by at least 0.3 accuracy on "
-        f"{n['accuracy gain >= 0.3 over original and random M (tasks)']} tasks with the end-of-turn "
+        f"{n['accuracy gain >= 0.3 over original and random M (tasks)']} tasks with the "
+        "end-of-turn "
         f"target and {n['accuracy gain >= 0.3, answer-only targets (tasks)']} with answer-only "
         f"targets ({numbers_source(n)})."
     )
@@ -186,7 +187,8 @@ def readme_alignment(results: Path) -> str:
     k, total = n["sparsity"]["gemma-3-270m"]
     chrf = n["ablation chrF++ (unmasked, alignment heads, random mean, random std)"]
     return (
-        f"On Gemma 3 270M (en→fr, built-in corpus), {k} of {total} heads pass 0.1, and removing the "
+        f"On Gemma 3 270M (en→fr, built-in corpus), {k} of {total} heads pass 0.1, and removing "
+        "the "
         f"top {n['k']} cuts chrF++ from {chrf[0]} to {chrf[1]} ({n['k']} random other heads: "
         f"{chrf[2]} ± {chrf[3]}; {numbers_source(n)})."
     )
@@ -234,8 +236,9 @@ def benchmark_table(results: Path) -> str:
         passed = passed and entry.get("same_outputs") is not False
         same = {True: "yes", False: "**no**", None: "—"}[entry.get("same_outputs")]
         lines.append(
-            f"| {_escape(entry['name'])} | {entry['baseline_s']:.2f} s → {entry['candidate_s']:.2f} s "
-            f"| {entry['ratio']:.2f} | {sense} {entry['target']:g} | {'yes' if passed else '**no**'} "
+            f"| {_escape(entry['name'])} | {entry['baseline_s']:.2f} s → "
+            f"{entry['candidate_s']:.2f} s | {entry['ratio']:.2f} | {sense} {entry['target']:g} | "
+            f"{'yes' if passed else '**no**'} "
             f"| {same} |"
         )
         machine = entry.get("machine") or summary.get("machine") or {}
