@@ -367,3 +367,67 @@ def tasks_per_head(load: Load) -> str:
         f"SmolLM2, {n['masks']} masks: {n['masks per head (mean)']} per head "
         f"{cite(load, 'table5/smollm2-135m-instruct-bfloat16')}"
     )
+
+
+def _t1(load: Load) -> dict[str, Any]:
+    return load("table1/gemma-3-270m")
+
+
+def table1(load: Load) -> str:
+    numbers = _t1(load)
+    cells = []
+    for pair, n in numbers.items():
+        if pair == "provenance":
+            continue
+        t = n["table"]
+        cells.append(
+            f"{pair} ({n['heads kept']} of {n['heads']} heads): answer CE "
+            f"{t['answer CE, Original']:.2f} original, {t['answer CE, w/ instruction']:.2f} "
+            f"instructed, {t['answer CE, w/ random M']:.2f} random M, {t['answer CE, w/ M']:.2f} M; "
+            f"ROUGE-L {t['ROUGE-L, Original']:.3f} / {t['ROUGE-L, w/ instruction']:.3f} / "
+            f"{t['ROUGE-L, w/ M']:.3f}"
+        )
+    return (
+        "Gemma 3 270M, 40 held-out built-in sentences per pair: "
+        + "; ".join(cells)
+        + f" {cite(load, 'table1/gemma-3-270m')}"
+    )
+
+
+def table1_verdict(load: Load) -> str:
+    pairs = {p: n["claims"] for p, n in _t1(load).items() if p != "provenance"}
+    helps = [p for p, c in pairs.items() if c["M helps (CE below original)"]]
+    matches = [p for p, c in pairs.items() if c["M matches or beats the instruction"]]
+    if len(matches) == len(pairs):
+        return "reproduced"
+    return (
+        f"**not reproduced**: the instructed model beats M on {len(pairs) - len(matches)} of "
+        f"{len(pairs)} pairs and lowers the CE below the original on {len(helps)} "
+        f"({', '.join(helps) or 'none'}); the base model does not translate (ROUGE-L stays near "
+        "the original), in line with the paper's few-head failure (C.1)"
+    )
+
+
+def random_translation(load: Load) -> str:
+    cells = [
+        f"{pair}: p = {pval(n['claims']['random M raises CE above the original: p'])}"
+        for pair, n in _t1(load).items()
+        if pair != "provenance"
+    ]
+    return (
+        "Gemma translation, random M above the original (one-sided Wilcoxon over sentences): "
+        + ", ".join(cells)
+        + f" {cite(load, 'table1/gemma-3-270m')}"
+    )
+
+
+def random_everywhere(load: Load) -> str:
+    return random_mask(load) + "; " + random_translation(load)
+
+
+def random_everywhere_verdict(load: Load) -> str:
+    pairs = [n["claims"]["random M hurts"] for p, n in _t1(load).items() if p != "provenance"]
+    word = random_verdict(load) == "reproduced"
+    if word and all(pairs):
+        return "reproduced"
+    return "partly" if word or any(pairs) else "not reproduced"
