@@ -80,3 +80,31 @@ def test_attention_transfer_cli(heads, tmp_path):
     assert len(saved["outputs"]["output"]) == 6
     assert all(0 <= rate <= 1 for rate in saved["summary"]["off_target"])
     assert (out / "figure.html").is_file()
+
+
+def test_importance_gradient_equals_finite_differences_on_gemma(gemma):
+    """Issue 23: gradients through TransformerBridge hooks can be silently zero or wrong; on the
+    real model each document's gradient for a few heads equals the central finite difference of
+    its loss in that head's mask value (computed with forward passes only)."""
+    import torch
+
+    from lens_heads.lahis.importance import document_losses, head_importance
+    from lens_heads.lahis.languages import load_texts_by_language
+
+    texts = load_texts_by_language()["fr"][:2]
+    result = head_importance(gemma, texts, dtype="float32", batch_size=1, progress=False)
+    n_layers, n_heads = result.gradients.shape[1:]
+    strongest = divmod(int(result.gradients[0].abs().argmax()), n_heads)
+    eps = 1e-2
+    for doc, text in enumerate(texts):
+        for layer, head in [strongest, (0, 0), (n_layers - 1, n_heads - 1)]:
+
+            def loss(value: float, layer: int = layer, head: int = head, text: str = text) -> float:
+                mask = torch.ones(n_layers, n_heads)
+                mask[layer, head] = value
+                return float(document_losses(gemma, [text], mask=mask, dtype="float32")[0])
+
+            estimate = (loss(1 + eps) - loss(1 - eps)) / (2 * eps)
+            gradient = result.gradients[doc, layer, head].item()
+            assert gradient == pytest.approx(estimate, rel=0.05, abs=2e-4), (doc, layer, head)
+    assert result.gradients.abs().max() > 1e-3  # not a comparison of zeros
