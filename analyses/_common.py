@@ -22,6 +22,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -35,6 +36,7 @@ from lens_heads.engine import MaskTrainingResult
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 _COMMAND: list[str] | None = None  # the command line of the analysis running from a shell
+_STARTED: float | None = None  # when that command started (time.monotonic)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -123,7 +125,8 @@ def command_line(
     """``main(argv)``: parse the config, run, print the summary the run wrote."""
 
     def main(argv: Sequence[str] | None = None) -> int:
-        global _COMMAND
+        global _COMMAND, _STARTED
+        _STARTED = time.monotonic()
         arguments = list(sys.argv[1:] if argv is None else argv)
         stem = Path(sys.modules[run.__module__].__file__ or "analysis").stem
         _COMMAND = ["python", "-m", f"analyses.{stem}", *arguments]
@@ -249,6 +252,8 @@ def write_outputs(
         provenance = {"command": " ".join(argv), "code": code_version(), "machine": machine()}
         # what training resolves dtype="auto" to here; inference always runs in float32
         provenance["precision"] = "bfloat16" if provenance["machine"]["native_bf16"] else "float32"
+        if _STARTED is not None:  # this invocation only: finished stages it reused cost nothing
+            provenance["seconds"] = round(time.monotonic() - _STARTED, 1)
         stored = {**numbers, "provenance": provenance}
         write_atomic(folder / "numbers.json", json.dumps(stored, indent=2, default=str))
     return write_atomic(folder / "summary.md", text)

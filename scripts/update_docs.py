@@ -257,6 +257,28 @@ def benchmark_table(results: Path) -> str:
     )
 
 
+def results_index(results: Path) -> str:
+    """Every stored result: its command, machine, precision, wall time and whether transcribed."""
+    lines = [
+        "| result | command | machine | precision | wall time | kind |",
+        "|---|---|---|---|---|---|",
+    ]
+    for file in sorted(results.glob("**/numbers.json")):
+        numbers = json.loads(file.read_text(encoding="utf-8"))
+        provenance = numbers.get("provenance", {})
+        command = provenance.get("command") or numbers.get("command", "")
+        machine = provenance.get("machine") or numbers.get("machine") or {}
+        precision = provenance.get("precision") or numbers.get("precision", "")
+        seconds = provenance.get("seconds")
+        wall = f"{seconds / 60:.1f} min" if seconds else ""
+        kind = "transcribed" if numbers.get("source") else "stored run"
+        where = file.parent.relative_to(results).as_posix() or "."
+        cells = [f"`{where}`", f"`{command}`" if command else "", machine.get("cpu", "")]
+        cells += [precision or "", wall, kind]
+        lines.append("| " + " | ".join(_escape(str(c)) for c in cells) + " |")
+    return "\n".join(lines)
+
+
 def numbers_source(numbers: dict[str, Any]) -> str:
     """Where a stored result came from, for a sentence: its precision, and transcribed or not."""
     precision = numbers.get("precision") or numbers.get("provenance", {}).get("precision", "?")
@@ -278,6 +300,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "readme_alignment": readme_alignment,
     "mask_table_changes": mask_table_changes,
     "benchmark_table": benchmark_table,
+    "results_index": results_index,
     "reproduction_heads_up": _pages(heads_up.heads_up_table),
     "reproduction_alignment": _pages(alignment.alignment_table),
     "reproduction_lahis": _pages(lahis.lahis_table),
