@@ -491,3 +491,17 @@ def test_load_refuses_a_foreign_or_missing_folder(tiny, tmp_path):
         LogitLensResult.load(tmp_path / "top")
     with pytest.raises(FileNotFoundError, match="saved result folder"):
         SimilarityResult.load(tmp_path / "nothing")
+
+
+def test_top_overlap_counts_shared_tokens_by_hand():
+    """Table 41's measure: per layer, the tokens two settings share among their top k."""
+    import dataclasses
+
+    import torch
+
+    model = lh.tiny_model(n_layers=1, n_heads=4)
+    lens = lh.logit_lens(model, "apple", instruction="Repeat.", top_k=3)
+    planted = torch.tensor([[[1, 2, 3], [4, 5, 6]], [[3, 9, 1], [7, 8, 9]]])
+    lens = dataclasses.replace(lens, top_ids=planted)
+    assert lens.top_overlap("original", "instructed") == [2, 0]
+    assert lens.top_overlap("instructed", "original") == [2, 0]
