@@ -49,6 +49,7 @@ __all__ = [
     "markdown_table",
     "mask_of",
     "parse",
+    "provenance_of",
     "stages_of",
     "trained_mask",
     "write_outputs",
@@ -249,14 +250,21 @@ def write_outputs(
     if links:
         text += f"\nFigures (interactive HTML):\n\n{links}\n"
     if numbers is not None:
-        provenance = {"command": " ".join(argv), "code": code_version(), "machine": machine()}
-        # what training resolves dtype="auto" to here; inference always runs in float32
-        provenance["precision"] = "bfloat16" if provenance["machine"]["native_bf16"] else "float32"
-        if _STARTED is not None:  # this invocation only: finished stages it reused cost nothing
-            provenance["seconds"] = round(time.monotonic() - _STARTED, 1)
-        stored = {**numbers, "provenance": provenance}
+        stored = {**numbers, "provenance": provenance_of(argv)}
         write_atomic(folder / "numbers.json", json.dumps(stored, indent=2, default=str))
     return write_atomic(folder / "summary.md", text)
+
+
+def provenance_of(argv: Sequence[str], started: float | None = None) -> dict[str, Any]:
+    """What a stored result records of how it was made: the command, the code version, the
+    machine, the training precision and (when known) the command's wall time so far."""
+    provenance = {"command": " ".join(argv), "code": code_version(), "machine": machine()}
+    # what training resolves dtype="auto" to here; inference always runs in float32
+    provenance["precision"] = "bfloat16" if provenance["machine"]["native_bf16"] else "float32"
+    started = _STARTED if started is None else started
+    if started is not None:  # this invocation only: finished stages it reused cost nothing
+        provenance["seconds"] = round(time.monotonic() - started, 1)
+    return provenance
 
 
 @dataclasses.dataclass

@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import lens_heads as lh
-from analyses._common import check_config
+from analyses._common import check_config, provenance_of
 from lens_heads.core.checks import resolve_mask
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.storage import write_atomic
@@ -162,9 +164,11 @@ def _cached(folder: Path, compute: Any) -> AlphaCurve:
     return curve
 
 
-def run(config: Config, model: Any = None) -> Figure6Result:
+def run(config: Config, model: Any = None, command: Sequence[str] = ()) -> Figure6Result:
     """Train or load the mask, compute the curve and Table 8 (each reused when saved), write
     ``figure6.html``, ``summary.md`` and ``summary.json``."""
+    started = time.monotonic()
+    command = list(command) or ["(run from Python)"]
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     check_config(config, out)
@@ -191,6 +195,14 @@ def run(config: Config, model: Any = None) -> Figure6Result:
         write_atomic(out / "figure6.html", curve.plot().to_html(include_plotlyjs=True)),
         write_atomic(out / "summary.md", result.to_markdown()),
         write_atomic(out / "summary.json", json.dumps(result.summary(), indent=1, default=str)),
+        write_atomic(
+            out / "numbers.json",
+            json.dumps(
+                {**result.summary(), "provenance": provenance_of(command, started)},
+                indent=1,
+                default=str,
+            ),
+        ),
     ]
     return result
 
@@ -252,7 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         progress=not args.no_progress,
     )
-    result = run(config)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    result = run(config, command=["python", "-m", "analyses.figure6_alpha", *arguments])
     print(result.to_markdown())
     return 0
 

@@ -412,6 +412,9 @@ def test_figure6_analysis_trains_evaluates_resumes_and_guards_its_folder(
     curve = AlphaCurve.load(out / "curve")
     assert curve.alphas == [0.0, 0.5, 1.0] and summary["best_alpha_on_curve"] == curve.best_alpha
     assert [row["alpha"] for row in summary["table8"]][:2] == [1.0, 0.0]
+    numbers = json.loads((out / "numbers.json").read_text())  # the summary and its provenance
+    assert numbers["provenance"]["command"].startswith("python -m analyses.figure6_alpha")
+    assert numbers["best_alpha_on_curve"] == summary["best_alpha_on_curve"]
     stamps = {p: (out / p).stat().st_mtime_ns for p in files[:3]}
     assert figure6_alpha.main(argv) == 0, "a second run reuses the finished parts"
     assert {p: (out / p).stat().st_mtime_ns for p in stamps} == stamps
