@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from reproduction import NOT_COVERED, Load, Row, cite, table
+from typing import Any
+
+from reproduction import NOT_COVERED, Load, Row, cite, pval, table
 
 
 # -- LAHIS (the repository README; it reports no numbers) ----------------------------------------
@@ -78,6 +80,81 @@ def _transfer_verdict(load: Load) -> str:
     return (
         f"not testable on this model: the off-target rate is {rates[0]:g} or {rates[1]:g} before "
         f"any transfer; the transfer changes chrF++ by {chrf[1] - chrf[0]:+.1f}"
+    )
+
+
+def _languages(load: Load) -> dict[str, Any]:
+    return load("lahis_languages/gemma-3-270m")
+
+
+def perplexity_all(load: Load) -> str:
+    n = _languages(load)
+    paired = {row["masked"]: row for row in n["own versus random"]}
+    cells = []
+    for row in n["perplexity direction"]:
+        test = paired.get(row["masked"], {})
+        p = test.get("p (own heads cost more, one-sided Wilcoxon)")
+        cells.append(
+            f"{row['masked']} ({row['n_heads']} heads): own {row['own_rise']:+.0%}, largest other "
+            f"{row['max_other_rise']:+.0%}, random {row['random_rise']:+.0%}"
+            + ("" if p is None else f", p = {pval(p)}")
+        )
+    return (
+        "Gemma, perplexity rise of each language with one language's specific heads removed (p: "
+        "its own documents rise more than with random heads, paired one-sided): "
+        + "; ".join(cells)
+        + f" {cite(load, 'lahis_languages/gemma-3-270m')}"
+    )
+
+
+def perplexity_all_verdict(load: Load) -> str:
+    n = _languages(load)
+    most = n["languages whose own perplexity rose most"]
+    significant = sum(
+        row["p (own heads cost more, one-sided Wilcoxon)"] < 0.01 for row in n["own versus random"]
+    )
+    total = n["languages"]
+    word = "reproduced" if most == total and significant == total else "partly"
+    return (
+        f"{word}: own language hurt most for {most} of {total}; its own heads cost more than "
+        f"random ones at 0.01 for {significant} of {total}"
+    )
+
+
+def transfer_all(load: Load) -> str:
+    n = _languages(load)
+    cells = []
+    for target, rows in n["transfer"].items():
+        parts = [
+            f"{row['setting']}: off-target {row['off_target']:.2f}, chrF++ {row['chrf_pp']:.1f}"
+            for row in rows
+        ]
+        cells.append(f"en→{target}: " + ", ".join(parts))
+    return (
+        "Gemma, one demonstration, target heads strengthened and source heads weakened: "
+        + "; ".join(cells)
+        + f" {cite(load, 'lahis_languages/gemma-3-270m')}"
+    )
+
+
+def transfer_all_verdict(load: Load) -> str:
+    n = _languages(load)
+    fewer = lower_chrf = testable = 0
+    for rows in n["transfer"].values():
+        base = next(r for r in rows if r["setting"] == "original")
+        scaled = [r for r in rows if r["setting"] != "original"]
+        if base["off_target"] > 0:
+            testable += 1
+            fewer += any(r["off_target"] < base["off_target"] for r in scaled)
+        lower_chrf += all(r["chrf_pp"] < base["chrf_pp"] for r in scaled)
+    if not testable:
+        return (
+            "not testable on this model: no off-target output to reduce; the transfer lowers "
+            f"chrF++ on {lower_chrf} of {len(n['transfer'])} targets"
+        )
+    return (
+        f"{'partly' if fewer else 'not reproduced'}: fewer off-target outputs on {fewer} of "
+        f"{testable} targets that had any; chrF++ lower on {lower_chrf} of {len(n['transfer'])}"
     )
 
 
