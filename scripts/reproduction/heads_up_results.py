@@ -287,7 +287,7 @@ def table5(load: Load) -> str:
         "Not measurable: one model per shape offline. Our own, different analysis (task against "
         f"task on SmolLM2, {n['task pairs']} pairs of {n['masks']} masks): mean Jaccard "
         f"{n['mean Jaccard']} against {n['mean random Jaccard (eq. 4)']} for random masks "
-        f"(eq. 4), above on {n['pairs above random']} of {n['task pairs']}; a head is kept by "
+        f"(the exact expectation that eq. 4 approximates), above on {n['pairs above random']} of {n['task pairs']}; a head is kept by "
         f"{n['masks per head (mean)']} of {n['masks']} masks on average "
         f"{cite(load, 'table5/smollm2-135m-instruct-bfloat16')}"
     )

@@ -48,9 +48,11 @@ def test_alignment_heads_small(gemma_everywhere, tmp_path):
     for shares in numbers["activity"].values():
         assert sum(v for k, v in shares.items() if k != "chance") == pytest.approx(1.0)
         assert shares["alignment heads"] > 0  # Gemma has alignment heads on every pair
-    assert numbers["consistency"]["20"]["random expectation"] == pytest.approx(
-        20 * 20 / 72 / (40 - 20 * 20 / 72)
-    )
+    from scipy.stats import hypergeom
+
+    overlap = hypergeom(72, 20, 20)  # the exact expectation (the paper's eq. 4 approximates it)
+    exact = sum(overlap.pmf(i) * i / (40 - i) for i in range(21))
+    assert numbers["consistency"]["20"]["random expectation"] == pytest.approx(exact)
 
 
 def test_lahis_languages_small(gemma_everywhere, tmp_path):
