@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lens_heads.cli import alignment, common, core, doctor, engine, grid, heads_up, lahis
-from lens_heads.core.checks import each_warning_once
+from lens_heads.core.checks import InputWarning, each_warning_once
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -72,15 +72,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         kind = "note" if issubclass(category, DeprecationWarning) else "warning"
         return f"lens-heads {args.command}: {kind}: {message}\n"
 
-    show = warnings.formatwarning
-    warnings.formatwarning = one_line  # a warning is one line too
-    try:
-        with each_warning_once():
-            return handlers[args.command](args)
-    except (ValueError, KeyError, OSError, RuntimeError) as error:  # one line, no traceback
-        message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        message = " ".join(str(message).split())  # one line even for multi-line messages
-        print(f"lens-heads {args.command}: error: {message}", file=sys.stderr)
-        return 2
-    finally:
-        warnings.formatwarning = show
+    def show(message: Any, category: type, *rest: Any, **kw: Any) -> None:
+        print(one_line(message, category), end="", file=sys.stderr)
+
+    # A warning is one line on stderr, whoever else listens to warnings (a notebook, pytest):
+    # the command installs its own display for its duration; input warnings are said each
+    # time (each_warning_once keeps one of each message per command).
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        warnings.simplefilter("always", InputWarning)
+        try:
+            with each_warning_once():
+                return handlers[args.command](args)
+        except (ValueError, KeyError, OSError, RuntimeError) as error:  # one line, no traceback
+            message = error.args[0] if isinstance(error, KeyError) and error.args else error
+            message = " ".join(str(message).split())  # one line even for multi-line messages
+            print(f"lens-heads {args.command}: error: {message}", file=sys.stderr)
+            return 2
