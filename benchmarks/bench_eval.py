@@ -8,9 +8,10 @@ from benchmarks.harness import BenchmarkResult, compare
 def bench_eval_batching(quick: bool) -> BenchmarkResult:
     """``lh.evaluate`` of 100 antonym examples (instructed; greedy generation + teacher-forced
     answer CE) on SmolLM2 with batch_size=16 vs batch_size=1 (target >= 4x); both must give the
-    same 100 predictions and answer CEs within 1e-4 (float32 sums reorder with the batch's shape and
-padding: 2.6e-5 measured on an AMD EPYC without bf16, on answer CEs of a few nats). The task has 281 examples, so the last 100
-    really are 100 (a task under 200 examples evaluates half)."""
+    same 100 predictions and answer CEs within 1e-4 (float32 sums reorder with the batch's shape
+    and padding: 2.6e-5 measured on an AMD EPYC without bf16, on answer CEs of a few nats). The
+    task has 281 examples, so the last 100 really are 100 (a task under 200 examples evaluates
+    half)."""
     import lens_heads as lh
 
     model = lh.load_model("smollm2-135m-instruct")
