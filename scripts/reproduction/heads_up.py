@@ -24,6 +24,8 @@ from reproduction.heads_up_results import (
     table1,
     table1_verdict,
     table3,
+    table4,
+    table4_verdict,
     table5,
     table6,
     table6_shared_verdict,
@@ -228,9 +230,9 @@ HEADS_UP: list[tuple[str, Row]] = [
             "Larger models trigger translation through the mask more reliably; the top tokens "
             "under the mask lean to the target language.",
             "Qwen2.5-0.5B/1.5B/larger-inst, one sentence; 0.5B en-de answers in English.",
-            "Not covered: needs several sizes of one family (`lh.top_tokens` gives the top tokens).",
-            "",
-            NOT_COVERED,
+            table4,
+            "no: one size, base model, built-in sentences",
+            table4_verdict,
         ),
     ),
     (

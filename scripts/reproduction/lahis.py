@@ -20,23 +20,12 @@ def _gradient(load: Load) -> str:
 
 
 def _language_heads(load: Load) -> str:
-    n = load("language_heads/gemma-3-270m")
-    specific = "; ".join(f"{lang} {' '.join(h)}" for lang, h in n["specific"].items())
+    n = load("lahis_languages/gemma-3-270m")
+    specific = "; ".join(f"{lang} {' '.join(h)}" for lang, h in n["heads"]["specific"].items())
+    general = " ".join(n["heads"]["general"]) or "none"
     return (
-        f"Gemma, {n['docs per language']} sentences per language: general {' '.join(n['general'])}; "
-        f"specific {specific} {cite(load, 'language_heads/gemma-3-270m')}"
-    )
-
-
-def _perplexity(load: Load) -> str:
-    n = load("language_perplexity/gemma-3-270m")
-    fr = n["perplexity change removing fr heads (fr, zh, en, random)"]
-    en = n["perplexity change removing en heads (en, zh)"]
-    return (
-        f"Gemma, {n['held-out sentences']} held-out sentences: removing fr's heads fr {fr[0]:+.0%}"
-        f" (random heads {fr[3]:+.0%}); removing en's heads en {en[0]:+.0%}, zh {en[1]:+.0%}; own "
-        f"language rose most for {n['languages whose own perplexity rose most']} of "
-        f"{n['languages']} {cite(load, 'language_perplexity/gemma-3-270m')}"
+        f"Gemma, 16 sentences per language, quantile 0.9: general {general}; specific {specific} "
+        f"{cite(load, 'lahis_languages/gemma-3-270m')}"
     )
 
 
@@ -57,30 +46,6 @@ def _soft_mask_verdict(load: Load) -> str:
     ce = n["answer CE (no mask, top head, random mean, random std)"]
     inside = abs(ce[1] - ce[2]) <= ce[3]
     return "not reproduced here" + (" (inside the random heads' spread)" if inside else "")
-
-
-def _transfer(load: Load) -> str:
-    n = load("attention_transfer/gemma-3-270m")
-    fr = n["en-fr, 1 shot"]
-    zh = n["en-zh, 0 shots"]
-    chrf = fr["chrF++ (original, x3)"]
-    return (
-        f"Gemma en→fr, 1 shot, {fr['sentences']} sentences: chrF++ {chrf[0]:.1f} → {chrf[1]:.1f} "
-        f"with ×3, off-target {fr['off-target rate (original, x3)'][0]} before and after; en→zh "
-        f"zero-shot: off-target {zh['off-target rate (original, x3, x5)'][0]} in every setting "
-        f"(the base model copies the input) {cite(load, 'attention_transfer/gemma-3-270m')}"
-    )
-
-
-def _transfer_verdict(load: Load) -> str:
-    n = load("attention_transfer/gemma-3-270m")
-    rates = n["en-fr, 1 shot"]["off-target rate (original, x3)"][:1]
-    rates += n["en-zh, 0 shots"]["off-target rate (original, x3, x5)"][:1]
-    chrf = n["en-fr, 1 shot"]["chrF++ (original, x3)"]
-    return (
-        f"not testable on this model: the off-target rate is {rates[0]:g} or {rates[1]:g} before "
-        f"any transfer; the transfer changes chrF++ by {chrf[1] - chrf[0]:+.1f}"
-    )
 
 
 def _languages(load: Load) -> dict[str, Any]:
@@ -184,9 +149,9 @@ LAHIS: list[tuple[str, Row]] = [
         Row(
             "Removing a language's heads hurts that language's perplexity most.",
             "No numbers.",
-            _perplexity,
-            "no: 8 sentences, quantile 0.9",
-            "partly: on fr and zh, not on en; random heads move perplexity as much",
+            perplexity_all,
+            "no: other languages, 20 held-out sentences each, heads at quantile 0.9",
+            perplexity_all_verdict,
         ),
     ),
     (
@@ -205,9 +170,9 @@ LAHIS: list[tuple[str, Row]] = [
             "Strengthening the target language's heads steers generation into the target "
             "language (fewer off-target outputs).",
             "No numbers.",
-            _transfer,
-            "no: no off-target problem to fix in one setting, no instruction following in the other",
-            _transfer_verdict,
+            transfer_all,
+            "no: a base model with one demonstration, 20 sentences per target",
+            transfer_all_verdict,
         ),
     ),
     (
