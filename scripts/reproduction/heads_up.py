@@ -11,8 +11,8 @@ from reproduction.heads_up_results import (
     figure3_verdict,
     figure4,
     figure5,
-    figure6,
-    figure6_verdict,
+    figure6_both,
+    figure6_both_verdict,
     figure7,
     figure7_verdict,
     figure8,
@@ -32,6 +32,8 @@ from reproduction.heads_up_results import (
     table6_unused_verdict,
     table7,
     table7_verdict,
+    table8_translation,
+    table8_translation_verdict,
     table41,
     table41_verdict,
     tasks_per_head,
@@ -126,9 +128,9 @@ HEADS_UP: list[tuple[str, Row]] = [
             "With the instruction, scaling the heads outside M by a small α gives a lower PPL than "
             "α = 1 and α = 0.",
             "Llama3.1-8B-inst, 6 XNLI pairs: α = 0 below α = 1 on all six; lowest near α = 0.2-0.3.",
-            figure6,
-            "no: word task instead of translation",
-            figure6_verdict,
+            figure6_both,
+            "partly: translation on Gemma is the paper's task; capitalize on SmolLM2 is not",
+            figure6_both_verdict,
         ),
     ),
     (
@@ -138,10 +140,9 @@ HEADS_UP: list[tuple[str, Row]] = [
             "further gain.",
             "Llama3.1-8B-inst, IWSLT2017, BLEU instructed / M / scaled M: en-fr 0.699 / 0.716 / "
             "0.717, en-de 0.657 / 0.674 / 0.678; scaled beats M on 4 of 6 pairs.",
-            "Not yet run on a stored result: `python -m analyses.figure6_alpha --model "
-            "gemma-3-270m --task en-fr --mask runs/table1/gemma-3-270m/training_en-fr`.",
-            "no",
-            "not yet measured",
+            table8_translation,
+            "partly: the paper's metric and task (BLEU, translation), a 270M base model",
+            table8_translation_verdict,
         ),
     ),
     (

@@ -505,3 +505,21 @@ def table4_verdict(load: Load) -> str:
         else "the small-model failure the paper shows for Qwen2.5-0.5B"
     )
     return f"partly: {found} ({translated} of {total}); one size cannot show the scaling"
+
+
+def figure6_both(load: Load) -> str:
+    n = _t8(load)
+    return (
+        figure6(load)
+        + f"; Gemma en→fr (translation, {n['n_eval']} sentences): instructed answer CE "
+        f"{n['answer_ce_alpha_1']:.2f} at α = 1, {n['answer_ce_alpha_0']:.2f} at α = 0, lowest at α = "
+        f"{n['best_alpha_on_curve']:g} {cite(load, 'figure6/gemma-3-270m-en-fr')}"
+    )
+
+
+def figure6_both_verdict(load: Load) -> str:
+    n = _t8(load)
+    word = figure6_verdict(load)
+    if n["answer_ce_alpha_0"] < n["answer_ce_alpha_1"]:
+        return word + "; on translation too"
+    return word + "; on translation **not reproduced**: the full model (α = 1) is lowest"
