@@ -125,7 +125,11 @@ def test_the_checkpoints_tokenizer_changes_only_smollm2_plain_text(request, fixt
     for text in ["apple", "The capital of France is"]:
         if fixture == "smollm2":
             assert encode_text(ours, text, chat=True) == encode_text(theirs, text, chat=True)
-            assert encode_text(theirs, text) == [ours.bos_token_id, *encode_text(ours, text)]
+            plain = encode_text(ours, text)
+            # the checkpoint's tokenizer adds no BOS to plain text; TransformerLens's copy adds
+            # at most that one token (whether it does depends on the tokenizer's version)
+            assert plain[0] != ours.bos_token_id
+            assert encode_text(theirs, text) in (plain, [ours.bos_token_id, *plain])
         else:
             assert encode_text(ours, text) == encode_text(theirs, text)
             assert encode_text(ours, text)[0] == ours.bos_token_id

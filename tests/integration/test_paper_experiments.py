@@ -58,8 +58,8 @@ def test_alignment_heads_small(gemma_everywhere, tmp_path):
 def test_lahis_languages_small(gemma_everywhere, tmp_path):
     from analyses import lahis_languages
 
-    argv = ["--n-docs", "6", "--ppl-docs", "6", "--seeds", "0", "--targets", "fr"]
-    argv += ["--n-eval", "3"]
+    argv = ["--n-docs", "4", "--ppl-docs", "4", "--seeds", "0", "--targets", "fr"]
+    argv += ["--n-eval", "2"]
     argv += [*RUN, "--out", str(tmp_path)]
     assert lahis_languages.main(argv) == 0
     numbers = json.loads((tmp_path / "numbers.json").read_text())

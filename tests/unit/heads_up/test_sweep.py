@@ -256,11 +256,12 @@ def test_cli_sweep_with_a_training_folder_a_mask_file_and_labels(
     assert result.reference_prompt == "Repeat the word.\n\nInput:\n\napple\n\nOutput:\n\n"
     for name in ["sweep.csv", "outputs.md", "ranks.html", "similarity.html"]:
         assert (out / name).is_file(), name
-    # a binary mask file warns that ties are broken by head index
+    # a binary mask file warns that ties are broken by head index: one line on stderr
     out = tmp_path / "from-mask"
     argv = [*base, "--mask", str(tmp_path / "run" / "mask.safetensors"), "--out", str(out)]
-    with pytest.warns(UserWarning, match="binary mask"):
-        assert main(argv) == 0
+    assert main(argv) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if "binary mask" in line]
+    assert len(warned) == 1 and warned[0].startswith("lens-heads sweep: warning: ")
     assert SweepResult.load(out).order == [
         f"L{layer}H{head}" for layer, head in removal_order(tiny_cli, training.mask)
     ]
