@@ -168,11 +168,17 @@ def consistency_verdict(load: Load) -> str:
     return "partly: far above random, below the paper's 0.8 mean and 0.6 floor"
 
 
+def _ablation_by_k(numbers: dict[str, Any]) -> dict[int, dict[str, dict[str, Any]]]:
+    """The stored ablation rows by number of heads ablated, then by setting."""
+    by: dict[int, dict[str, dict[str, Any]]] = {}
+    for row in numbers["ablation"]:
+        by.setdefault(row["heads ablated"], {})[row["setting"]] = row
+    return by
+
+
 def ablation_ours(load: Load) -> str:
     n = _heads(load)
-    by = {}
-    for row in n["ablation"]:
-        by.setdefault(row["heads ablated"], {})[row["setting"]] = row
+    by = _ablation_by_k(n)
     cells = []
     for k, rows in sorted(by.items()):
         base, cut, rand = rows["unmasked"], rows["ablated"], rows["random"]
@@ -191,9 +197,7 @@ def ablation_ours(load: Load) -> str:
 
 def ablation_ours_verdict(load: Load) -> str:
     n = _heads(load)
-    by = {}
-    for row in n["ablation"]:
-        by.setdefault(row["heads ablated"], {})[row["setting"]] = row
+    by = _ablation_by_k(n)
     large = [k for k, r in by.items() if r["unmasked"]["chrf"] - r["ablated"]["chrf"] > 25]
     minimal = [k for k, r in by.items() if r["unmasked"]["chrf"] - r["random"]["chrf"] < 5]
     return (

@@ -369,16 +369,19 @@ def tasks_per_head(load: Load) -> str:
     )
 
 
+def _per_pair(numbers: dict[str, Any]) -> dict[str, Any]:
+    """A per-pair result without its provenance entry."""
+    return {pair: value for pair, value in numbers.items() if pair != "provenance"}
+
+
 def _t1(load: Load) -> dict[str, Any]:
-    return load("table1/gemma-3-270m")
+    return _per_pair(load("table1/gemma-3-270m"))
 
 
 def table1(load: Load) -> str:
     numbers = _t1(load)
     cells = []
     for pair, n in numbers.items():
-        if pair == "provenance":
-            continue
         t = n["table"]
         cells.append(
             f"{pair} ({n['heads kept']} of {n['heads']} heads): answer CE "
@@ -395,7 +398,7 @@ def table1(load: Load) -> str:
 
 
 def table1_verdict(load: Load) -> str:
-    pairs = {p: n["claims"] for p, n in _t1(load).items() if p != "provenance"}
+    pairs = {p: n["claims"] for p, n in _t1(load).items()}
     helps = [p for p, c in pairs.items() if c["M helps (CE below original)"]]
     matches = [p for p, c in pairs.items() if c["M matches or beats the instruction"]]
     if len(matches) == len(pairs):
@@ -412,7 +415,6 @@ def random_translation(load: Load) -> str:
     cells = [
         f"{pair}: p = {pval(n['claims']['random M raises CE above the original: p'])}"
         for pair, n in _t1(load).items()
-        if pair != "provenance"
     ]
     return (
         "Gemma translation, random M above the original (one-sided Wilcoxon over sentences): "
@@ -426,7 +428,7 @@ def random_everywhere(load: Load) -> str:
 
 
 def random_everywhere_verdict(load: Load) -> str:
-    pairs = [n["claims"]["random M hurts"] for p, n in _t1(load).items() if p != "provenance"]
+    pairs = [n["claims"]["random M hurts"] for n in _t1(load).values()]
     word = random_verdict(load) == "reproduced"
     if word and all(pairs):
         return "reproduced"
@@ -472,14 +474,12 @@ def table8_translation_verdict(load: Load) -> str:
 
 
 def _t4(load: Load) -> dict[str, Any]:
-    return load("table4/gemma-3-270m")
+    return _per_pair(load("table4/gemma-3-270m"))
 
 
 def table4(load: Load) -> str:
     cells = []
     for pair, n in _t4(load).items():
-        if pair == "provenance":
-            continue
         first = n["rows"][0]
         top = next(key for key in first if key.startswith("top ") and key.endswith("masked"))
         cells.append(
@@ -496,7 +496,7 @@ def table4(load: Load) -> str:
 
 
 def table4_verdict(load: Load) -> str:
-    pairs = [n for p, n in _t4(load).items() if p != "provenance"]
+    pairs = list(_t4(load).values())
     translated = sum(n["masked outputs in the target language"] for n in pairs)
     total = sum(n["sentences"] for n in pairs)
     found = (
