@@ -128,6 +128,7 @@ def command_line(
     def main(argv: Sequence[str] | None = None) -> int:
         global _COMMAND, _STARTED
         _STARTED = time.monotonic()
+        code_version()  # hash the source as the command starts, not after edits made meanwhile
         arguments = list(sys.argv[1:] if argv is None else argv)
         stem = Path(sys.modules[run.__module__].__file__ or "analysis").stem
         _COMMAND = ["python", "-m", f"analyses.{stem}", *arguments]

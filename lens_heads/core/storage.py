@@ -318,8 +318,13 @@ class Stages:
     """
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
+        from lens_heads.core.provenance import code_version
+
         self.folder = Path(folder)
         self.seconds: dict[str, float] = {}
+        # the code as the run starts: a source edited while a stage computes must not be
+        # recorded as the code that computed it
+        self.code = code_version()
 
     def provenance(self, name: str) -> dict[str, Any]:
         """What the stage's marker recorded (empty when it has none)."""
@@ -327,19 +332,17 @@ class Stages:
 
     def done(self, name: str) -> bool:
         """Whether the stage finished, computed by this code."""
-        from lens_heads.core.provenance import code_version
-
-        return self.provenance(name).get("code") == code_version()
+        return self.provenance(name).get("code") == self.code
 
     def __call__(
         self, name: str, compute: Callable[[Path], Any], load: Callable[[Path], Any]
     ) -> Any:
-        from lens_heads.core.provenance import code_version, machine
+        from lens_heads.core.provenance import machine
 
         where = self.folder / name
         marker = where / ".complete"
         recorded = self.provenance(name)
-        if marker.is_file() and recorded.get("code") == code_version():
+        if marker.is_file() and recorded.get("code") == self.code:
             self.seconds[name] = float(recorded.get("seconds", math.nan))
             return load(where)
         if marker.is_file():
@@ -347,12 +350,12 @@ class Stages:
                 "recomputing %s: computed by other code (%s, now %s)",
                 where,
                 recorded.get("code"),
-                code_version(),
+                self.code,
             )
             shutil.rmtree(where)
         start = time.perf_counter()
         result = compute(where)
         self.seconds[name] = round(time.perf_counter() - start, 1)
-        stamp = {"seconds": self.seconds[name], "code": code_version(), "machine": machine()}
+        stamp = {"seconds": self.seconds[name], "code": self.code, "machine": machine()}
         write_atomic(marker, json.dumps(stamp, indent=1))
         return result

@@ -67,3 +67,22 @@ def test_lahis_languages_small(gemma_everywhere, tmp_path):
     rows = numbers["transfer"]["fr"]
     assert {row["setting"] for row in rows} >= {"original"}
     assert all(0 <= row["off_target"] <= 1 for row in rows)
+
+
+def test_table3_few_shot_small(monkeypatch, smollm2, tmp_path):
+    """The hybrid mask, per-task masks and the unseen task on SmolLM2 at tiny settings: every
+    row of the paper's layout is there and the claims are tested per task."""
+    from analyses import table3_few_shot
+
+    monkeypatch.setattr(lh, "load_model", lambda spec, **kw: smollm2)
+    argv = ["--tasks", "antonym,capitalize_first_letter", "--unseen", "country-capital"]
+    argv += ["--per-task", "--shots", "1", "--n-per-task", "8", "--steps", "2", "--n-eval", "4"]
+    argv += ["--random-seeds", "0", *RUN, "--out", str(tmp_path)]
+    assert table3_few_shot.main(argv) == 0
+    numbers = json.loads((tmp_path / "numbers.json").read_text())
+    assert numbers["heads"] == 270 and 0 < numbers["heads kept (hybrid)"] <= 270
+    settings = {(row["task"], row["setting"]) for row in numbers["rows"]}
+    assert ("country-capital (unseen)", "w/ M of hybrid") in settings
+    assert ("antonym", "w/ M of the task") in settings
+    tasks = {"antonym", "capitalize_first_letter", "country-capital (unseen)"}
+    assert set(numbers["claims"]) == tasks

@@ -97,3 +97,26 @@ def test_a_stage_from_other_code_is_recomputed(tmp_path, monkeypatch):
     assert stages.provenance("stage")["code"] == other and stages.done("stage")
     (tmp_path / "stage" / ".complete").write_text(json.dumps({"seconds": 1.0}))  # older lens_heads
     assert Stages(tmp_path)("stage", compute(4), load) == (4, True), "no version: recomputed"
+
+
+def test_a_stage_records_the_code_its_run_started_with(tmp_path, monkeypatch):
+    """A source edited while a long stage computes is not the code that computed it: the
+    marker records the code as the run started, so the edited code recomputes the stage."""
+    import json
+
+    from lens_heads.core import provenance
+    from lens_heads.core.storage import Stages
+
+    source = {"hash": "before-the-edit"}  # what hashing the source files would give now
+    monkeypatch.setattr(provenance, "source_hash", lambda: source["hash"])
+    stages = Stages(tmp_path)
+
+    def compute(where):
+        source["hash"] = "after-the-edit"  # a file edited while the stage runs
+        where.mkdir(parents=True)
+        return "computed"
+
+    assert stages("stage", compute, lambda where: "loaded") == "computed"
+    marker = json.loads((tmp_path / "stage" / ".complete").read_text())
+    assert marker["code"]["source"] == "before-the-edit"
+    assert Stages(tmp_path)("stage", compute, lambda where: "loaded") == "computed"

@@ -31,8 +31,28 @@ def test_table3_has_the_papers_rows_and_an_unseen_task(tiny_everywhere, tmp_path
             assert (task, setting) in settings, (task, setting)
         assert (task, "w/ M of the task") in settings
     assert (tmp_path / "training_present-past").is_dir() and (tmp_path / "training").is_dir()
+    claims = json.loads((tmp_path / "numbers.json").read_text())["claims"]
+    assert set(claims) == {"capitalize", "next_item", "present-past (unseen)"}
+    for found in claims.values():
+        assert 0 <= found["hybrid M above the original: p"] <= 1
+        assert isinstance(found["own M at or above the instruction"], bool)
     with pytest.raises(ValueError, match="is one of --tasks"):
         table3_few_shot.main([*argv[:-2], "--unseen", "capitalize", "--out", str(tmp_path / "x")])
+
+
+def test_more_often_right_by_hand():
+    import pandas as pd
+
+    from analyses.table3_few_shot import more_often_right
+
+    first = pd.Series([1, 1, 1, 0, 1, 0, 0], index=range(7))
+    second = pd.Series([0, 0, 0, 1, 1, 0, 0], index=range(7))
+    # 3 queries only ``first`` gets right, 1 only ``second``: P(X >= 3 | n=4, 1/2) = 5/16
+    assert more_often_right(first, second) == pytest.approx(5 / 16)
+    assert more_often_right(second, first) == pytest.approx(15 / 16)  # P(X >= 1 | n=4)
+    # aligned on the query index, not on the position
+    assert more_often_right(first, second[::-1]) == pytest.approx(5 / 16)
+    assert more_often_right(first, first) == 1.0
 
 
 def test_table1_translation_runs_resumes_and_tests_the_claims(tiny_everywhere, tmp_path):
@@ -134,3 +154,26 @@ def test_table4_shows_outputs_and_top_tokens(tiny_everywhere, tmp_path):
     )
     assert (table["top 3, masked"] == table["top 3, original"]).all()
     assert table["top 3, instructed"].ne(table["top 3, original"]).any()
+
+
+def test_the_table3_grid_files_are_what_the_analysis_trains_and_evaluates(tmp_path):
+    """docs/grids/table3_few_shot.toml trains on shipped k-shot files: they must equal a fresh
+    export, and the grid's held-out split must be the queries the analysis evaluates."""
+    from pathlib import Path
+
+    from analyses.table3_few_shot import Config, _queries, export_tasks
+    from lens_heads.core.checks import InputWarning
+
+    shipped = Path(__file__).resolve().parents[3] / "docs" / "grids" / "table3_few_shot"
+    config = Config(unseen="country-capital")
+    with pytest.warns(InputWarning, match="country-capital"):
+        written = export_tasks(config, tmp_path)
+    assert sorted(p.name for p in written) == sorted(p.name for p in shipped.glob("*.jsonl"))
+    for path in written:
+        assert path.read_bytes() == (shipped / path.name).read_bytes(), path.name
+    task = lh.get_task(shipped / "antonym.jsonl")
+    assert task.instruction == lh.get_task("antonym").instruction
+    train, held_out = task.split(config.n_eval)
+    evaluated = _queries(config, "antonym").examples[-config.n_eval :]
+    assert [e.input for e in held_out.examples] == [e.input for e in evaluated]
+    assert not {e.input for e in held_out.examples} & {e.input for e in train.examples}
