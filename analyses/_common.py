@@ -146,6 +146,10 @@ def command_line(
 #: Config fields that do not change what a run computes (not stored, not compared).
 UNSTORED_FIELDS = ("out", "progress")
 
+#: The level of every one-sided test the analyses report (the verdict rule of
+#: docs/reproduction.md).
+LEVEL = 0.01
+
 
 def check_config(config: Any, out: str | os.PathLike[str]) -> None:
     """Record ``config`` (every field of the dataclass but :data:`UNSTORED_FIELDS` and the

@@ -29,6 +29,7 @@ from scipy import stats
 
 import lens_heads as lh
 from analyses._common import (
+    LEVEL,
     LazyModel,
     command_line,
     help_of,
@@ -38,8 +39,6 @@ from analyses._common import (
     write_outputs,
 )
 from lens_heads.engine import EvaluationResult
-
-LEVEL = 0.01
 
 #: The paper's Table 1, Llama3.1-8B-Instruct, for the pairs the built-in corpus has.
 PAPER = {

@@ -32,6 +32,7 @@ from scipy import stats
 import lens_heads as lh
 from analyses._common import (
     DEFAULT_MODEL,
+    LEVEL,
     LazyModel,
     command_line,
     help_of,
@@ -45,7 +46,6 @@ from lens_heads.core.storage import write_atomic
 from lens_heads.engine import EvaluationResult
 
 HOLDOUT = 100  # each task's last examples, never used as training queries or demonstrations
-LEVEL = 0.01
 
 
 def more_often_right(first: pd.Series, second: pd.Series) -> float:

@@ -25,6 +25,7 @@ from scipy import stats
 
 import lens_heads as lh
 from analyses._common import (
+    LEVEL,
     LazyModel,
     MaskedTaskConfig,
     command_line,
@@ -37,8 +38,6 @@ from analyses._common import (
 from analyses.figure8_many_words import words_of
 from lens_heads.core.prompts import has_chat_template
 from lens_heads.core.storage import write_atomic
-
-LEVEL = 0.01
 
 
 @dataclass

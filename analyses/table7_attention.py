@@ -27,6 +27,7 @@ from scipy import stats
 
 import lens_heads as lh
 from analyses._common import (
+    LEVEL,
     LazyModel,
     MaskedTaskConfig,
     command_line,
@@ -38,7 +39,6 @@ from analyses._common import (
 )
 from lens_heads.heads_up.attention import AttentionResult, candidate_words
 
-LEVEL = 0.01
 MASKS = Path(__file__).resolve().parents[1] / "data" / "masks"
 
 #: The paper's Table 7 (Llama3.1-8B-inst) for the tasks the project has.

@@ -15,6 +15,10 @@ from typing import Any
 
 Load = Callable[[str], dict[str, Any]]
 
+#: The level of the verdict rule's one-sided tests (stated at the top of docs/reproduction.md;
+#: the same as ``analyses._common.LEVEL``).
+LEVEL = 0.01
+
 SMOLLM2 = "SmolLM2-135M-Instruct (270 heads)"
 GEMMA = "Gemma 3 270M base (72 heads)"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reproduction import Load, cite, fmt, pval
+from reproduction import LEVEL, Load, cite, fmt, pval
 
 
 # -- Heads up! --------------------------------------------------------------------------------
@@ -96,7 +96,7 @@ def figure3_verdict(load: Load) -> str:
         load(f"figure3/smollm2-135m-instruct-{run}")["dependent changes"][
             "p (crossings coincide more than at random)"
         ]
-        < 0.01
+        < LEVEL
         for run in ("init4", "init-1")
     )
     return "reproduced (the paper gives no counts)" if ok else "not reproduced"
@@ -154,7 +154,7 @@ def figure7(load: Load) -> str:
 
 def figure7_verdict(load: Load) -> str:
     n = _f7(load)
-    grouped = n["KV groups removed whole"]["p_value"] < 0.01
+    grouped = n["KV groups removed whole"]["p_value"] < LEVEL
     later = n["kept in the second half"] > n["kept in the first half of the layers"]
     return (
         ("no KV-group pattern: reproduced" if not grouped else "KV groups removed: not reproduced")
@@ -189,7 +189,7 @@ def figure8(load: Load) -> str:
 
 def figure8_verdict(load: Load) -> str:
     verdict = _f8(load)["verdict"]
-    if verdict["p (influential later, one-sided Wilcoxon)"] < 0.01:
+    if verdict["p (influential later, one-sided Wilcoxon)"] < LEVEL:
         return "reproduced"
     if verdict["influential earlier"] > verdict["influential later"]:
         return "**not reproduced**: the opposite direction (earlier, not later)"
@@ -296,26 +296,21 @@ def table3_verdict(load: Load) -> str:
     helps = sum(c["hybrid M helps"] for c in claims.values())
     at_or_above = sum(c["hybrid M at or above the instruction"] for c in claims.values())
     own = sum(c.get("own M at or above the instruction", False) for c in claims.values())
-    own_above = sum(c.get("own M above the instruction: p", 1.0) < 0.01 for c in claims.values())
-    unseen = [c for task, c in claims.items() if task.endswith("(unseen)")]
-    unseen_word = (
-        f"; on the unseen task the hybrid M {'beats' if unseen[0]['hybrid M helps'] else 'does not beat'}"
-        " the original"
-        if unseen
-        else ""
-    )
-    word = (
-        "reproduced"
-        if helps == tasks and at_or_above == tasks
-        else "partly"
-        if helps or at_or_above
-        else "not reproduced"
-    )
+    own_above = sum(c.get("own M above the instruction: p", 1.0) < LEVEL for c in claims.values())
+    unseen = ""
+    for task, c in claims.items():
+        if task.endswith("(unseen)"):
+            beats = "beats" if c["hybrid M helps"] else "does not beat"
+            unseen = f"; on the unseen task the hybrid M {beats} the original"
+    if helps == tasks and at_or_above == tasks:
+        word = "reproduced"
+    else:
+        word = "partly" if helps or at_or_above else "not reproduced"
     return (
         f"{word}: the hybrid M beats the original on {helps} of {tasks} tasks and is at or above "
         f"the instruction on {at_or_above}; the per-task M is above the instruction on "
-        f"{own_above} (the paper: 4 of 6) and at or above it on {own}{unseen_word} (one-sided "
-        "exact McNemar tests at 0.01)"
+        f"{own_above} (the paper: 4 of 6) and at or above it on {own}{unseen} (one-sided "
+        f"exact McNemar tests at {LEVEL})"
     )
 
 
@@ -443,8 +438,12 @@ def _t1_cells(pairs: dict[str, Any]) -> str:
 TABLE1_SMOLLM2 = "table1/smollm2-135m-instruct"
 
 
+def _t1_cites(load: Load) -> str:
+    return " ".join(cite(load, run) for run in TABLE1_GEMMA)
+
+
 def table1(load: Load) -> str:
-    runs = " ".join(cite(load, run) for run in TABLE1_GEMMA)
+    runs = _t1_cites(load)
     smollm2 = _per_pair(load(TABLE1_SMOLLM2))
     return (
         "Gemma 3 270M, 40 held-out built-in sentences per pair: "
@@ -480,7 +479,7 @@ def random_translation(load: Load) -> str:
         f"{pair}: p = {pval(n['claims']['random M raises CE above the original: p'])}"
         for pair, n in _t1(load).items()
     ]
-    runs = " ".join(cite(load, run) for run in TABLE1_GEMMA)
+    runs = _t1_cites(load)
     return (
         "Gemma translation, random M above the original (one-sided Wilcoxon over sentences): "
         + ", ".join(cells)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reproduction import NOT_COVERED, Load, Row, cite, pval, table
+from reproduction import LEVEL, NOT_COVERED, Load, Row, cite, pval, table
 
 
 # -- LAHIS (the repository README; it reports no numbers) ----------------------------------------
@@ -76,13 +76,13 @@ def perplexity_all_verdict(load: Load) -> str:
     n = _languages(load)
     most = n["languages whose own perplexity rose most"]
     significant = sum(
-        row["p (own heads cost more, one-sided Wilcoxon)"] < 0.01 for row in n["own versus random"]
+        row["p (own heads cost more, one-sided Wilcoxon)"] < LEVEL for row in n["own versus random"]
     )
     total = n["languages"]
     word = "reproduced" if most == total and significant == total else "partly"
     return (
         f"{word}: own language hurt most for {most} of {total}; its own heads cost more than "
-        f"random ones at 0.01 for {significant} of {total}"
+        f"random ones at {LEVEL} for {significant} of {total}"
     )
 
 

@@ -131,3 +131,13 @@ def test_a_hand_typed_table_is_caught(docs, copy):
     settings = "\n<!-- not a result: settings -->\n| lr | 0.2 |\n|---|---|\n"
     page.write_text(page.read_text().replace("| run | accuracy |", "| run | acc |") + settings)
     assert len(docs.hand_typed_tables(copy)) == 1  # the marked settings table is allowed
+
+
+def test_the_page_and_the_analyses_test_at_one_level(docs):
+    """The verdicts of docs/reproduction.md judge the analyses' p-values at the level the
+    analyses use for their own claims."""
+    import sys
+
+    from analyses._common import LEVEL
+
+    assert sys.modules["reproduction"].LEVEL == LEVEL
