@@ -37,6 +37,7 @@ from lens_heads.engine import MaskTrainingResult
 DEFAULT_MODEL = "smollm2-135m-instruct"
 _COMMAND: list[str] | None = None  # the command line of the analysis running from a shell
 _STARTED: float | None = None  # when that command started (time.monotonic)
+_PRECISION = "auto"  # the training precision the running command asked for
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -49,11 +50,24 @@ __all__ = [
     "markdown_table",
     "mask_of",
     "parse",
+    "precision_field",
     "provenance_of",
     "stages_of",
     "trained_mask",
     "write_outputs",
 ]
+
+
+def precision_field() -> Any:
+    """The ``--precision`` option of every analysis that trains: ``auto`` (bf16 autocast where
+    the CPU computes bf16 natively, else float32), ``float32`` or ``bfloat16``."""
+    return dataclasses.field(
+        default="auto",
+        metadata=help_of(
+            "training precision: auto (bf16 autocast where the CPU computes bf16 natively, "
+            "else float32), float32 (what any machine reproduces) or bfloat16"
+        ),
+    )
 
 
 def help_of(text: str) -> dict[str, Any]:
@@ -126,13 +140,14 @@ def command_line(
     """``main(argv)``: parse the config, run, print the summary the run wrote."""
 
     def main(argv: Sequence[str] | None = None) -> int:
-        global _COMMAND, _STARTED
+        global _COMMAND, _STARTED, _PRECISION
         _STARTED = time.monotonic()
         code_version()  # hash the source as the command starts, not after edits made meanwhile
         arguments = list(sys.argv[1:] if argv is None else argv)
         stem = Path(sys.modules[run.__module__].__file__ or "analysis").stem
         _COMMAND = ["python", "-m", f"analyses.{stem}", *arguments]
         config = parse(config_type, arguments, doc)
+        _PRECISION = getattr(config, "precision", "auto")
         run(config)
         summary = Path(config.out) / "summary.md"
         if summary.is_file():
@@ -264,8 +279,10 @@ def provenance_of(argv: Sequence[str], started: float | None = None) -> dict[str
     """What a stored result records of how it was made: the command, the code version, the
     machine, the training precision and (when known) the command's wall time so far."""
     provenance = {"command": " ".join(argv), "code": code_version(), "machine": machine()}
-    # what training resolves dtype="auto" to here; inference always runs in float32
-    provenance["precision"] = "bfloat16" if provenance["machine"]["native_bf16"] else "float32"
+    # what the command asked for, or what training resolves dtype="auto" to here; inference
+    # always runs in float32
+    native = "bfloat16" if provenance["machine"]["native_bf16"] else "float32"
+    provenance["precision"] = native if _PRECISION == "auto" else _PRECISION
     started = _STARTED if started is None else started
     if started is not None:  # this invocation only: finished stages it reused cost nothing
         provenance["seconds"] = round(time.monotonic() - started, 1)
@@ -285,6 +302,7 @@ class MaskedTaskConfig:
         default=None, metadata=help_of("a training folder to reuse instead of training")
     )
     n_eval: int = dataclasses.field(default=40, metadata=help_of("held-out examples"))
+    precision: str = precision_field()
     progress: bool = dataclasses.field(default=True, metadata=help_of("progress bars"))
     out: str = dataclasses.field(default="runs/analysis", metadata=help_of("output folder"))
 
@@ -303,6 +321,7 @@ def mask_of(config: MaskedTaskConfig, stages: Stages, model: LazyModel, **overri
     name = overrides.pop("name", "training")
     given = overrides.pop("mask", config.mask if name == "training" else None)
     schedule = {"steps": config.steps, "lr": config.lr, "seed": config.seed}
+    schedule["dtype"] = config.precision
     schedule.update((key, overrides.pop(key)) for key in list(schedule) if key in overrides)
     return trained_mask(
         stages,

@@ -34,6 +34,7 @@ from analyses._common import (
     command_line,
     help_of,
     markdown_table,
+    precision_field,
     stages_of,
     trained_mask,
     write_outputs,
@@ -96,6 +97,7 @@ class Config:
     n_eval: int = field(default=40, metadata=help_of("held-out sentences evaluated (the last)"))
     random_seeds: tuple[int, ...] = field(default=(0, 1), metadata=help_of("random-M seeds"))
     seed: int = field(default=0, metadata=help_of("training seed"))
+    precision: str = precision_field()
     progress: bool = field(default=True, metadata=help_of("progress bars"))
     out: str = field(default="runs/table1", metadata=help_of("output folder"))
 
@@ -138,7 +140,7 @@ def run(config: Config) -> dict[str, EvaluationResult]:
         training = trained_mask(
             stages, model, task, steps=config.steps, lr=config.lr, seed=config.seed,
             name=f"training_{pair}", progress=config.progress, n_eval=config.holdout,
-            batch_size=config.batch_size, init_mean=config.init_mean,
+            batch_size=config.batch_size, init_mean=config.init_mean, dtype=config.precision,
         )  # fmt: skip
 
         def evaluate(where: Path, task: Any = task, mask: lh.HeadMask = training.mask) -> Any:

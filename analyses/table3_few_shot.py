@@ -37,6 +37,7 @@ from analyses._common import (
     command_line,
     help_of,
     markdown_table,
+    precision_field,
     stages_of,
     trained_mask,
     write_outputs,
@@ -111,6 +112,7 @@ class Config:
         default=None,
         metadata=help_of("write each task's k-shot set as a task file here (for a grid) and stop"),
     )
+    precision: str = precision_field()
     progress: bool = field(default=True, metadata=help_of("progress bars"))
     out: str = field(default="runs/table3", metadata=help_of("output folder"))
 
@@ -169,7 +171,7 @@ def _own_mask(
     own = _own_training_set(config, name)
     mask = trained_mask(
         stages, model, own, steps=config.steps, lr=config.lr, seed=config.seed,
-        progress=config.progress, n_eval=0, name=f"training_{name}",
+        progress=config.progress, n_eval=0, name=f"training_{name}", dtype=config.precision,
     ).mask  # fmt: skip
 
     def compute(where: Path) -> EvaluationResult:
@@ -205,6 +207,7 @@ def run(config: Config) -> pd.DataFrame | None:
         seed=config.seed,
         progress=config.progress,
         n_eval=0,
+        dtype=config.precision,
     )
     rows, found = [], {}
     evaluated = [*config.tasks, *([config.unseen] if config.unseen else [])]

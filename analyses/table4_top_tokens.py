@@ -27,6 +27,7 @@ from analyses._common import (
     command_line,
     help_of,
     markdown_table,
+    precision_field,
     stages_of,
     trained_mask,
     write_outputs,
@@ -49,6 +50,7 @@ class Config:
     sentences: int = field(default=8, metadata=help_of("held-out sentences shown"))
     top_k: int = field(default=5, metadata=help_of("top tokens per run"))
     max_new_tokens: int = field(default=32, metadata=help_of("greedy tokens per output"))
+    precision: str = precision_field()
     progress: bool = field(default=True, metadata=help_of("progress bars"))
     out: str = field(default="runs/table4", metadata=help_of("output folder"))
 
@@ -96,7 +98,7 @@ def run(config: Config) -> dict[str, Any]:
         training = trained_mask(
             stages, model, task, steps=config.steps, lr=config.lr, name=f"training_{pair}",
             mask=None if config.masks is None else str(Path(config.masks) / f"training_{pair}"),
-            progress=config.progress, n_eval=config.holdout,
+            progress=config.progress, n_eval=config.holdout, dtype=config.precision,
         )  # fmt: skip
 
         def compute(where: Path, task: Any = task, mask: lh.HeadMask = training.mask) -> Any:

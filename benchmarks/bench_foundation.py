@@ -79,3 +79,35 @@ def bench_cached_load(quick: bool) -> BenchmarkResult:
         same_outputs=bool(torch.equal(logits["uncached"], logits["cached"])),
         pairs=len(ratios),
     )
+
+
+def bench_guards(quick: bool) -> BenchmarkResult:
+    """The library guards run on each model's first use (KV-cached logits against full
+    forwards, hook_pattern against eager attention) against the README demo they protect, both
+    on SmolLM2 (target <= 0.01: well under 1 % of the demo)."""
+    import statistics
+
+    import lens_heads as lh
+    from lens_heads.core.guards import forget_checks, verify_model
+    from lens_heads.demo import run_demo
+
+    model = lh.load_model("smollm2-135m-instruct")
+    scratch = tempfile.mkdtemp(prefix="lens-heads-bench-demo-")
+    try:
+        demo = time_call(lambda: run_demo(scratch, model=model, fresh=True, progress=False))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    times, checked = [], {}
+    for _ in range(3 if quick else 5):
+        forget_checks(model)
+        times.append(time_call(lambda: checked.update(verify_model(model))))
+    guard = statistics.median(times)
+    return BenchmarkResult(
+        "library guards / the demo they protect (SmolLM2)",
+        baseline_s=demo,
+        candidate_s=guard,
+        ratio=guard / demo,
+        target=0.01,
+        extra={"largest differences": {k: f"{v:.1e}" for k, v in checked.items()}},
+        pairs=len(times),
+    )

@@ -15,7 +15,9 @@ from lens_heads import _moved
 from lens_heads.alignment.ablation import AblationResult, ablate_heads
 from lens_heads.alignment.scores import TranslationScores, translation_scores
 from lens_heads.alignment.trater import TRaterResult, trater_scores
+from lens_heads.core.errors import LensHeadsError
 from lens_heads.core.generation import Generation, generate, greedy_generate
+from lens_heads.core.guards import verify_model
 from lens_heads.core.hooks import apply_mask, mask_hooks
 from lens_heads.core.masks import HeadMask, expected_random_jaccard, jaccard
 from lens_heads.core.models import MODEL_ALIASES, head_shape, load_model, tiny_model
@@ -46,7 +48,7 @@ from lens_heads.lahis.importance import HeadImportance, head_importance
 from lens_heads.lahis.languages import LanguageHeads, language_heads
 from lens_heads.scale.grid import GridConfig, GridResult, run_grid
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _moved.install()  # old module paths (lens_heads.training, ...) for one release
 
@@ -70,6 +72,7 @@ __all__ = [
     "HeadMask",
     "HeadScale",
     "LanguageHeads",
+    "LensHeadsError",
     "MaskStatistics",
     "MaskTrainingResult",
     "PathwaysResult",
@@ -113,4 +116,5 @@ __all__ = [
     "train_mask",
     "translation_scores",
     "trater_scores",
+    "verify_model",
 ]

@@ -1,10 +1,13 @@
-"""Old module paths of lens_heads 0.1 (one flat folder), kept for one release.
+"""Old module paths of lens_heads 0.1 (one flat folder), kept in 0.2 and removed in 0.3.
 
 ``import lens_heads.training`` or ``lh.tasks`` still work: they give the module at its new
 path (the same module object, so a ``monkeypatch`` through the old path intercepts) and warn
-once with a :class:`DeprecationWarning` that names the new path.
+once with a :class:`DeprecationWarning` that names the new path. An old path never shadows the
+API: ``import lens_heads.evaluate`` leaves ``lh.evaluate`` the function (Python would otherwise
+set the package attribute to the module it imported).
 
->>> import warnings
+>>> import sys, warnings
+>>> _ = sys.modules.pop("lens_heads.training", None)  # as in a new process
 >>> with warnings.catch_warnings(record=True) as caught:
 ...     warnings.simplefilter("always")
 ...     import lens_heads.training as old
@@ -22,7 +25,10 @@ import sys
 import warnings
 from types import ModuleType
 
-__all__ = ["MOVED", "moved_module"]
+__all__ = ["MOVED", "REMOVED_IN", "moved_module"]
+
+#: the release without the old paths
+REMOVED_IN = "0.3.0"
 
 #: old module path (under ``lens_heads.``) -> new module path
 MOVED: dict[str, str] = {
@@ -69,7 +75,7 @@ def moved_module(old: str) -> ModuleType:
     """The module that ``lens_heads.<old>`` became, with a deprecation warning."""
     new = "lens_heads." + MOVED[old]
     warnings.warn(
-        f"lens_heads.{old} moved to {new}; the old path goes away in the next release",
+        f"lens_heads.{old} moved to {new}; the old path goes away in lens_heads {REMOVED_IN}",
         DeprecationWarning,
         stacklevel=3,
     )
@@ -81,10 +87,13 @@ class _Alias(importlib.abc.Loader):
         self.old = old
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        return moved_module(self.old)
+        module = moved_module(self.old)
+        self.spec = module.__spec__  # the import system overwrites it with the old path's
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """The module at the new path is already executed."""
+        """The module at the new path is already executed; it keeps its own spec."""
+        module.__spec__ = self.spec
 
 
 class _OldPaths(importlib.abc.MetaPathFinder):
@@ -95,7 +104,24 @@ class _OldPaths(importlib.abc.MetaPathFinder):
         return importlib.machinery.ModuleSpec(fullname, _Alias(old))
 
 
+class _Package(ModuleType):
+    """The ``lens_heads`` package: importing an old module path sets the package attribute of
+    that name to the module, which would replace an API object of the same name
+    (``lh.evaluate``); such an assignment is ignored (the module stays in ``sys.modules``)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        current = self.__dict__.get(name)
+        shadows = current is not None and not isinstance(current, ModuleType)
+        if name in MOVED and isinstance(value, ModuleType) and shadows:
+            return
+        super().__setattr__(name, value)
+
+
 def install() -> None:
-    """Put the old-path finder on ``sys.meta_path`` (once)."""
+    """Put the old-path finder on ``sys.meta_path`` (once) and keep old paths from shadowing
+    the API of the ``lens_heads`` package."""
     if not any(isinstance(finder, _OldPaths) for finder in sys.meta_path):
         sys.meta_path.append(_OldPaths())
+    package = sys.modules.get("lens_heads")
+    if package is not None and not isinstance(package, _Package):
+        package.__class__ = _Package

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lens_heads.core.guards import verify_model
 from lens_heads.core.models import load_model, model_name
 from lens_heads.core.prompts import INSTRUCTION_TEMPLATE, has_chat_template
 from lens_heads.core.storage import Stages, record_settings, write_atomic
@@ -177,6 +178,7 @@ class _Demo:
     def __post_init__(self) -> None:
         self.stage = Stages(self.folder)
         if not isinstance(self.model_spec, str):
+            verify_model(self.model_spec)  # before any stage computes (load_model does it too)
             self.loaded.append(self.model_spec)
 
     def model(self) -> Any:

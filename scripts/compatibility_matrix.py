@@ -4,6 +4,7 @@ tiny random checkpoint loaded with ``lh.load_model(folder)``, through six checks
 
     python scripts/compatibility_matrix.py                 # every family; writes the result
     python scripts/compatibility_matrix.py --only gemma2   # one family; prints, writes nothing
+    python scripts/library_envs.py matrix                  # at the lowest and newest transformers
 
 Checks 1-4 are :mod:`lens_heads.core.compatibility`'s (what ``lens-heads doctor`` runs); 5 and 6
 need the research lines and live here:
@@ -16,9 +17,11 @@ need the research lines and live here:
    whose batched engine equals the naive loop, and whose logits and greedy continuation at
    each step equal ``transformers`` with those heads zeroed by pre-hooks.
 
-The result goes to ``results/compatibility/numbers.json``, from which
-``scripts/update_docs.py`` writes the table; ``tests/unit/core/test_compatibility.py`` runs
-every family and checks that its verdicts are the stored ones.
+The result goes to ``results/compatibility/transformers-<version>/numbers.json`` (one per
+installed transformers release: ``scripts/library_envs.py matrix`` runs the lowest and the
+newest of the tested range in fresh environments), from which ``scripts/update_docs.py`` writes
+the table; ``tests/unit/core/test_compatibility.py`` runs every family and checks that its
+verdicts are the ones stored for the installed release.
 """
 
 from __future__ import annotations
@@ -38,7 +41,15 @@ from typing import Any
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULT = ROOT / "results" / "compatibility" / "numbers.json"
+RESULTS = ROOT / "results" / "compatibility"
+
+
+def result_path(transformers_version: str | None = None) -> Path:
+    """Where the matrix of a transformers release is stored (default: the installed one)."""
+    version = transformers_version or importlib.metadata.version("transformers")
+    return RESULTS / f"transformers-{version}" / "numbers.json"
+
+
 COMMAND = "python scripts/compatibility_matrix.py"
 
 #: the matrix's rows: (family key, what the checkpoint's config asks for as attention; None: the
@@ -272,7 +283,7 @@ def run_row(key: str, attention: str | None, workdir: Path) -> dict[str, Any]:
     else:
         folder = tiny_checkpoint(key, workdir / "checkpoint", attn_implementation=attention)
         try:
-            model = load_model(folder)
+            model = load_model(folder, verify=False)
         except UnsupportedModelError as error:
             reason = f"{type(error).__name__}: {error}"
             results = [CheckResult(name, NOT_SUPPORTED, reason) for name in names]
@@ -329,7 +340,7 @@ def unsupported_example(workdir: Path) -> dict[str, str]:
 
 
 def versions() -> dict[str, str]:
-    names = ("transformers", "transformer-lens", "torch", "tokenizers")
+    names = ("transformers", "transformer-lens", "torch", "tokenizers", "lens_heads")
     return {name: importlib.metadata.version(name) for name in names}
 
 
@@ -368,6 +379,7 @@ def transformers_logging() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", help="run only this family (repeatable)")
+    parser.add_argument("--no-store", action="store_true", help="print the matrix, store nothing")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     rows = [row for row in ROWS if not args.only or row[0] in args.only]
@@ -378,10 +390,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for result in row["results"].values():
             print(f"  {result['check']:9s} {result['status']:13s} {result['detail']}")
             failed += result["status"] == "fail"
-    if not args.only:
-        RESULT.parent.mkdir(parents=True, exist_ok=True)
-        RESULT.write_text(json.dumps(numbers, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {RESULT.relative_to(ROOT)}")
+    if not args.only and not args.no_store:
+        result = result_path()
+        result.parent.mkdir(parents=True, exist_ok=True)
+        result.write_text(json.dumps(numbers, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {result.relative_to(ROOT)}")
     return 1 if failed else 0
 
 

@@ -41,7 +41,10 @@ class ResultMissing(LookupError):
 
 
 def load(path: str, results: Path) -> dict[str, Any]:
-    """The stored ``results/<path>/numbers.json``."""
+    """The stored ``results/<path>/numbers.json`` (``compatibility``: the matrix of the newest
+    stored transformers release)."""
+    if path == COMPATIBILITY:
+        return compatibility_runs(results)[-1]
     file = results / path / "numbers.json"
     if not file.is_file():
         raise ResultMissing(f"{file.relative_to(results.parent)} is missing")
@@ -122,15 +125,32 @@ def _escape(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _cell(result: dict[str, Any]) -> str:
-    if result["status"] == "pass":
+def compatibility_runs(results: Path) -> list[dict[str, Any]]:
+    """Every stored matrix (one per transformers release), oldest release first."""
+    from packaging.version import Version
+
+    files = sorted((results / COMPATIBILITY).glob("transformers-*/numbers.json"))
+    if not files:
+        raise ResultMissing(f"{COMPATIBILITY}/transformers-*/numbers.json is missing")
+    runs = [json.loads(file.read_text(encoding="utf-8")) for file in files]
+    return sorted(runs, key=lambda run: Version(run["versions"]["transformers"]))
+
+
+def _cell(results: list[tuple[str, dict[str, Any]]]) -> str:
+    """``pass`` when every environment passes, else each environment's verdict."""
+    if all(result["status"] == "pass" for _, result in results):
         return "pass"
-    return f"**{result['status']}**: " + result["detail"]
+    return "; ".join(
+        f"{version}: " + ("pass" if r["status"] == "pass" else f"**{r['status']}**: {r['detail']}")
+        for version, r in results
+    )
 
 
 def compatibility_table(results: Path) -> str:
-    """The matrix of family x check (``scripts/compatibility_matrix.py``), with its versions."""
-    numbers = load(COMPATIBILITY, results)
+    """The matrix of family x check (``scripts/compatibility_matrix.py``) in every stored
+    environment (``scripts/library_envs.py matrix``: the lowest and the newest transformers of
+    the tested range), with each environment's versions."""
+    runs = compatibility_runs(results)
     header = [
         "family",
         "papers' models",
@@ -138,33 +158,47 @@ def compatibility_table(results: Path) -> str:
         *_COMPATIBILITY_COLUMNS.values(),
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in numbers["rows"]:
+    rows = {(row["key"], row["attention"]): row for row in runs[-1]["rows"]}
+    for key, row in rows.items():
         cells = [row["name"], row["papers"], row["peculiarity"]]
-        cells += [_cell(row["results"][check]) for check in _COMPATIBILITY_COLUMNS]
+        for check in _COMPATIBILITY_COLUMNS:
+            per_run = []
+            for run in runs:
+                [found] = [r for r in run["rows"] if (r["key"], r["attention"]) == key]
+                per_run.append((run["versions"]["transformers"], found["results"][check]))
+            cells.append(_cell(per_run))
         lines.append("| " + " | ".join(map(_escape, cells)) + " |")
-    versions = ", ".join(f"{name} {version}" for name, version in numbers["versions"].items())
-    verdicts = [
-        row["results"][check] for row in numbers["rows"] for check in _COMPATIBILITY_COLUMNS
+    environments = [
+        "| transformers | transformer-lens | torch | cells passed | largest logit difference "
+        "| largest pattern difference | mask gradient (of tolerance) | machine | source |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    passed = sum(verdict["status"] == "pass" for verdict in verdicts)
+    for run in runs:
+        verdicts = [row["results"][c] for row in run["rows"] for c in _COMPATIBILITY_COLUMNS]
+        passed = sum(verdict["status"] == "pass" for verdict in verdicts)
 
-    def largest(check: str) -> float:
-        return max(row["results"][check]["max_diff"] or 0.0 for row in numbers["rows"])
+        def largest(check: str, run: dict[str, Any] = run) -> float:
+            return max(row["results"][check]["max_diff"] or 0.0 for row in run["rows"])
 
-    logits = max(largest(check) for check in ("ones", "head", "training"))
+        logits = max(largest(check) for check in ("ones", "head", "training"))
+        versions = run["versions"]
+        environments.append(
+            f"| {versions['transformers']} | {versions['transformer-lens']} | {versions['torch']} "
+            f"| {passed} of {len(verdicts)} | {logits:.1e} | {largest('pattern'):.1e} "
+            f"| {largest('gradient'):.2f} | {_machine(run)} | {run['code']['source']} |"
+        )
     return (
         "\n".join(lines)
-        + f"\n\n{passed} of {len(verdicts)} cells pass. Largest difference from `transformers` "
-        + f"over all families: logits {logits:.1e} (relative to their size), attention patterns "
-        + f"{largest('pattern'):.1e}; mask gradients at most {largest('gradient'):.2f} of their "
-        + f"tolerance. Run with {versions} on {_machine(numbers)} (`{numbers['command']}`, "
-        + f"source {numbers['code']['source']})."
+        + "\n\nA cell says `pass` when the check passes under every release below; otherwise "
+        + "it gives each release's verdict. The environments (`python scripts/library_envs.py "
+        + "matrix`; logit differences relative to their size):\n\n"
+        + "\n".join(environments)
     )
 
 
 def compatibility_unsupported(results: Path) -> str:
     """The error a user gets for an architecture TransformerLens has no adapter for."""
-    example = load(COMPATIBILITY, results)["unsupported_example"]
+    example = compatibility_runs(results)[-1]["unsupported_example"]
     return f"```text\nUnsupportedModelError: {example['error']}\n```"
 
 

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from lens_heads.core.errors import LensHeadsError
+
 __all__ = [
     "Aligner",
     "AlignmentError",
@@ -40,7 +42,7 @@ _WORD = re.compile(
 )
 
 
-class AlignmentError(ValueError):
+class AlignmentError(LensHeadsError, ValueError):
     """An alignment or sentence pair that cannot be scored; the message names the fix."""
 
 

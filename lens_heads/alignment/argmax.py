@@ -22,6 +22,7 @@ from lens_heads.core.decoding import (
     shared_prefix_length,
     supports_kv_cache,
 )
+from lens_heads.core.guards import check_pattern_capture
 from lens_heads.core.models import head_shape
 from lens_heads.core.prompts import pad_token_id
 
@@ -56,6 +57,7 @@ def score_items(
     """``(hits [n, L, H], queries [n], chance [n])`` from right-padded batches; on a model with
     a KV cache, the token prefix a batch's prompts share (their demonstrations) runs once and
     every prompt continues from it (the same hits as full forwards, less arithmetic)."""
+    check_pattern_capture(model)  # once per model: hook_pattern = eager attention weights
     n_layers, n_heads = head_shape(model)
     hits = torch.zeros(len(items), n_layers, n_heads)
     queries = torch.tensor([float(len(item.queries)) for item in items])

@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 from lens_heads.alignment.ablation import _removal, resolve_heads
 from lens_heads.core.checks import read_text_file
 from lens_heads.core.decoding import LOGITS_BUDGET_BYTES
+from lens_heads.core.errors import LensHeadsError
 from lens_heads.core.hooks import maybe_mask
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import head_shape, model_name
@@ -40,7 +41,7 @@ from lens_heads.core.tables import markdown_table
 __all__ = ["TRaterResult", "load_texts", "trater_scores"]
 
 
-class TextFileError(ValueError):
+class TextFileError(LensHeadsError, ValueError):
     """A texts file that cannot be read; the message names the line and the fix."""
 
 

@@ -38,6 +38,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.core.checks import check_context, own_checks
+from lens_heads.core.guards import check_pattern_capture, reads_patterns
 from lens_heads.core.hooks import mask_hooks
 from lens_heads.core.masks import HeadMask, MaskShapeError, stack_masks
 from lens_heads.core.models import ModelLike
@@ -256,6 +257,8 @@ def capture(
     positions, ``indices`` are the prompts' global indices. Results are concatenated."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
+    if reads_patterns(reducers):
+        check_pattern_capture(model)  # once per model: hook_pattern = eager attention weights
     factor = _per_example_factor(mask, len(tokens))
     if factor is not None:
         mask_hooks(factor, model)  # shape check against the model, with a clear error

@@ -26,6 +26,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from lens_heads.core.errors import LensHeadsError
+
 __all__ = [
     "ContextLengthError",
     "InputFileError",
@@ -98,7 +100,7 @@ def each_warning_once() -> Iterator[None]:
         _said.reset(token)
 
 
-class InputFileError(ValueError):
+class InputFileError(LensHeadsError, ValueError):
     """A file named by an argument is a directory or not UTF-8 text."""
 
 
@@ -196,7 +198,7 @@ def check_top_k(model: Any, top_k: Any, name: str = "top_k") -> int:
     return top_k
 
 
-class ContextLengthError(ValueError):
+class ContextLengthError(LensHeadsError, ValueError):
     """A prompt (plus the tokens to generate) does not fit the model's context window."""
 
 
@@ -277,7 +279,7 @@ def check_numeric_fields(config: Any) -> None:
             raise ValueError(f"{field.name} must be a string, got {value!r}")
 
 
-class MaskSourceError(ValueError):
+class MaskSourceError(LensHeadsError, ValueError):
     """A mask argument names neither a mask file nor a train-mask output folder."""
 
 

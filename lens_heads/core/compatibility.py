@@ -42,6 +42,7 @@ from torch import Tensor
 from lens_heads.core.decoding import cached_forward, repeat_cache
 from lens_heads.core.generation import generate, stop_token_ids
 from lens_heads.core.hooks import apply_mask
+from lens_heads.core.libraries import library_versions
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import (
     MODEL_ALIASES,
@@ -158,13 +159,15 @@ class DoctorReport:
 
     model: str
     results: list[CheckResult] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=library_versions)
 
     @property
     def ok(self) -> bool:
         return all(result.status == PASS for result in self.results)
 
     def to_text(self) -> str:
-        lines = [f"lens-heads doctor: {self.model}"]
+        installed = ", ".join(f"{name} {version}" for name, version in self.versions.items())
+        lines = [f"lens-heads doctor: {self.model}", f"  on {installed}"]
         for index, result in enumerate(self.results, start=1):
             lines.append(
                 f"  {index}. {result.check:9s} {result.status.upper():13s} {result.detail}"
@@ -491,7 +494,7 @@ def doctor(
     A model lens_heads cannot load gives a report with every check not supported and the
     loader's error."""
     try:
-        model = load_model(spec, **load_kwargs)
+        model = load_model(spec, verify=False, **load_kwargs)
     except UnsupportedModelError as error:
         reason = f"{type(error).__name__}: {error}"
         return DoctorReport(

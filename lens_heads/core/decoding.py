@@ -1,6 +1,6 @@
 """KV-cached greedy decoding that computes the prompts' shared prefix once.
 
-On a model whose forward takes a Hugging Face ``past_key_values`` (a ``TransformerBridge``),
+On a model that decodes with a Hugging Face KV cache (a ``TransformerBridge``),
 :func:`decode_greedy` runs the longest token prefix common to all prompts (the chat template's
 system prompt, an instruction, few-shot demonstrations) once, under the shared mask, and gives
 each batch a copy of its cache. A batch then runs only its prompts' remaining tokens (left padded
@@ -20,7 +20,6 @@ answer tokens teacher forced on a copy of that cache, and decodes greedily one t
 from __future__ import annotations
 
 import copy
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +29,9 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lens_heads.core.guards import check_cached_decoding
 from lens_heads.core.hooks import maybe_mask
+from lens_heads.core.kv_cache import cached_step, is_bridge, sliding_window
 from lens_heads.core.metrics import answer_ce
 from lens_heads.core.models import ModelLike
 from lens_heads.core.prompts import pad_token_id
@@ -65,27 +66,9 @@ class Decoded:
 
 
 def supports_kv_cache(model: ModelLike) -> bool:
-    """Whether ``model``'s forward takes a Hugging Face ``past_key_values`` (a bridge does)."""
-    forward = getattr(model, "forward", None)
-    return forward is not None and "past_key_values" in inspect.signature(forward).parameters
-
-
-def sliding_window(model: ModelLike) -> int | None:
-    """The attention window of a model with sliding-window layers (Mistral, Gemma 2 and 3),
-    from its Hugging Face config; None when every layer attends to the whole context.
-
-    >>> import lens_heads as lh
-    >>> sliding_window(lh.tiny_model()) is None
-    True
-    """
-    config = getattr(getattr(model, "original_model", None), "config", None)
-    window = getattr(config, "sliding_window", None)
-    if not isinstance(window, int) or window <= 0 or not getattr(config, "use_sliding_window", 1):
-        return None
-    types = getattr(config, "layer_types", None)
-    if types is not None and "sliding_attention" not in types:
-        return None
-    return window
+    """Whether ``model`` decodes with a Hugging Face KV cache (a ``TransformerBridge`` does; a
+    legacy ``HookedTransformer`` does not)."""
+    return is_bridge(model)
 
 
 def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
@@ -111,25 +94,14 @@ def cached_forward(
     masks: Tensor | None = None,
 ) -> tuple[Tensor, Any]:
     """One cached forward (under per-row ``masks`` if given): logits of the last ``keep``
-    positions (all when None) and the cache.
-
-    A new cache (``cache=None``) keeps every position in every layer, sliding-window layers
-    included (their window is applied by the attention mask), so ``hook_pattern`` always spans
-    the whole sequence -- ``transformers``' own cache would keep only each window's last keys.
+    positions (all when None) and the cache (a new one when ``cache`` is None; see
+    :func:`~lens_heads.core.kv_cache.new_cache`). The first call on a model runs the guard
+    :func:`~lens_heads.core.kv_cache.check_cached_decoding`, which raises a
+    :class:`~lens_heads.core.libraries.LibraryMismatchError` rather than let wrong logits out.
     """
-    if cache is None:
-        from transformers import DynamicCache
-
-        cache = DynamicCache()
-    extra = {} if keep is None else {"logits_to_keep": keep}
+    check_cached_decoding(model)
     with maybe_mask(model, masks):
-        return model(
-            tokens,
-            attention_mask=attention,
-            past_key_values=cache,
-            return_type="logits_and_cache",
-            **extra,
-        )
+        return cached_step(model, tokens, attention, cache, keep)
 
 
 def answer_rows_budget(model: ModelLike, answers: Sequence[Sequence[int]]) -> int:

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from lens_heads.core.errors import LensHeadsError
 from lens_heads.core.storage import read_json
 
 __all__ = ["CLAIM", "FolderBusyError", "Heartbeat", "claim", "folder_lock", "holder", "release"]
@@ -159,7 +160,7 @@ class Heartbeat:
         self.stop.set()
 
 
-class FolderBusyError(RuntimeError):
+class FolderBusyError(LensHeadsError, RuntimeError):
     """Another live process writes the folder (its claim names it)."""
 
 

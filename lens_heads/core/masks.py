@@ -24,6 +24,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from lens_heads.core.errors import LensHeadsError
 from lens_heads.core.storage import write_atomic_with
 
 __all__ = [
@@ -40,11 +41,11 @@ _LABEL = re.compile(r"^L(\d+)H(\d+)$")
 _FORMAT = "lens_heads.head_mask/1"
 
 
-class MaskShapeError(ValueError):
+class MaskShapeError(LensHeadsError, ValueError):
     """A mask does not fit the model (or the other mask) it is used with."""
 
 
-class MaskFileError(ValueError):
+class MaskFileError(LensHeadsError, ValueError):
     """A mask file is missing, truncated or not a head-mask file."""
 
 

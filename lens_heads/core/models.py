@@ -29,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from lens_heads.core.devices import resolve_device, resolve_dtype
+from lens_heads.core.errors import LensHeadsError
 from lens_heads.core.families import _tiny_hf_model
 
 __all__ = [
@@ -62,7 +63,7 @@ class ModelLike(Protocol):
     def to_tokens(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
-class ModelNotAvailableError(RuntimeError):
+class ModelNotAvailableError(LensHeadsError, RuntimeError):
     """The model spec names something not loadable here (unknown alias, missing package)."""
 
 
@@ -206,6 +207,7 @@ def load_model(
     device_map: str | dict[str, Any] | None = None,
     freeze: bool = True,
     transformer_lens_bos: bool = False,
+    verify: bool = True,
 ) -> Any:
     """Load a model as a TransformerLens ``TransformerBridge``.
 
@@ -228,6 +230,12 @@ def load_model(
     (Llama, Mistral, Gemma, Cohere) or has no BOS (Qwen) gives the same ids either way, and so
     does every chat template (it is tokenized without added special tokens).
 
+    ``verify`` (the default) runs the guards of :mod:`lens_heads.core.guards` on the loaded
+    model -- KV-cached logits against full forwards, ``hook_pattern`` against the checkpoint's
+    eager attention weights, a few short forwards -- so that installed libraries that compute
+    wrong numbers stop the load with a
+    :class:`~lens_heads.core.libraries.LibraryMismatchError` instead of a result.
+
     >>> model = load_model("smollm2-135m-instruct", dtype="auto")  # doctest: +SKIP
     >>> resolve_dtype("auto", "cpu"), resolve_device("cpu")
     (torch.float32, device(type='cpu'))
@@ -246,27 +254,32 @@ def load_model(
     dtype = resolve_dtype(dtype, device)
     path = Path(spec_str).expanduser()
     kept = transformer_lens_bos
-    if kind == "alias":
-        source = MODEL_ALIASES[spec_str]
-        hf_model, tokenizer = _load_offline(source)
-        hf_id = source.hf_id
-    elif kind == "gguf":
-        hf_model, tokenizer = _load_gguf_cached(_file_sha256(path), lambda: path, None)
-        hf_id = path.stem
-    elif kind == "directory":
-        hf_model, tokenizer = _load_hf_dir(path, device_map)
-        hf_id = spec_str
-    else:
+    if kind == "hub":
         bridge = _boot_hub(spec_str, dtype, device, device_map)
         if not kept:
             from transformers import AutoTokenizer
 
             _use_checkpoint_tokenizer(bridge, AutoTokenizer.from_pretrained(spec_str))
-        return _finish(bridge, spec_str, dtype, device, freeze)
-    bridge = _boot(hf_id, hf_model, tokenizer)
-    if not kept:
-        _use_checkpoint_tokenizer(bridge, tokenizer)
-    return _finish(bridge, spec_str, dtype, device, freeze)
+    else:
+        if kind == "alias":
+            source = MODEL_ALIASES[spec_str]
+            hf_model, tokenizer = _load_offline(source)
+            hf_id = source.hf_id
+        elif kind == "gguf":
+            hf_model, tokenizer = _load_gguf_cached(_file_sha256(path), lambda: path, None)
+            hf_id = path.stem
+        else:
+            hf_model, tokenizer = _load_hf_dir(path, device_map)
+            hf_id = spec_str
+        bridge = _boot(hf_id, hf_model, tokenizer)
+        if not kept:
+            _use_checkpoint_tokenizer(bridge, tokenizer)
+    model = _finish(bridge, spec_str, dtype, device, freeze)
+    if verify:
+        from lens_heads.core.guards import verify_model
+
+        verify_model(model)
+    return model
 
 
 def _boot(hf_id: str, hf_model: Any, tokenizer: Any) -> Any:

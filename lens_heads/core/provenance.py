@@ -7,7 +7,9 @@ computed by other code is never reused as if it were this code's.
 >>> version["package"] == __import__("lens_heads").__version__, len(version["source"])
 (True, 16)
 >>> sorted(machine())
-['cores', 'cpu', 'cuda', 'native_bf16', 'threads', 'torch']
+['cores', 'cpu', 'cuda', 'libraries', 'native_bf16', 'threads', 'torch']
+>>> sorted(machine()["libraries"])
+['lens_heads', 'torch', 'transformer-lens', 'transformers']
 """
 
 from __future__ import annotations
@@ -61,11 +63,13 @@ def _cpu_model() -> str:
 
 
 def machine() -> dict[str, Any]:
-    """The CPU model, whether it computes bf16 natively, the torch threads and cores, and the
-    GPU if one is visible (None otherwise)."""
+    """The CPU model, whether it computes bf16 natively, the torch threads and cores, the GPU
+    if one is visible (None otherwise) and the versions of the libraries every number depends
+    on (:func:`lens_heads.core.libraries.library_versions`)."""
     import torch
 
     from lens_heads.core.devices import native_bf16
+    from lens_heads.core.libraries import library_versions
 
     cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {
@@ -75,4 +79,5 @@ def machine() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "cuda": cuda,
         "torch": torch.__version__,
+        "libraries": library_versions(),
     }

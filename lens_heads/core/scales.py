@@ -25,12 +25,13 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from lens_heads.core.errors import LensHeadsError
 from lens_heads.core.masks import HeadMask, MaskFileError, MaskShapeError, format_head, parse_head
 
 __all__ = ["HeadScale", "ScaleValueError"]
 
 
-class ScaleValueError(ValueError):
+class ScaleValueError(LensHeadsError, ValueError):
     """A scale factor is negative, NaN or infinite."""
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lens_heads.core.checks import own_checks, read_text_file, warn_input
+from lens_heads.core.errors import LensHeadsError
 
 __all__ = [
     "Example",
@@ -55,7 +56,7 @@ LANGUAGE_NAMES = {
 }
 
 
-class TaskDataError(ValueError):
+class TaskDataError(LensHeadsError, ValueError):
     """A data file or task definition is malformed; the message names the file and line."""
 
 

@@ -39,6 +39,8 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.core.checks import check_context
+from lens_heads.core.errors import LensHeadsError
+from lens_heads.core.guards import check_pattern_capture
 from lens_heads.core.hooks import mask_hooks
 from lens_heads.core.logits import answer_logits, partial_unembed_works
 from lens_heads.core.masks import parse_head
@@ -92,7 +94,7 @@ _CHECKPOINT = "checkpoint.safetensors"
 _CHECKPOINT_FORMAT = "lens_heads.mask_checkpoint/1"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(LensHeadsError, ValueError):
     """A checkpoint does not belong to this run (another model, task or config), or a fresh
     run would overwrite one."""
 
@@ -498,6 +500,8 @@ def train_mask(
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be positive, got {checkpoint_every}")
     check_training(task, config, checkpoint_dir=checkpoint_dir, resume=resume)
+    if config.query_side:
+        check_pattern_capture(model)  # the mask acts on hook_pattern: check it once
     trainer = MaskTrainer(model, task, config)
     folder = None if checkpoint_dir is None else Path(checkpoint_dir)
     if folder is not None and (folder / _CHECKPOINT).is_file():

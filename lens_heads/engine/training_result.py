@@ -17,6 +17,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from lens_heads.core.guards import check_pattern_capture
 from lens_heads.core.hooks import mask_hooks
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import ModelLike
@@ -136,6 +137,8 @@ class MaskTrainingResult:
         ['blocks.0.attn.hook_z', 'blocks.1.attn.hook_z']
         """
         values = self.mask.values
+        if self.config.query_side and model is not None:
+            check_pattern_capture(model)  # the mask acts on hook_pattern: check it once
         hooks = _query_side_hooks(values) if self.config.query_side else mask_hooks(values, model)
         if self.ffn_W is not None:
             hooks += _ffn_hooks((torch.sigmoid(self.ffn_W) >= 0.5).float())

@@ -39,6 +39,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.core.checks import check_context, check_int
+from lens_heads.core.errors import LensHeadsError
 from lens_heads.core.hooks import MaskLike, mask_hooks
 from lens_heads.core.logits import answer_logits, partial_unembed_works
 from lens_heads.core.masks import HeadMask, format_head
@@ -64,7 +65,7 @@ METHODS: tuple[str, ...] = ("lahis", "abs_grad", "taylor")
 TOKEN_BUDGET = 2048
 
 
-class ImportanceInputError(ValueError):
+class ImportanceInputError(LensHeadsError, ValueError):
     """The texts, method or settings given to an importance computation are unusable."""
 
 

@@ -47,6 +47,7 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
+from lens_heads.core.errors import LensHeadsError
 from lens_heads.core.locks import CLAIM, Heartbeat, claim, release
 from lens_heads.core.storage import check_settings, read_json, write_atomic
 from lens_heads.core.tables import markdown_table
@@ -75,7 +76,7 @@ _SETTING_SHORT = {
 TIMING_COLUMNS = ("train s", "cell s")
 
 
-class GridCellError(RuntimeError):
+class GridCellError(LensHeadsError, RuntimeError):
     """A cell cannot run as configured (e.g. its folder holds a training of another config)."""
 
 

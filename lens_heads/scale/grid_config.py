@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lens_heads.core.checks import read_text_file
+from lens_heads.core.errors import LensHeadsError
 from lens_heads.engine import TrainingConfig
 
 __all__ = ["Cell", "GridConfig", "GridConfigError"]
@@ -52,7 +53,7 @@ _TINY = re.compile(r"^tiny-(\d+)x(\d+)(?:-seed(\d+))?$")
 _DTYPES = ("float32", "bfloat16", "float16", "auto")
 
 
-class GridConfigError(ValueError):
+class GridConfigError(LensHeadsError, ValueError):
     """The grid config is invalid; the message names the line (when known) and the fix."""
 
 

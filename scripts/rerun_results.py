@@ -1,0 +1,267 @@
+"""Re-run the stored results: each folder of ``results/`` from its command, one job at a time, the
+run's ``numbers.json`` (and ``summary.md``) copied over the stored one.
+
+    python scripts/rerun_results.py --list                 # the plan, in order, with what it needs
+    python scripts/rerun_results.py                        # every entry (hours on 2 cores)
+    python scripts/rerun_results.py --only table1 --only figure6
+    python scripts/rerun_results.py --results ../main/results   # run in a worktree, store in main
+
+Entries run in the order listed, so a run finds the masks an earlier one trained (the float32
+demo's ``training/`` folder is ``runs/demo-mask-float32``; Table 1's masks serve Figure 6 and
+Table 4). A float32 result is re-run with ``--precision float32`` so that a CPU with native bf16
+reproduces it; a bfloat16 one runs where the CPU computes bf16 natively (an entry that needs it
+is skipped elsewhere, and says so). Run it from a clean checkout (a ``git worktree``) so that
+edits made meanwhile never reach a running command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = Path("runs/rerun")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One stored result: where it goes under ``results/``, the command that makes it (run from
+    the checkout's root), the folder the command writes and whether it needs native bf16."""
+
+    result: str
+    command: str
+    out: str
+    bf16: bool = False
+    after: str = ""  # a shell step once it finished (e.g. linking a mask folder)
+
+
+def _analysis(name: str, out: str, *flags: str, precision: str = "float32") -> str:
+    parts = ["python", "-m", f"analyses.{name}", *flags]
+    if precision:
+        parts += ["--precision", precision]
+    return " ".join([*parts, "--no-progress", "--out", str(RUNS / out)])
+
+
+DEMO_MASK = "runs/demo-mask-float32"
+
+PLAN: tuple[Entry, ...] = (
+    Entry(
+        "demo/smollm2-135m-instruct-float32",
+        f"lens-heads demo --precision fp32 --out {RUNS / 'demo-fp32'}",
+        str(RUNS / "demo-fp32"),
+        after=f"rm -rf {DEMO_MASK} && ln -s rerun/demo-fp32/training {DEMO_MASK}",
+    ),
+    Entry(
+        "demo/smollm2-135m-instruct-bfloat16",
+        f"lens-heads demo --precision bf16 --out {RUNS / 'demo-bf16'}",
+        str(RUNS / "demo-bf16"),
+        bf16=True,
+    ),
+    Entry(
+        "figure7/smollm2-135m-instruct",
+        _analysis("figure7_mask_weights", "figure7", "--mask", DEMO_MASK, precision=""),
+        str(RUNS / "figure7"),
+    ),
+    Entry(
+        "figure3/smollm2-135m-instruct-init4",
+        _analysis("figure3_trajectories", "figure3-demo", "--mask", DEMO_MASK, precision=""),
+        str(RUNS / "figure3-demo"),
+    ),
+    Entry(
+        "figure3/smollm2-135m-instruct-init-1",
+        _analysis(
+            "figure3_trajectories",
+            "figure3-init-1",
+            "--init-mean",
+            "-1",
+            "--steps",
+            "400",
+            "--lr",
+            "0.1",
+        ),
+        str(RUNS / "figure3-init-1"),
+    ),
+    Entry(
+        "table41/smollm2-135m-instruct",
+        _analysis("table41_overlap", "table41", "--words", "40", "--mask", DEMO_MASK, precision=""),
+        str(RUNS / "table41"),
+    ),
+    Entry(
+        "figure8_many_words/smollm2-135m-instruct",
+        _analysis(
+            "figure8_many_words",
+            "figure8-words-e2",
+            "--mask",
+            DEMO_MASK,
+            "--words",
+            "12",
+            "--every",
+            "2",
+            precision="",
+        ),
+        str(RUNS / "figure8-words-e2"),
+    ),
+    Entry(
+        "table7/smollm2-135m-instruct",
+        _analysis("table7_attention", "table7"),
+        str(RUNS / "table7"),
+    ),
+    Entry(
+        "table1/gemma-3-270m",
+        _analysis("table1_translation", "table1/gemma-3-270m", "--pairs", "en-fr,en-de"),
+        str(RUNS / "table1/gemma-3-270m"),
+    ),
+    Entry(
+        "figure6/gemma-3-270m-en-fr",
+        _analysis(
+            "figure6_alpha",
+            "figure6/gemma-en-fr",
+            "--model",
+            "gemma-3-270m",
+            "--task",
+            "en-fr",
+            "--mask",
+            str(RUNS / "table1/gemma-3-270m/training_en-fr"),
+            "--n-eval",
+            "24",
+            "--n-select",
+            "24",
+            precision="",
+        ),
+        str(RUNS / "figure6/gemma-en-fr"),
+    ),
+    Entry(
+        "figure6/gemma-3-270m-en-de",
+        _analysis(
+            "figure6_alpha",
+            "figure6/gemma-en-de",
+            "--model",
+            "gemma-3-270m",
+            "--task",
+            "en-de",
+            "--mask",
+            str(RUNS / "table1/gemma-3-270m/training_en-de"),
+            "--n-eval",
+            "24",
+            "--n-select",
+            "24",
+            precision="",
+        ),
+        str(RUNS / "figure6/gemma-en-de"),
+    ),
+    Entry(
+        "table4/gemma-3-270m",
+        _analysis(
+            "table4_top_tokens",
+            "table4/gemma-3-270m",
+            "--masks",
+            str(RUNS / "table1/gemma-3-270m"),
+        ),
+        str(RUNS / "table4/gemma-3-270m"),
+    ),
+    Entry(
+        "table1/gemma-3-270m-en-es-en-zh",
+        _analysis("table1_translation", "table1/gemma-3-270m-es-zh", "--pairs", "en-es,en-zh"),
+        str(RUNS / "table1/gemma-3-270m-es-zh"),
+    ),
+    Entry(
+        "table1/smollm2-135m-instruct",
+        _analysis(
+            "table1_translation",
+            "table1/smollm2-135m-instruct",
+            "--model",
+            "smollm2-135m-instruct",
+            "--pairs",
+            "en-fr",
+        ),
+        str(RUNS / "table1/smollm2-135m-instruct"),
+    ),
+    Entry(
+        "alignment_heads/gemma-3-270m",
+        _analysis("alignment_heads", "alignment-heads/gemma-3-270m", precision=""),
+        str(RUNS / "alignment-heads/gemma-3-270m"),
+    ),
+    Entry(
+        "lahis_languages/gemma-3-270m",
+        _analysis("lahis_languages", "lahis-languages/gemma-3-270m", precision=""),
+        str(RUNS / "lahis-languages/gemma-3-270m"),
+    ),
+    Entry(
+        "table3/smollm2-135m-instruct",
+        _analysis(
+            "table3_few_shot",
+            "table3/smollm2-135m-instruct",
+            "--unseen",
+            "country-capital",
+            "--per-task",
+        ),
+        str(RUNS / "table3/smollm2-135m-instruct"),
+    ),
+)
+
+
+def native_bf16() -> bool:
+    from lens_heads.core.devices import native_bf16 as native
+
+    return native("cpu")
+
+
+def run(entry: Entry, results: Path, log: Path) -> bool:
+    """Run one entry; copy its numbers (and summary) into ``results``; True when stored."""
+    if entry.bf16 and not native_bf16():
+        print(f"skip {entry.result}: needs a CPU with native bf16", flush=True)
+        return False
+    print(f"run  {entry.result}: {entry.command}", flush=True)
+    started = time.monotonic()
+    with open(log, "a", encoding="utf-8") as output:
+        output.write(f"\n=== {entry.result}: {entry.command}\n")
+        output.flush()
+        done = subprocess.run(shlex.split(entry.command), cwd=ROOT, stdout=output, stderr=output)
+    minutes = (time.monotonic() - started) / 60
+    if done.returncode != 0:
+        print(f"FAIL {entry.result} after {minutes:.1f} min (exit {done.returncode}; {log})")
+        return False
+    if entry.after:
+        subprocess.run(entry.after, shell=True, cwd=ROOT, check=True)
+    target = results / entry.result
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("numbers.json", "summary.md"):
+        source = ROOT / entry.out / name
+        if source.is_file():
+            shutil.copyfile(source, target / name)
+        elif name == "numbers.json":
+            print(f"FAIL {entry.result}: the run wrote no {source}")
+            return False
+    print(f"done {entry.result} in {minutes:.1f} min -> {target}", flush=True)
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", action="append", help="entries whose result contains this")
+    parser.add_argument("--list", action="store_true", help="print the plan and stop")
+    parser.add_argument("--results", type=Path, default=ROOT / "results")
+    args = parser.parse_args(argv)
+    plan = [e for e in PLAN if not args.only or any(part in e.result for part in args.only)]
+    if args.list:
+        for entry in plan:
+            print(f"{entry.result}{'  [bf16]' if entry.bf16 else ''}\n    {entry.command}")
+        return 0
+    (ROOT / RUNS).mkdir(parents=True, exist_ok=True)
+    log = ROOT / RUNS / "log.txt"
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    failed = [entry.result for entry in plan if not run(entry, args.results, log)]
+    print(f"rerun: {len(plan) - len(failed)} of {len(plan)} stored; failed or skipped: {failed}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

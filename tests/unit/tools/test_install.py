@@ -1,0 +1,79 @@
+"""README, ``.ci/run``, ``pyproject.toml`` and ``constraints.txt`` agree (issue 32): CI installs
+exactly as the README's second command says, through the constraints file; the constraints pin
+one release of every dependency inside the ranges pyproject declares; the libraries whose
+internals lens_heads touches have tested ceilings, and torch is not pinned in the library."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _project() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
+def _pins() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            assert version, f"constraints.txt: {line!r} is not an exact pin"
+            pins[name.lower().replace("_", "-")] = version
+    return pins
+
+
+def _readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    setup = text.split("## Set-up: two commands", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.*?)\n```", setup, flags=re.S)
+
+
+def test_the_readme_sets_up_in_two_commands_through_the_constraints():
+    demo, tests = _readme_commands()
+    assert "pip install -c constraints.txt -e ." in demo and "lens-heads demo" in demo
+    assert 'pip install -c constraints.txt -e ".[test]"' in tests and "python -m pytest" in tests
+
+
+def test_ci_runs_the_readme_test_command():
+    _, tests = _readme_commands()
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert tests.strip() in ci
+
+
+def test_every_dependency_is_pinned_inside_its_declared_range():
+    pins = _pins()
+    project = _project()
+    requirements = project["dependencies"] + project["optional-dependencies"]["test"]
+    for text in requirements:
+        requirement = Requirement(text)
+        name = requirement.name.lower().replace("_", "-")
+        assert name in pins, f"constraints.txt pins no release of {name}"
+        version = Version(pins[name])
+        assert requirement.specifier.contains(version, prereleases=True), (
+            f"constraints.txt pins {name}=={version}, outside pyproject's {requirement.specifier}"
+        )
+
+
+def test_the_moving_libraries_have_ceilings_and_torch_is_not_pinned():
+    declared = {Requirement(text).name: Requirement(text) for text in _project()["dependencies"]}
+    for name in ("transformers", "transformer-lens"):
+        assert any(spec.operator in ("<", "<=") for spec in declared[name].specifier), name
+        assert any(spec.operator == ">=" for spec in declared[name].specifier), name
+    assert all(spec.operator not in ("==", "===") for spec in declared["torch"].specifier)
+    assert _pins()["torch"].endswith("+cpu"), "CI installs torch's CPU build"
+
+
+def test_the_package_has_a_version_that_old_paths_can_name():
+    import lens_heads as lh
+    from lens_heads import _moved
+
+    assert _project()["version"] == lh.__version__ == "0.2.0"
+    assert Version(_moved.REMOVED_IN) > Version(lh.__version__)
