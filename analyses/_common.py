@@ -23,16 +23,16 @@ import json
 import os
 import sys
 import time
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import lens_heads as lh
+from lens_heads.cli.options import add_settings
 from lens_heads.core.provenance import code_version, machine
 from lens_heads.core.storage import Stages, record_settings, save_figures, write_atomic
 from lens_heads.core.tables import markdown_table
-from lens_heads.engine import MaskTrainingResult
+from lens_heads.engine import MaskTrainingResult, train_or_resume
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 _COMMAND: list[str] | None = None  # the command line of the analysis running from a shell
@@ -75,62 +75,14 @@ def help_of(text: str) -> dict[str, Any]:
     return {"help": text}
 
 
-def _converter(kind: Any) -> Callable[[str], Any]:
-    if kind is bool:
-        raise TypeError("booleans are flags")
-    return kind if kind in (int, float, str) else str
-
-
-def _element_type(hint: Any) -> Any:
-    arguments = [a for a in typing.get_args(hint) if a is not Ellipsis and a is not type(None)]
-    return arguments[0] if arguments else str
-
-
-def _add_option(parser: argparse.ArgumentParser, field: dataclasses.Field, hint: Any) -> None:
-    flag = "--" + field.name.replace("_", "-")
-    help_text = field.metadata.get("help", "")
-    required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
-    default = None if required else _default(field)
-    origin = typing.get_origin(hint)
-    if hint is bool or isinstance(default, bool):
-        parser.add_argument(
-            flag, action=argparse.BooleanOptionalAction, default=default, help=help_text
-        )
-        return
-    if origin is tuple or isinstance(default, tuple):
-        kind = _converter(_element_type(hint))
-
-        def split(text: str) -> tuple[Any, ...]:
-            return tuple(kind(part.strip()) for part in text.split(",") if part.strip())
-
-        shown = ",".join(str(value) for value in default) if default else "none"
-        parser.add_argument(
-            flag, type=split, default=default, required=required, help=f"{help_text} [{shown}]"
-        )
-        return
-    arguments = [a for a in typing.get_args(hint) if a is not type(None)]
-    kind = _converter(arguments[0] if origin is not None and arguments else hint)
-    parser.add_argument(
-        flag, type=kind, default=default, required=required, help=f"{help_text} [{default}]"
-    )
-
-
-def _default(field: dataclasses.Field) -> Any:
-    if field.default_factory is not dataclasses.MISSING:
-        return field.default_factory()
-    return field.default
-
-
 def parse(config_type: type, argv: Sequence[str] | None, doc: str | None = None) -> Any:
     """The ``config_type`` instance the command line ``argv`` describes."""
-    hints = typing.get_type_hints(config_type)
     parser = argparse.ArgumentParser(
         prog=f"python -m {config_type.__module__}",
         description=doc,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    for field in dataclasses.fields(config_type):
-        _add_option(parser, field, hints[field.name])
+    add_settings(parser, config_type)
     return config_type(**vars(parser.parse_args(argv)))
 
 
@@ -234,17 +186,7 @@ def trained_mask(
 
     def train(where: Path) -> MaskTrainingResult:
         schedule = lh.TrainingConfig.short(steps=steps, lr=lr, seed=seed, **config)
-        result = lh.train_mask(
-            model(),
-            task,
-            schedule,
-            checkpoint_dir=where / "checkpoints",
-            resume=True,
-            progress=progress,
-        )
-        result.save(where)
-        result.save_figures(where)
-        return result
+        return train_or_resume(model(), task, schedule, where, progress=progress, figures=True)
 
     return stages(name, train, MaskTrainingResult.load)
 

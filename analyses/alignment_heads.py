@@ -77,7 +77,9 @@ def run(config: Config) -> dict[str, Any]:
             pair = f"{source}-{target}"
 
             def compute(where: Path, pair: str = pair) -> lh.TranslationScores:
-                result = lh.translation_scores(model(), pair, n=config.n, progress=config.progress)
+                result = lh.translation_scores(
+                    model(), pair, n_eval=config.n, progress=config.progress
+                )
                 result.save(where)
                 return result
 
@@ -106,7 +108,7 @@ def run(config: Config) -> dict[str, Any]:
         def ablate(where: Path, k: int = k) -> AblationResult:
             result = lh.ablate_heads(
                 model(), config.ablation_pair, reference.top(k),
-                exclude=reference.alignment_heads(0.1), random_controls=config.seeds,
+                exclude=reference.alignment_heads(0.1), random_seeds=tuple(range(config.seeds)),
                 n_eval=config.n_eval, progress=config.progress,
             )  # fmt: skip
             result.save(where)
@@ -170,3 +172,7 @@ main = command_line(Config, run, __doc__)
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+#: where this analysis runs on a tiny model (it needs more than the shared tiny-run example)
+TESTED_BY = "tests/unit/tools/test_paper_experiments.py"

@@ -33,7 +33,7 @@ from lens_heads.heads_up.sweep import SweepResult, removal_sweep
 class Config(MaskedTaskConfig):
     word: str | None = field(default=None, metadata=help_of("held-out input to sweep"))
     every: int = field(default=2, metadata=help_of("evaluate every k-th removal step"))
-    generate_tokens: int = field(default=10, metadata=help_of("greedy tokens per step"))
+    max_new_tokens: int = field(default=10, metadata=help_of("greedy tokens per step"))
     out: str = field(default="runs/figure2", metadata=help_of("output folder"))
 
 
@@ -72,7 +72,7 @@ def sweep_of(
             order,
             target=example.output,
             reference_prompt=instructed,
-            generate_tokens=config.generate_tokens,
+            max_new_tokens=config.max_new_tokens,
             every=config.every,
             chat=chat,
             progress=config.progress,
@@ -109,3 +109,8 @@ main = command_line(Config, run, __doc__)
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+#: a run on a tiny model (the tests add ``--steps 3 --n-eval 4 --no-progress --out DIR``) and
+#: the figure it must write (tests/unit/tools/test_analyses_modules.py runs each analysis's)
+EXAMPLE = (["--task", "capitalize", "--every", "8", "--max-new-tokens", "2"], "figure2_ranks")

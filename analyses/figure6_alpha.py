@@ -34,6 +34,7 @@ from analyses._common import check_config, provenance_of
 from lens_heads.core.checks import resolve_mask
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.storage import write_atomic
+from lens_heads.engine import train_or_resume
 from lens_heads.heads_up.alpha import DEFAULT_ALPHAS, AlphaCurve, check_alphas, table8
 
 __all__ = ["Config", "Figure6Result", "main", "run"]
@@ -139,9 +140,6 @@ def _mask(config: Config, model: Any, out: Path) -> HeadMask:
     ``<out>/mask``."""
     if not config.trains:
         return resolve_mask(config.mask, model)
-    folder = out / "mask"
-    if (folder / "mask.safetensors").is_file() and (folder / "training.json").is_file():
-        return resolve_mask(folder, model)
     schedule = lh.TrainingConfig.short(
         steps=config.steps,
         batch_size=config.train_batch_size,
@@ -149,11 +147,10 @@ def _mask(config: Config, model: Any, out: Path) -> HeadMask:
         n_eval=config.holdout,
         seed=config.seed,
     )
-    result = lh.train_mask(
-        model, config.task, schedule, checkpoint_dir=folder, resume=True, progress=config.progress
+    task = lh.get_task(config.task)
+    result = train_or_resume(
+        model, task, schedule, out / "mask", progress=config.progress, figures=True
     )
-    result.save(folder)
-    result.save_figures(folder)
     return result.mask
 
 
@@ -274,3 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+#: where this analysis runs on a tiny model (it needs more than the shared tiny-run example)
+TESTED_BY = "tests/unit/heads_up/test_alpha.py"

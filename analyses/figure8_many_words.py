@@ -77,7 +77,7 @@ def switch_steps(config: Config, model: LazyModel, W: Any, example: Any) -> dict
     row: dict[str, Any] = {"word": example.input, "answer": example.output, "reordered": k}
     for label, extra in (("ascending", {}), ("influential", {"influential_k": k})):
         sweep = removal_sweep(
-            model(), example.input, W, target=example.output, generate_tokens=0,
+            model(), example.input, W, target=example.output, max_new_tokens=0,
             every=config.every, chat=chat, progress=False, **extra,
         )  # fmt: skip
         row[label] = sweep.switch_step(config.stay)
@@ -154,3 +154,7 @@ main = command_line(Config, run, __doc__)
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+#: where this analysis runs on a tiny model (it needs more than the shared tiny-run example)
+TESTED_BY = "tests/unit/tools/test_paper_experiments.py"

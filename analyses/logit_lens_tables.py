@@ -88,3 +88,8 @@ main = command_line(Config, run, __doc__)
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+#: a run on a tiny model (the tests add ``--steps 3 --n-eval 4 --no-progress --out DIR``) and
+#: the figure it must write (tests/unit/tools/test_analyses_modules.py runs each analysis's)
+EXAMPLE = (["--task", "capitalize"], "logit_lens")

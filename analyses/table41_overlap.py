@@ -136,3 +136,7 @@ main = command_line(Config, run, __doc__)
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+#: where this analysis runs on a tiny model (it needs more than the shared tiny-run example)
+TESTED_BY = "tests/unit/tools/test_paper_experiments.py"

@@ -156,3 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+#: where this analysis runs on a tiny model (it needs more than the shared tiny-run example)
+TESTED_BY = "tests/unit/heads_up/test_mask_stats.py"

@@ -111,7 +111,7 @@ def run(config: Config) -> lh.PathwaysResult:
         model,
         config.family,
         masks,
-        n_random_seeds=config.seeds,
+        random_seeds=tuple(range(config.seeds)),
         n_eval=config.n_eval,
         batch_size=config.eval_batch_size,
         cache_dir=out / "runs",
@@ -172,3 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+#: where this analysis runs on a tiny model (it needs more than the shared tiny-run example)
+TESTED_BY = "tests/unit/heads_up/test_pathways.py"

@@ -27,7 +27,7 @@ def _sweep_seconds(model: Any, every: int) -> float:
     import lens_heads as lh
 
     weights = torch.linspace(-1.0, 1.0, 270).reshape(30, 9)
-    kwargs = dict(target="Apple", generate_tokens=20, every=every, progress=False)
+    kwargs = dict(target="Apple", max_new_tokens=20, every=every, progress=False)
     lh.removal_sweep(model, "apple", weights, **kwargs)  # warm up
     return time_call(lambda: lh.removal_sweep(model, "apple", weights, **kwargs))
 

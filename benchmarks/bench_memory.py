@@ -47,7 +47,7 @@ def bench_memory_flat(quick: bool) -> BenchmarkResult:
     started = time.perf_counter()
     sweep_rss = []
     for _ in range(sweeps):  # 101 steps each
-        lh.removal_sweep(model, "apple", order, target="Apple", generate_tokens=2, progress=False)
+        lh.removal_sweep(model, "apple", order, target="Apple", max_new_tokens=2, progress=False)
         gc.collect()
         sweep_rss.append(resident_mb())
     task = lh.get_task("antonym")

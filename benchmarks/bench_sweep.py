@@ -27,7 +27,7 @@ def bench_sweep_batched(quick: bool) -> BenchmarkResult:
     kwargs = dict(
         target="Apple",
         reference_prompt="Capitalize the given word.\n\nInput:\n\napple\n\nOutput:\n\n",
-        generate_tokens=20,
+        max_new_tokens=20,
         progress=False,
     )
     lh.removal_sweep(model, "apple", order[:2], **kwargs)  # warm up

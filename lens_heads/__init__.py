@@ -13,6 +13,7 @@ from typing import Any
 
 from lens_heads import _moved
 from lens_heads.alignment.ablation import AblationResult, ablate_heads
+from lens_heads.alignment.score_config import ScoreConfig
 from lens_heads.alignment.scores import TranslationScores, translation_scores
 from lens_heads.alignment.trater import TRaterResult, trater_scores
 from lens_heads.core.errors import LensHeadsError
@@ -25,6 +26,7 @@ from lens_heads.core.prompts import PromptFormat
 from lens_heads.core.scales import HeadScale
 from lens_heads.core.tasks import Task, get_task, list_tasks
 from lens_heads.engine import (
+    EvaluationConfig,
     EvaluationResult,
     MaskTrainingResult,
     TrainingConfig,
@@ -44,6 +46,7 @@ from lens_heads.heads_up.mask_stats import (
 from lens_heads.heads_up.pathways import PathwaysResult, functional_pathways, train_family_masks
 from lens_heads.heads_up.similarity import SimilarityStats, figure4_similarity, layer_similarity
 from lens_heads.heads_up.sweep import SweepResult, plot_sweeps, removal_sweep
+from lens_heads.heads_up.sweep_config import SweepConfig
 from lens_heads.lahis.importance import HeadImportance, head_importance
 from lens_heads.lahis.languages import LanguageHeads, language_heads
 from lens_heads.scale.grid import GridConfig, GridResult, run_grid
@@ -64,6 +67,7 @@ __all__ = [
     "MODEL_ALIASES",
     "AblationResult",
     "AlphaCurve",
+    "EvaluationConfig",
     "EvaluationResult",
     "Generation",
     "GridConfig",
@@ -77,7 +81,9 @@ __all__ = [
     "MaskTrainingResult",
     "PathwaysResult",
     "PromptFormat",
+    "ScoreConfig",
     "SimilarityStats",
+    "SweepConfig",
     "SweepResult",
     "TRaterResult",
     "Task",

@@ -19,11 +19,14 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from lens_heads.core.checks import check_int, check_number, own_checks
+from lens_heads.core.errors import InputError
 from lens_heads.core.guards import verify_model
 from lens_heads.core.models import load_model, model_name
 from lens_heads.core.prompts import INSTRUCTION_TEMPLATE, has_chat_template
+from lens_heads.core.settings import configure
 from lens_heads.core.storage import Stages, record_settings, write_atomic
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import Task, get_task
@@ -32,13 +35,61 @@ from lens_heads.engine import (
     MaskTrainingResult,
     TrainingConfig,
     evaluate,
-    train_mask,
+    train_or_resume,
 )
 from lens_heads.heads_up.lens import LogitLensResult, logit_lens
 from lens_heads.heads_up.similarity import SimilarityResult, figure4_similarity
 from lens_heads.heads_up.sweep import SweepResult, removal_sweep
 
-__all__ = ["DemoReport", "run_demo"]
+__all__ = ["DemoConfig", "DemoReport", "run_demo"]
+
+_ANSWER_ENDS = ("auto", "turn", "eos", "separator", "none")
+_PRECISIONS = ("auto", "float32", "bfloat16")
+
+
+@own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
+@dataclass(frozen=True)
+class DemoConfig:
+    """What the demo runs: the model and task, the training schedule, the evaluation and sweep."""
+
+    model: str | Any = "smollm2-135m-instruct"
+    """The model: an alias, a .gguf file, a checkpoint folder, a hub id or a loaded model."""
+    task: str | Task = "capitalize"
+    """The task the mask is trained on (it needs an instruction: the demo compares with it)."""
+    steps: int = 100
+    """Training steps (the short CPU schedule: batch 8)."""
+    lr: float = 0.2
+    """Peak learning rate."""
+    n_eval: int = 40
+    """Held-out examples evaluated (never trained on)."""
+    sweep_every: int = 2
+    """Evaluate every k-th step of the removal sweep."""
+    max_new_tokens: int = 10
+    """Greedy tokens generated at each step of the sweep."""
+    seed: int = 0
+    """Seed of the training (init, noise and batches)."""
+    answer_end: str = "auto"
+    """What closes each training target (see TrainingConfig.answer_end)."""
+    precision: str = "auto"
+    """Training precision: auto (bf16 autocast where the CPU computes it natively), float32 or
+    bfloat16."""
+    progress: bool = True
+    """Show progress bars."""
+
+    RENAMED: ClassVar[dict[str, str]] = {"generate_tokens": "max_new_tokens"}
+
+    def __post_init__(self) -> None:
+        for name, minimum in (("steps", 1), ("n_eval", 1), ("sweep_every", 1)):
+            check_int(name, getattr(self, name), minimum=minimum)
+        check_int("max_new_tokens", self.max_new_tokens, minimum=0)
+        check_int("seed", self.seed)
+        if check_number("lr", self.lr) <= 0:
+            raise InputError(f"lr must be positive, got {self.lr}")
+        for name, choices in (("answer_end", _ANSWER_ENDS), ("precision", _PRECISIONS)):
+            if getattr(self, name) not in choices:
+                raise InputError(
+                    f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}"
+                )
 
 
 @dataclass
@@ -74,6 +125,12 @@ def _prepare_folder(folder: Path, settings: dict[str, Any], fresh: bool) -> None
     """Record the demo's settings; a folder of another demo is an error unless ``fresh``."""
     import shutil
 
+    recorded = folder / "demo.json"
+    if recorded.is_file():  # a folder of lens_heads 0.1 named the sweep's tokens generate_tokens
+        old = json.loads(recorded.read_text(encoding="utf-8"))
+        if "generate_tokens" in old:
+            old["max_new_tokens"] = old.pop("generate_tokens")
+            write_atomic(recorded, json.dumps(old, indent=1))
     if fresh:
         for stage in _STAGES:
             shutil.rmtree(folder / stage, ignore_errors=True)
@@ -87,21 +144,15 @@ def _prepare_folder(folder: Path, settings: dict[str, Any], fresh: bool) -> None
 
 def run_demo(
     out: str | os.PathLike[str],
+    config: DemoConfig | None = None,
     *,
-    model: str | Any = "smollm2-135m-instruct",
-    task: str | Task = "capitalize",
-    steps: int = 100,
-    lr: float = 0.2,
-    n_eval: int = 40,
-    sweep_every: int = 2,
-    generate_tokens: int = 10,
-    seed: int = 0,
-    answer_end: str = "auto",
-    precision: str = "auto",
     fresh: bool = False,
-    progress: bool = True,
+    **options: Any,
 ) -> DemoReport:
     """Run the demo into ``out`` and return its results (``report.md`` is ``.report``).
+
+    ``config`` (a :class:`DemoConfig`; its fields also as keywords, ``steps=50``) says what
+    runs.
 
     The schedule (100 steps, lr 0.2, batch 8) is the short CPU schedule of
     ``docs/training.md``; the sweep uses the first held-out example with a one-token answer as
@@ -114,29 +165,29 @@ def run_demo(
     the training's (``"auto"``: bf16 autocast where the CPU computes bf16 natively, else fp32;
     ``"float32"`` reproduces on any machine what a CPU without bf16 does).
     """
+    config = configure(DemoConfig, config, options, "run_demo")
     folder = Path(out)
-    task = get_task(task) if isinstance(task, str) else task
+    task = get_task(config.task) if isinstance(config.task, str) else config.task
     if not task.instruction:
-        raise ValueError(
+        raise InputError(
             f"the demo compares with the instructed prompt, but task {task.name!r} has no "
             "instruction; choose a built-in task or pass a file named like one"
         )
     settings = _settings_of(
-        model,
+        config.model,
         task,
-        steps=steps,
-        lr=lr,
-        n_eval=n_eval,
-        sweep_every=sweep_every,
-        generate_tokens=generate_tokens,
-        seed=seed,
-        answer_end=answer_end,
+        steps=config.steps,
+        lr=config.lr,
+        n_eval=config.n_eval,
+        sweep_every=config.sweep_every,
+        max_new_tokens=config.max_new_tokens,
+        seed=config.seed,
+        answer_end=config.answer_end,
         # "auto" is left out, so folders written before this option still match
-        **({} if precision == "auto" else {"precision": precision}),
+        **({} if config.precision == "auto" else {"precision": config.precision}),
     )
     _prepare_folder(folder, settings, fresh)
-    demo = _Demo(folder, model, task, steps, lr, n_eval, sweep_every, generate_tokens, seed,
-                 answer_end, precision, progress)  # fmt: skip
+    demo = _Demo(folder, config, task)
     training = demo.stage("training", demo.train, MaskTrainingResult.load)
     evaluation = demo.stage(
         "eval", lambda where: demo.evaluate(where, training), EvaluationResult.load
@@ -162,29 +213,22 @@ class _Demo:
     when a stage has to compute (a finished folder never loads it)."""
 
     folder: Path
-    model_spec: str | Any
+    config: DemoConfig
     task: Task
-    steps: int
-    lr: float
-    n_eval: int
-    sweep_every: int
-    generate_tokens: int
-    seed: int
-    answer_end: str
-    precision: str
-    progress: bool
     loaded: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.stage = Stages(self.folder)
-        if not isinstance(self.model_spec, str):
-            verify_model(self.model_spec)  # before any stage computes (load_model does it too)
-            self.loaded.append(self.model_spec)
+        self.progress = self.config.progress
+        self.n_eval = self.config.n_eval
+        if not isinstance(self.config.model, str):
+            verify_model(self.config.model)  # before any stage computes (load_model does too)
+            self.loaded.append(self.config.model)
 
     def model(self) -> Any:
         if not self.loaded:
             start = time.perf_counter()
-            self.loaded.append(load_model(self.model_spec))
+            self.loaded.append(load_model(self.config.model))
             _timed(self.stage.seconds, "load model", start)
         return self.loaded[0]
 
@@ -192,17 +236,14 @@ class _Demo:
         return has_chat_template(self.model().tokenizer)
 
     def train(self, where: Path) -> MaskTrainingResult:
+        demo = self.config
         config = TrainingConfig.short(
-            steps=self.steps, lr=self.lr, n_eval=self.n_eval, seed=self.seed,
-            answer_end=self.answer_end, dtype=self.precision,
+            steps=demo.steps, lr=demo.lr, n_eval=demo.n_eval, seed=demo.seed,
+            answer_end=demo.answer_end, dtype=demo.precision,
         )  # fmt: skip
-        result = train_mask(
-            self.model(), self.task, config, checkpoint_dir=where / "checkpoints", resume=True,
-            progress=self.progress,
-        )  # fmt: skip
-        result.save(where)
-        result.save_figures(where, png=True)
-        return result
+        return train_or_resume(
+            self.model(), self.task, config, where, progress=self.progress, figures=True, png=True
+        )
 
     def evaluate(self, where: Path, training: MaskTrainingResult) -> EvaluationResult:
         result = evaluate(
@@ -227,8 +268,8 @@ class _Demo:
             training.W,
             target=chosen.output,
             reference_prompt=instructed,
-            generate_tokens=self.generate_tokens,
-            every=self.sweep_every,
+            max_new_tokens=self.config.max_new_tokens,
+            every=self.config.sweep_every,
             chat=self.chat(),
             progress=self.progress,
         )

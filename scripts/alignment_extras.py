@@ -43,7 +43,7 @@ def across_models(out: Path, n: int) -> str:
 
 def ablation(out: Path, n: int) -> str:
     model = lh.load_model(GEMMA)
-    scores = lh.translation_scores(model, "en-fr", n=2 * n)
+    scores = lh.translation_scores(model, "en-fr", n_eval=2 * n)
     top = scores.top(6)
     result = ablate_heads(
         model,

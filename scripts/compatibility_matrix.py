@@ -222,7 +222,7 @@ def check_training(model: Any, reference: Any, workdir: Path) -> Any:
     n_heads = int(model.cfg.n_heads)
     order = [(index // n_heads, index % n_heads) for index in flat]
     chat = has_chat_template(reference.tokenizer)
-    run = dict(track_top_k=3, generate_tokens=3, chat=chat, progress=False)
+    run = dict(track_top_k=3, max_new_tokens=3, chat=chat, progress=False)
     labels = [format_head(*head) for head in order]
     naive = removal_sweep(model, "apple", labels, engine="naive", **run)
     batched = removal_sweep(model, "apple", labels, engine="batched", **run)

@@ -125,8 +125,8 @@ print("guards", lh.verify_model(model))
 result = lh.train_mask(model, "capitalize", lh.TrainingConfig.short(steps=3, n_eval=4),
                        progress=False)
 table = lh.evaluate(model, "capitalize", mask=result.mask, n_eval=4, progress=False)
-sweep = lh.removal_sweep(model, "apple", result.W, generate_tokens=3, progress=False)
-scores = lh.translation_scores(model, "en-fr", n=2, shots=1)
+sweep = lh.removal_sweep(model, "apple", result.W, max_new_tokens=3, progress=False)
+scores = lh.translation_scores(model, "en-fr", n_eval=2, shots=1)
 importance = lh.head_importance(model, ["the cat sat on the mat"] * 2)
 print("end-to-end: train, evaluate, sweep, translation scores, importance: ok",
       len(table.to_frame()), len(sweep.n_removed), tuple(scores.sentence_hits.shape))

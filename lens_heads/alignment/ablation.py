@@ -5,7 +5,7 @@ the ablation damaged, decided with an offline language-identification model (``l
 
 >>> import lens_heads as lh
 >>> model = lh.tiny_model()
->>> result = lh.ablate_heads(model, "en-fr", ["L0H1"], random_controls=2, n_eval=2,
+>>> result = lh.ablate_heads(model, "en-fr", ["L0H1"], random_seeds=(0, 1), n_eval=2,
 ...                          max_new_tokens=4, progress=False)
 >>> list(result.to_frame().index)
 ['unmasked', 'ablated', 'random']
@@ -23,13 +23,15 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from lens_heads.core.checks import read_text_file
+from lens_heads.core.errors import InputError
 from lens_heads.core.language_id import CORPUS_LANGUAGES, identify_language
 from lens_heads.core.masks import HeadMask, format_head, parse_head
 from lens_heads.core.models import head_shape, model_name
+from lens_heads.core.settings import configure, seeds_from_count
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import Task, get_task
-from lens_heads.engine import evaluate
+from lens_heads.engine import EvaluationConfig, evaluate
 
 __all__ = [
     "AblationResult",
@@ -66,13 +68,13 @@ def resolve_heads(heads: Any, model: Any) -> list[str]:
     for head in heads:
         layer, index = parse_head(head, n_layers, n_heads) if isinstance(head, str) else head
         if n_layers is not None and not (0 <= layer < n_layers and 0 <= index < n_heads):
-            raise ValueError(
+            raise InputError(
                 f"head {format_head(layer, index)} is out of range for a model with {n_layers} "
                 f"layers x {n_heads} heads (valid labels: L0H0 .. L{n_layers - 1}H{n_heads - 1})"
             )
         labels.append(format_head(layer, index))
     if len(set(labels)) != len(labels):
-        raise ValueError(f"heads repeat: {labels}; name each head once")
+        raise InputError(f"heads repeat: {labels}; name each head once")
     return labels
 
 
@@ -196,12 +198,16 @@ class AblationResult(FolderResult):
         return cls(**meta)
 
 
-def _run(model: Any, task: Task, mask: HeadMask, setting: str, seed: int, **kwargs: Any) -> Any:
+def _run(model: Any, task: Task, mask: HeadMask, setting: str, config: EvaluationConfig) -> Any:
     name = "original" if setting == "unmasked" else "mask"
-    result = evaluate(model, task, [name], mask=None if name == "original" else mask, **kwargs)
+    result = evaluate(model, task, [name], mask=None if name == "original" else mask, config=config)
     run = result.runs.iloc[0].to_dict()
     records = result.predictions(name)
     return run, records
+
+
+#: the evaluation ablate_heads runs by default: two-shot prompts, three random controls
+ABLATION = EvaluationConfig(shots=2)
 
 
 def ablate_heads(
@@ -209,62 +215,51 @@ def ablate_heads(
     task: Task | str | os.PathLike[str],
     heads: Any,
     *,
-    random_controls: int = 3,
     exclude: Any = None,
     control_task: Task | str | None = None,
-    n_eval: int = 100,
-    shots: int = 2,
-    max_new_tokens: int | None = None,
-    batch_size: int = 16,
-    seed: int = 0,
-    progress: bool = True,
+    config: EvaluationConfig | None = None,
+    **options: Any,
 ) -> AblationResult:
     """Evaluate ``task`` (a translation task, its last ``n_eval`` examples, ``shots``-shot)
     unmasked, with ``heads`` removed (``hook_z`` masked to 0), and with ``len(heads)`` random
-    heads removed for each of ``random_controls`` seeds (``seed``, ``seed + 1``, ...), drawn
-    from the heads outside ``exclude`` (default: outside ``heads``; pass all alignment heads
-    to draw from non-alignment heads). ``control_task`` (e.g. a word task) repeats the three
-    settings for functional specificity. Translations whose sentence chrF++ drops by
-    :data:`DAMAGE` points get a failure category (:func:`failure_category`).
+    heads removed for each seed of ``random_seeds``, drawn from the heads outside ``exclude``
+    (default: outside ``heads``; pass all alignment heads to draw from non-alignment heads).
+    ``config`` is the :class:`~lens_heads.EvaluationConfig` of every run (default
+    :data:`ABLATION`: two shots, seeds 0, 1, 2), its fields also as keywords. ``control_task``
+    (e.g. a word task) repeats the three settings for functional specificity. Translations
+    whose sentence chrF++ drops by :data:`DAMAGE` points get a failure category
+    (:func:`failure_category`).
     """
     from sacrebleu.metrics import CHRF
 
-    if random_controls < 0:
-        raise ValueError(f"random_controls must be >= 0, got {random_controls}")
+    options = seeds_from_count(options, "ablate_heads", "random_controls", 3)
+    config = configure(EvaluationConfig, config or ABLATION, options, "ablate_heads")
+    seeds = config.random_seeds
     n_layers, n_heads = head_shape(model)
     labels = resolve_heads(heads, model)
     if not labels:
-        raise ValueError("no heads to ablate; give at least one head label like 'L3H3'")
+        raise InputError("no heads to ablate; give at least one head label like 'L3H3'")
     excluded = set(labels) | set(resolve_heads(exclude, model) if exclude is not None else [])
     pool = [format_head(layer, h) for layer in range(n_layers) for h in range(n_heads)]
     pool = [label for label in pool if label not in excluded]
-    if random_controls and len(pool) < len(labels):
-        raise ValueError(
+    if seeds and len(pool) < len(labels):
+        raise InputError(
             f"only {len(pool)} heads lie outside the excluded set; cannot draw {len(labels)} "
             "random heads -- exclude fewer heads or ablate fewer"
         )
-    controls = [
-        sorted(random.Random(seed + i).sample(pool, len(labels))) for i in range(random_controls)
-    ]
+    controls = [sorted(random.Random(seed).sample(pool, len(labels))) for seed in seeds]
     tasks = [task if isinstance(task, Task) else get_task(task)]
     if control_task is not None:
         tasks.append(control_task if isinstance(control_task, Task) else get_task(control_task))
-    kwargs = dict(
-        n_eval=n_eval,
-        shots=shots,
-        batch_size=batch_size,
-        max_new_tokens=max_new_tokens,
-        progress=progress,
-    )
     chrf = CHRF(word_order=2)
     run_rows, record_frames = [], []
     for current in tasks:
         plan = [("unmasked", -1, []), ("ablated", -1, labels)]
-        plan += [("random", seed + i, control) for i, control in enumerate(controls)]
+        plan += [("random", seed, control) for seed, control in zip(seeds, controls, strict=True)]
         outputs_before: dict[int, str] = {}
         for setting, run_seed, removed in plan:
             mask = _removal(removed, n_layers, n_heads)
-            run, records = _run(model, current, mask, setting, run_seed, **kwargs)
+            run, records = _run(model, current, mask, setting, config)
             run_rows.append(
                 {
                     "task": current.name,
@@ -308,11 +303,12 @@ def ablate_heads(
                         )
                     ]
             record_frames.append(frame)
-    config = {
-        "n_eval": n_eval,
-        "shots": shots,
-        "random_controls": random_controls,
-        "seed": seed,
+    stored = {
+        "n_eval": config.n_eval,
+        "shots": config.shots,
+        "random_controls": len(seeds),
+        "random_seeds": list(seeds),
+        "seed": seeds[0] if seeds else 0,
         "damage_chrf": DAMAGE,
     }
     return AblationResult(
@@ -322,5 +318,5 @@ def ablate_heads(
         controls=controls,
         runs=pd.DataFrame(run_rows),
         records=pd.concat(record_frames, ignore_index=True),
-        config=config,
+        config=stored,
     )

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from lens_heads.core.errors import LensHeadsError
+from lens_heads.core.errors import InputError, LensHeadsError
 
 __all__ = [
     "Aligner",
@@ -160,7 +160,7 @@ def alignment_error_rate(
 ) -> float:
     """AER with every gold link sure: ``1 - 2 |A & S| / (|A| + |S|)`` over the corpus."""
     if len(predicted) != len(gold):
-        raise ValueError(f"{len(predicted)} predicted alignments for {len(gold)} gold ones")
+        raise InputError(f"{len(predicted)} predicted alignments for {len(gold)} gold ones")
     both = total = 0
     for a, s in zip(predicted, gold, strict=True):
         a_set, s_set = set(map(tuple, a)), set(map(tuple, s))
@@ -217,11 +217,11 @@ class SimAligner:
 
     def __init__(self, model: Any, *, layer: int | None = None, method: str = "itermax") -> None:
         if method not in ("itermax", "argmax"):
-            raise ValueError(f"method must be 'itermax' or 'argmax', got {method!r}")
+            raise InputError(f"method must be 'itermax' or 'argmax', got {method!r}")
         n_layers = int(model.cfg.n_layers)
         self.layer = n_layers // 2 if layer is None else layer
         if not 0 <= self.layer < n_layers:
-            raise ValueError(f"layer {self.layer} is out of range for {n_layers} layers")
+            raise InputError(f"layer {self.layer} is out of range for {n_layers} layers")
         self.model, self.method = model, method
 
     @torch.inference_mode()

@@ -3,7 +3,7 @@ sets) and across models or checkpoints (Figure 6: proportion and layer positions
 
 >>> import lens_heads as lh
 >>> model = lh.tiny_model()
->>> result = alignment_consistency(model, ["en", "fr", "de"], k=3, n=2, shots=1)
+>>> result = alignment_consistency(model, ["en", "fr", "de"], k=3, n_eval=2, shots=1)
 >>> result.jaccard.shape, round(result.expected, 3)
 ((6, 6), 0.259)
 """
@@ -17,9 +17,12 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
+from lens_heads.alignment.score_config import ScoreConfig
 from lens_heads.alignment.scores import translation_scores
+from lens_heads.core.errors import InputError
 from lens_heads.core.masks import HeadMask, expected_random_jaccard, jaccard
 from lens_heads.core.models import head_shape, model_name
+from lens_heads.core.settings import configure
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
 
@@ -112,23 +115,23 @@ def alignment_consistency(
     languages: Sequence[str] = ("en", "fr", "es", "de", "zh"),
     *,
     k: int = 20,
-    progress: bool = False,
-    **score_kwargs: Any,
+    config: ScoreConfig | None = None,
+    **options: Any,
 ) -> Consistency:
-    """Translation scores of every ordered pair of ``languages`` of the built-in corpus (keyword
-    arguments go to :func:`~lens_heads.translation_scores`), their top-``k`` sets and Jaccard."""
+    """Translation scores of every ordered pair of ``languages`` of the built-in corpus (under
+    ``config``, a :class:`ScoreConfig`, or its fields as keywords), their top-``k`` sets and
+    Jaccard."""
+    config = configure(ScoreConfig, config, options, "alignment_consistency")
     if len(set(languages)) < 2:
-        raise ValueError(f"need at least two languages, got {list(languages)}")
+        raise InputError(f"need at least two languages, got {list(languages)}")
     n_layers, n_heads = head_shape(model)
     if not 0 < k <= n_layers * n_heads:
-        raise ValueError(f"k must lie in [1, {n_layers * n_heads}], got {k}")
+        raise InputError(f"k must lie in [1, {n_layers * n_heads}], got {k}")
     top = {}
     for source in languages:
         for target in languages:
             if source != target:
-                scores = translation_scores(
-                    model, f"{source}-{target}", progress=progress, **score_kwargs
-                )
+                scores = translation_scores(model, f"{source}-{target}", config=config)
                 top[f"{source}-{target}"] = scores.top(k)
     return Consistency(
         model=model_name(model),
@@ -136,7 +139,7 @@ def alignment_consistency(
         n_layers=n_layers,
         n_heads=n_heads,
         top=top,
-        settings={key: str(value) for key, value in score_kwargs.items()},
+        settings={key: str(value) for key, value in options.items()},
     )
 
 
@@ -193,18 +196,19 @@ def alignment_heads_across_models(
     pair: str = "en-fr",
     *,
     threshold: float = 0.1,
-    progress: bool = False,
-    **score_kwargs: Any,
+    config: ScoreConfig | None = None,
+    **options: Any,
 ) -> AcrossModels:
     """Translation scores of ``pair`` on each model (a loaded model or a spec for
     :func:`~lens_heads.load_model`, e.g. HF revisions of one model); each is loaded, scored
     and released in turn."""
     from lens_heads.core.models import load_model
 
+    config = configure(ScoreConfig, config, options, "alignment_heads_across_models")
     rows = []
     for spec in models:
         model = load_model(spec) if isinstance(spec, (str, os.PathLike)) else spec
-        scores = translation_scores(model, pair, progress=progress, **score_kwargs)
+        scores = translation_scores(model, pair, config=config)
         heads = scores.alignment_heads(threshold)
         layers = [int(h[1:].split("H")[0]) for h in heads]
         depth = max(scores.n_layers - 1, 1)

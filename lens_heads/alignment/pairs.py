@@ -18,6 +18,7 @@ from lens_heads.alignment.aligners import (
     word_spans,
 )
 from lens_heads.core.checks import read_text_file
+from lens_heads.core.errors import InputError, InputTypeError
 from lens_heads.core.tasks import Task, get_task, list_tasks, parallel_corpus
 
 __all__ = [
@@ -25,7 +26,6 @@ __all__ = [
     "QueryItem",
     "SentencePairs",
     "demonstrations",
-    "encode_item",
     "read_alignments",
     "resolve_pairs",
 ]
@@ -85,7 +85,7 @@ def resolve_pairs(
             )
         pairs = get_task(pairs)
     elif not isinstance(pairs, (Task, Sequence)):
-        raise TypeError(
+        raise InputTypeError(
             "pairs must be a pair name like 'en-fr', a Task, a task file or (source, reference) "
             f"pairs, got {type(pairs).__name__}"
         )
@@ -185,7 +185,7 @@ def _answer_offsets(tokenizer: Any, ids: list[int], text: str) -> list[tuple[int
     return offsets
 
 
-def encode_item(
+def _encode_item(
     tokenizer: Any,
     prompt: str,
     chat: bool,
@@ -238,7 +238,7 @@ def demonstrations(
     pool: Sequence[tuple[str, str]], shots: int, seed: int
 ) -> Callable[[int], tuple]:
     if shots < 0:
-        raise ValueError(f"shots must be >= 0, got {shots}")
+        raise InputError(f"shots must be >= 0, got {shots}")
     if shots and len(pool) <= shots:
         raise AlignmentError(
             f"{shots} demonstrations need more than {shots} sentence pairs, got {len(pool)}; "

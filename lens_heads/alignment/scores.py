@@ -26,7 +26,7 @@ is cached.
 
 >>> import lens_heads as lh
 >>> model = lh.tiny_model()
->>> scores = lh.translation_scores(model, "en-fr", n=4, shots=1)
+>>> scores = lh.translation_scores(model, "en-fr", n_eval=4, shots=1)
 >>> tuple(scores.scores.shape), 0 < scores.chance < 1
 ((2, 4), True)
 >>> len(scores.top(3))
@@ -60,15 +60,18 @@ from lens_heads.alignment.pairs import (
     PairsLike,
     QueryItem,
     SentencePairs,
+    _encode_item,
     demonstrations,
-    encode_item,
     read_alignments,
     resolve_pairs,
 )
-from lens_heads.core.checks import warn_input
+from lens_heads.alignment.score_config import ScoreConfig
+from lens_heads.core.checks import check_number, warn_input
+from lens_heads.core.errors import InputError
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import model_name
 from lens_heads.core.prompts import PromptFormat, has_chat_template
+from lens_heads.core.settings import configure
 from lens_heads.core.storage import FolderResult, save_figures
 from lens_heads.core.tables import markdown_table
 
@@ -173,7 +176,7 @@ class TranslationScores(FolderResult):
     def top(self, k: int) -> list[str]:
         """Labels of the ``k`` highest-scoring heads, best first (ties: layer-major order)."""
         if not 0 < k <= self.n_layers * self.n_heads:
-            raise ValueError(f"k must lie in [1, {self.n_layers * self.n_heads}], got {k}")
+            raise InputError(f"k must lie in [1, {self.n_layers * self.n_heads}], got {k}")
         return [label for label, _ in self._ranked()[:k]]
 
     def alignment_heads(
@@ -184,7 +187,14 @@ class TranslationScores(FolderResult):
         ``argmax_over="sequence"`` (chance there is tiny); use ``over_chance`` with
         ``argmax_over="source"``, whose chance on short sentences exceeds 0.1."""
         if threshold is not None and over_chance is not None:
-            raise ValueError("give threshold or over_chance, not both")
+            raise InputError("give threshold or over_chance, not both")
+        for name, value in (("threshold", threshold), ("over_chance", over_chance)):
+            if value is not None:
+                number = check_number(name, value)  # NaN, inf and non-numbers are errors
+                if name == "threshold" and not 0 <= number <= 1:
+                    raise InputError(f"threshold must lie in [0, 1] (a score), got {value}")
+                if name == "over_chance" and number <= 0:
+                    raise InputError(f"over_chance must be positive, got {value}")
         cut = threshold if over_chance is None else over_chance * self.chance
         cut = 0.1 if cut is None else cut
         return [label for label, score in self._ranked() if score > cut]
@@ -321,18 +331,9 @@ def translation_scores(
     alignments: Sequence[Any] | str | os.PathLike[str] | None = None,
     src_lang: str | None = None,
     tgt_lang: str | None = None,
-    decoding: str = "teacher_forced",
-    query: str = "token",
-    argmax_over: str = "sequence",
-    average: str = "per_sentence",
-    shots: int = 2,
-    shot_seed: int = 0,
-    n: int | None = None,
-    chat: bool | None = None,
     aligner: Aligner | None = None,
-    max_new_tokens: int = 64,
-    batch_size: int | None = None,
-    progress: bool = False,
+    config: ScoreConfig | None = None,
+    **options: Any,
 ) -> TranslationScores:
     """Translation score of every head on ``pairs`` (see the module docstring for the four
     choices and the word -> token rule).
@@ -343,9 +344,10 @@ def translation_scores(
     ``[[i, j], ...]``, word pairs ``[["cat", "chat"], ...]`` or Pharaoh lines ``"0-0 1-2"``, over
     the words of :func:`split_words` (the corpus's own words for built-in
     pairs). Without gold alignments the ``aligner`` (default :class:`SimAligner` on ``model``)
-    aligns. ``n`` scores the first ``n`` pairs; each prompt has ``shots`` demonstrations drawn
-    (``shot_seed``) from the other pairs. Sentences are scored in right-padded batches of
-    ``batch_size`` (default 16), equal to scoring them one at a time.
+    aligns. ``config`` (a :class:`ScoreConfig`; its fields also as keywords, ``n_eval=8``)
+    holds the method's choices: ``n_eval`` scores the first pairs; each prompt has ``shots``
+    demonstrations drawn (``shot_seed``) from the other pairs. Sentences are scored in
+    right-padded batches of ``batch_size`` (default 16), equal to scoring them one at a time.
 
     >>> import lens_heads as lh
     >>> pairs = [("a cat", "un chat"), ("a dog", "un chien")]
@@ -353,25 +355,11 @@ def translation_scores(
     >>> scores.n_queries > 0
     True
     """
-    prepared = _prepare(
-        model,
-        pairs=pairs,
-        alignments=alignments,
-        src_lang=src_lang,
-        tgt_lang=tgt_lang,
-        decoding=decoding,
-        query=query,
-        argmax_over=argmax_over,
-        average=average,
-        shots=shots,
-        shot_seed=shot_seed,
-        n=n,
-        chat=chat,
-        aligner=aligner,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
+    config = configure(ScoreConfig, config, options, "translation_scores")
+    prepared = _prepare(model, pairs, alignments, src_lang, tgt_lang, aligner, config)
+    hits, queries, chance = score_items(
+        model, prepared.items, config.batch_size or 16, config.progress
     )
-    hits, queries, chance = score_items(model, prepared.items, batch_size or 16, progress)
     return TranslationScores(
         model=model_name(model),
         pair=prepared.name,
@@ -387,44 +375,34 @@ def translation_scores(
 def _prepare(
     model: Any,
     pairs: PairsLike,
-    *,
-    alignments: Sequence[Any] | str | os.PathLike[str] | None = None,
-    src_lang: str | None = None,
-    tgt_lang: str | None = None,
-    decoding: str = "teacher_forced",
-    query: str = "token",
-    argmax_over: str = "sequence",
-    average: str = "per_sentence",
-    shots: int = 2,
-    shot_seed: int = 0,
-    n: int | None = None,
-    chat: bool | None = None,
-    aligner: Aligner | None = None,
-    max_new_tokens: int = 64,
-    batch_size: int | None = None,
-    progress: bool = False,
+    alignments: Sequence[Any] | str | os.PathLike[str] | None,
+    src_lang: str | None,
+    tgt_lang: str | None,
+    aligner: Aligner | None,
+    config: ScoreConfig,
 ) -> _Prepared:
-    """Validate the arguments and encode every sentence (greedy: decode first)."""
-    _check_choices(decoding=decoding, query=query, argmax_over=argmax_over, average=average)
-    if batch_size is not None and batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    """Check the pairs and encode every sentence (greedy: decode first)."""
+    shots, n, decoding = config.shots, config.n_eval, config.decoding
     data, gold = check_pairs(
         pairs, alignments=alignments, src_lang=src_lang, tgt_lang=tgt_lang, shots=shots, n=n
     )
     check_pattern_hook(model)
     count = len(data.sources) if n is None else min(n, len(data.sources))
     tokenizer = model.tokenizer
-    chat = has_chat_template(tokenizer) if chat is None else chat
-    prompts = _prompts(model, data, count, chat, shots, shot_seed)
-    _check_fit(model, prompts, data, chat, shots, max_new_tokens if decoding == "greedy" else 0)
+    chat = has_chat_template(tokenizer) if config.chat is None else config.chat
+    prompts = _prompts(model, data, count, chat, shots, config.shot_seed)
+    new_tokens = config.max_new_tokens if decoding == "greedy" else 0
+    _check_fit(model, prompts, data, chat, shots, new_tokens)
     answers: list[str] = list(data.targets[:count])
     answer_ids: list[list[int] | None] = [None] * count
     target_words = [list(w) for w in data.target_words[:count]]
     if decoding == "greedy":
-        answers, answer_ids = _greedy_outputs(model, prompts, chat, max_new_tokens, batch_size)
+        answers, answer_ids = _greedy_outputs(
+            model, prompts, chat, config.max_new_tokens, config.batch_size
+        )
     links, n_gold = _links(model, data, gold, answers, target_words, aligner)
     items = [
-        encode_item(
+        _encode_item(
             tokenizer,
             prompts[i],
             chat,
@@ -434,19 +412,14 @@ def _prepare(
             answer_ids[i],
             target_words[i],
             links[i],
-            query,
-            argmax_over,
+            config.query,
+            config.argmax_over,
             where=f"pair {i}: ",
         )
         for i in range(count)
     ]
     settings = {
-        "decoding": decoding,
-        "query": query,
-        "argmax_over": argmax_over,
-        "average": average,
-        "shots": shots,
-        "shot_seed": shot_seed,
+        **config.stored(),
         "chat": chat,
         "alignments": "given" if alignments is not None else "gold" if data.gold else "aligner",
         "n_gold_aligned": n_gold,
@@ -468,11 +441,11 @@ def check_pairs(
     ``shots`` and ``n`` against the number of pairs. The command line calls it before the model
     loads; :func:`translation_scores` calls it first."""
     if n is not None and n < 1:
-        raise ValueError(f"n must be positive, got {n}")
+        raise InputError(f"n must be positive, got {n}")
     data = resolve_pairs(pairs, src_lang, tgt_lang)
     gold = data.gold if alignments is None else _given_alignments(data, alignments)
     if shots < 0:
-        raise ValueError(f"shots must be >= 0, got {shots}")
+        raise InputError(f"shots must be >= 0, got {shots}")
     if shots and len(data.sources) <= shots:
         raise AlignmentError(
             f"{shots} demonstrations need more than {shots} sentence pairs, {data.name} has "
@@ -481,18 +454,6 @@ def check_pairs(
     if n is not None and n > len(data.sources):
         warn_input(f"n={n}, but {data.name} has {len(data.sources)} sentence pairs: all scored")
     return data, gold
-
-
-def _check_choices(**choices: str) -> None:
-    allowed = {
-        "decoding": ("teacher_forced", "greedy"),
-        "query": ("token", "predicting"),
-        "argmax_over": ("sequence", "source"),
-        "average": ("per_sentence", "pooled"),
-    }
-    for name, value in choices.items():
-        if value not in allowed[name]:
-            raise ValueError(f"{name} must be one of {', '.join(allowed[name])}, got {value!r}")
 
 
 def _given_alignments(data: SentencePairs, alignments: Any) -> list[Any]:

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from lens_heads.alignment.ablation import _removal, resolve_heads
 from lens_heads.core.checks import read_text_file
 from lens_heads.core.decoding import LOGITS_BUDGET_BYTES
-from lens_heads.core.errors import LensHeadsError
+from lens_heads.core.errors import InputError, InputTypeError, LensHeadsError, NonFiniteError
 from lens_heads.core.hooks import maybe_mask
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import head_shape, model_name
@@ -106,7 +106,7 @@ class TRaterResult(FolderResult):
     def select(self, fraction: float = 0.2, *, per_language: bool = True) -> pd.DataFrame:
         """The top ``fraction`` of texts by score (of each language with ``per_language``)."""
         if not 0 < fraction <= 1:
-            raise ValueError(f"fraction must lie in (0, 1], got {fraction}")
+            raise InputError(f"fraction must lie in (0, 1], got {fraction}")
         frame = self.to_frame()
         groups = frame.groupby("lang", sort=True) if per_language else [("", frame)]
         parts = [part.head(max(1, round(fraction * len(part)))) for _, part in groups]
@@ -170,7 +170,7 @@ def _token_ce(
             )
             losses = losses.view(targets.shape)[:, :-1].cpu()
             if not torch.isfinite(losses).all():
-                raise FloatingPointError("non-finite cross-entropy in TRater; use float32")
+                raise NonFiniteError("non-finite cross-entropy in TRater; use float32")
             for row, index in enumerate(rows):
                 result[index] = losses[row, : len(encoded[index]) - 1]
             start = stop
@@ -201,26 +201,26 @@ def trater_scores(
             languages = [str(x) for x in frame["lang"]]
         texts = [str(x) for x in frame["text"]]
     if not isinstance(texts, Sequence) or not all(isinstance(text, str) for text in texts):
-        raise TypeError("texts must be a list of strings, a DataFrame with 'text' or a file")
+        raise InputTypeError("texts must be a list of strings, a DataFrame with 'text' or a file")
     texts = list(texts)
     if not texts:
-        raise ValueError("no texts to score")
+        raise InputError("no texts to score")
     if languages is not None and len(languages) != len(texts):
-        raise ValueError(f"got {len(languages)} languages for {len(texts)} texts")
+        raise InputError(f"got {len(languages)} languages for {len(texts)} texts")
     if batch_size is not None and batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+        raise InputError(f"batch_size must be positive, got {batch_size}")
     labels = resolve_heads(heads, model)
     tokenizer = model.tokenizer
     encoded = []
     n_ctx = int(getattr(model.cfg, "n_ctx", 0) or 0)
     for index, text in enumerate(texts):
         if not text.strip():
-            raise ValueError(f"text {index} is empty; remove it")
+            raise InputError(f"text {index} is empty; remove it")
         ids = list(tokenizer(text).input_ids)
         if len(ids) < 2:
-            raise ValueError(f"text {index} ({text!r}) has fewer than two tokens; nothing to score")
+            raise InputError(f"text {index} ({text!r}) has fewer than two tokens; nothing to score")
         if n_ctx and len(ids) > n_ctx:
-            raise ValueError(
+            raise InputError(
                 f"text {index} has {len(ids)} tokens, more than the model's context of {n_ctx}; "
                 "split it into shorter texts"
             )

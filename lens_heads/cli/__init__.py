@@ -35,8 +35,9 @@ from typing import Any
 
 from lens_heads.cli import alignment, common, core, doctor, engine, grid, heads_up, lahis
 from lens_heads.core.checks import InputWarning, each_warning_once
+from lens_heads.core.errors import LensHeadsError
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "EXAMPLES", "build_parser", "main"]
 
 #: every subcommand as ``(name, add_arguments, run)``, in the order ``--help`` lists them
 COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], int]]] = [
@@ -49,6 +50,18 @@ COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], 
     *lahis.COMMANDS,  # importance, language-heads/-perplexity, transfer, soft-mask-experiment
     *alignment.COMMANDS,  # translation-scores, ablate-heads, trater
 ]
+
+
+#: every subcommand's examples (:class:`common.Examples`), kept beside the command itself
+EXAMPLES: dict[str, common.Examples] = {
+    **core.EXAMPLES,
+    **doctor.EXAMPLES,
+    **engine.EXAMPLES,
+    **heads_up.EXAMPLES,
+    **grid.EXAMPLES,
+    **lahis.EXAMPLES,
+    **alignment.EXAMPLES,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             with each_warning_once():
                 return handlers[args.command](args)
-        except (ValueError, KeyError, OSError, RuntimeError) as error:  # one line, no traceback
+        except (LensHeadsError, ValueError, KeyError, OSError, RuntimeError) as error:  # one line
             message = error.args[0] if isinstance(error, KeyError) and error.args else error
             message = " ".join(str(message).split())  # one line even for multi-line messages
             print(f"lens-heads {args.command}: error: {message}", file=sys.stderr)

@@ -12,37 +12,22 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from lens_heads.alignment.score_config import CHOICES, ScoreConfig
 from lens_heads.cli import common
+from lens_heads.cli.options import add_settings, settings_from
+from lens_heads.core.errors import InputError
 
 __all__ = ["COMMANDS"]
 
 
 def _add_score_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--decoding", default="teacher_forced", choices=["teacher_forced", "greedy"]
+    add_settings(
+        parser,
+        ScoreConfig,
+        only=("decoding", "query", "argmax_over", "average", "shots", "n_eval", "batch_size"),
+        choices=CHOICES,
     )
-    parser.add_argument("--query", default="token", choices=["token", "predicting"])
-    parser.add_argument("--argmax-over", default="sequence", choices=["sequence", "source"])
-    parser.add_argument("--average", default="per_sentence", choices=["per_sentence", "pooled"])
-    parser.add_argument(
-        "--shots", type=common.non_negative, default=2, help="demonstrations per prompt"
-    )
-    parser.add_argument(
-        "--n", type=common.positive, help="score the first N sentence pairs (default: all)"
-    )
-    parser.add_argument("--batch-size", type=common.positive, default=16)
-
-
-def _score_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    return dict(
-        decoding=args.decoding,
-        query=args.query,
-        argmax_over=args.argmax_over,
-        average=args.average,
-        shots=args.shots,
-        n=args.n,
-        batch_size=args.batch_size,
-    )
+    common.deprecated(parser, "--n", "--n-eval", "n_eval", type=common.positive)
 
 
 def _add_translation_scores(sub: Any) -> None:
@@ -76,23 +61,22 @@ def _cmd_translation_scores(args: argparse.Namespace) -> int:
     from lens_heads.core.storage import write_atomic
 
     common.check_model(args)
+    config = settings_from(args, ScoreConfig, progress=True)
     pairs = [p.strip() for p in args.pairs.split(",") if p.strip()]
     if not pairs:
-        raise ValueError(f"--pairs {args.pairs!r} names no pair; e.g. en-fr,en-de or a file")
+        raise InputError(f"--pairs {args.pairs!r} names no pair; e.g. en-fr,en-de or a file")
     repeated = sorted({pair for pair in pairs if pairs.count(pair) > 1})
     if repeated:
-        raise ValueError(f"--pairs names {', '.join(repeated)} more than once")
+        raise InputError(f"--pairs names {', '.join(repeated)} more than once")
     if args.alignments and len(pairs) != 1:
-        raise ValueError("--alignments goes with exactly one --pairs entry")
+        raise InputError("--alignments goes with exactly one --pairs entry")
     for pair in pairs:  # names, files, alignments, shots: before the model loads
-        check_pairs(pair, alignments=args.alignments, shots=args.shots, n=args.n)
+        check_pairs(pair, alignments=args.alignments, shots=args.shots, n=args.n_eval)
     with common.writing(args.out) as out:
         model = common.load_model(args)
         rows, written, text = [], [], []
         for pair in pairs:
-            scores = translation_scores(
-                model, pair, alignments=args.alignments, progress=True, **_score_kwargs(args)
-            )
+            scores = translation_scores(model, pair, alignments=args.alignments, config=config)
             name = Path(pair).stem if Path(pair).is_file() else pair
             written += scores.save(out / name, png=True)
             heads = scores.alignment_heads(args.threshold)
@@ -122,20 +106,15 @@ def _heads_before_model(value: str, shape: Any, pair: str, args: argparse.Namesp
     from lens_heads.alignment.ablation import resolve_heads
     from lens_heads.alignment.scores import check_pairs
 
-    if value.startswith("top:"):
-        try:
-            k = int(value[4:])
-        except ValueError as error:
-            raise ValueError(f"--heads top:K needs an integer K, got {value!r}") from error
-        total = shape.n_layers * shape.n_heads if shape is not None else None
-        if k < 1 or (total is not None and k > total):
-            raise ValueError(f"--heads {value}: K must lie in [1, {total or 'all heads'}]")
+    total = shape.n_layers * shape.n_heads if shape is not None else None
+    k = common.top_k_of(value, total)
+    if k is not None:
         check_pairs(pair, n=args.scores_n, shots=args.shots)
         return k
     try:
         return resolve_heads(value, shape)
     except ValueError as error:
-        raise ValueError(f"--heads: {error}") from error
+        raise InputError(f"--heads: {error}") from error
 
 
 def _heads_argument(heads: Any, model: Any, pair: str, args: argparse.Namespace) -> tuple:
@@ -145,7 +124,7 @@ def _heads_argument(heads: Any, model: Any, pair: str, args: argparse.Namespace)
         return heads, None
     from lens_heads.alignment.scores import translation_scores
 
-    scores = translation_scores(model, pair, n=args.scores_n, shots=args.shots, progress=True)
+    scores = translation_scores(model, pair, n_eval=args.scores_n, shots=args.shots, progress=True)
     return scores.top(heads), scores.alignment_heads(0.1)
 
 
@@ -163,8 +142,15 @@ def _add_ablate_heads(sub: Any) -> None:
         "--heads", required=True, help="top:K (by translation score), labels L3H3,L7H0, or a file"
     )
     parser.add_argument(
-        "--random-controls", type=common.non_negative, default=3, help="random seeds"
+        "--random-seeds",
+        type=common.numbers(int),
+        default=[0, 1, 2],
+        help="seeds of the random heads removed, one run each (comma-separated) [0,1,2]",
     )
+    common.deprecated(
+        parser, "--random-controls", "--random-seeds 0,1,...", "random_controls",
+        type=common.non_negative,
+    )  # fmt: skip
     parser.add_argument("--control-task", help="a non-translation task (functional specificity)")
     parser.add_argument(
         "--n-eval", type=common.positive, default=100, help="held-out: the last N pairs"
@@ -196,11 +182,13 @@ def _cmd_ablate_heads(args: argparse.Namespace) -> int:
             model,
             task,
             heads,
-            random_controls=args.random_controls,
             exclude=alignment,
             control_task=control,
             n_eval=args.n_eval,
             shots=args.shots,
+            random_seeds=tuple(
+                args.random_seeds if args.random_controls is None else range(args.random_controls)
+            ),
             max_new_tokens=args.max_new_tokens,
             batch_size=args.batch_size,
         )
@@ -255,3 +243,23 @@ COMMANDS = [
     ("ablate-heads", _add_ablate_heads, _cmd_ablate_heads),
     ("trater", _add_trater, _cmd_trater),
 ]
+
+
+#: each command's examples, run by the tests (common.Examples: the placeholders)
+EXAMPLES = {
+    "translation-scores": common.Examples(
+        bad="--model {M} --pairs {pairs} --alignments {bad_json} --out {out}",
+        message="align.json:1: not valid JSON",
+        good="--model {M} --pairs en-fr",
+    ),
+    "ablate-heads": common.Examples(
+        bad="--model {M} --task en-fr --heads L2H0 --out {out}",
+        message="head L2H0 is out of range for a model with 2 layers x 4 heads",
+        good="--model {M} --task en-fr --heads L0H1 --n-eval 4",
+    ),
+    "trater": common.Examples(
+        bad="--model {M} --texts {empty} --heads L0H1 --out {out}",
+        message="empty.txt is empty",
+        good="--model {M} --texts {texts} --heads L0H1",
+    ),
+}

@@ -14,11 +14,15 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lens_heads.core.errors import InputError, LensHeadsError
+
 __all__ = [
     "MASK_HELP",
+    "Examples",
     "Parser",
     "add_chat_argument",
     "add_match_argument",
@@ -44,12 +48,54 @@ __all__ = [
     "read_text",
     "resolve_chat",
     "text",
+    "top_k_of",
+    "write_result",
     "writing",
 ]
 
 
+@dataclass(frozen=True)
+class Examples:
+    """A command's examples, run by the tests on a tiny checkpoint folder: ``bad`` is refused
+    in one line containing ``message`` before any model loads; ``good`` (for a command that
+    writes ``--out``) is a valid call. ``{M}`` stands for a model folder, ``{out}`` for an
+    output folder, other ``{names}`` for the files the tests make (their fixture ``f``)."""
+
+    bad: str
+    message: str
+    good: str | None = None
+
+    @staticmethod
+    def argv(command: str, line: str, **values: str) -> list[str]:
+        """``[command, ...]``: ``line`` split as a shell splits it, placeholders filled in.
+
+        >>> Examples.argv("eval", "--model {M} --out {out}", M="m", out="o")
+        ['eval', '--model', 'm', '--out', 'o']
+        """
+        import shlex
+
+        return [command, *(item.format(**values) for item in shlex.split(line))]
+
+
 class Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line (``lens-heads CMD: error: ...``)."""
+    """An argument parser whose errors are one line (``lens-heads CMD: error: ...``) and that
+    takes every flag as written (no abbreviations: ``--n`` is not ``--n-eval``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        #: checks of the parsed values (the settings objects the flags build), run right after
+        #: parsing: a bad value is a usage error, like a bad type
+        self.checks: list[Callable[[argparse.Namespace], Any]] = []
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        namespace, extras = super().parse_known_args(args, namespace)
+        for check in self.checks:
+            try:
+                check(namespace)
+            except LensHeadsError as error:
+                self.error(str(error))
+        return namespace, extras
 
     def error(self, message: str) -> Any:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -88,7 +134,7 @@ def check_model(args: argparse.Namespace) -> Any:
     try:
         return model_shape(args.model)
     except (ValueError, RuntimeError, OSError, TypeError) as error:
-        raise ValueError(f"--model {args.model!r}: {error}") from error
+        raise InputError(f"--model {args.model!r}: {error}") from error
 
 
 def load_mask(mask: Any, model: Any) -> Any:
@@ -131,17 +177,35 @@ def check_heads(value: str, shape: Any, flag: str = "--heads") -> list[str]:
         source = read_text(value, flag)
     labels = [label for label in source.replace(",", " ").split() if label]
     if not labels:
-        raise ValueError(f"{flag} {value!r} names no heads; write labels like L3H7,L0H1")
+        raise InputError(f"{flag} {value!r} names no heads; write labels like L3H7,L0H1")
     n_layers, n_heads = (shape.n_layers, shape.n_heads) if shape is not None else (None, None)
     for label in labels:
         try:
             parse_head(label, n_layers, n_heads)
         except ValueError as error:
-            raise ValueError(f"{flag}: {error}") from None
+            raise InputError(f"{flag}: {error}") from None
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:
-        raise ValueError(f"{flag} names {', '.join(repeated)} twice or more; name each head once")
+        raise InputError(f"{flag} names {', '.join(repeated)} twice or more; name each head once")
     return labels
+
+
+def top_k_of(value: str, total: int | None = None, flag: str = "--heads") -> int | None:
+    """``top:K`` (the K heads ranked first) as K, checked against ``total`` heads when known;
+    None for any other head argument (labels, a file).
+
+    >>> top_k_of("top:6"), top_k_of("L3H7,L0H1")
+    (6, None)
+    """
+    if not value.startswith("top:"):
+        return None
+    try:
+        k = int(value[4:])
+    except ValueError as error:
+        raise InputError(f"{flag} {value!r}: K must be an integer, e.g. top:6") from error
+    if k < 1 or (total is not None and k > total):
+        raise InputError(f"{flag} {value}: K must lie in [1, {total or 'all heads'}]")
+    return k
 
 
 @contextmanager
@@ -272,17 +336,17 @@ def check_out(path: str | Path) -> Path:
     import os
 
     if not str(path).strip():
-        raise ValueError("--out is empty; give a folder (existing or new)")
+        raise InputError("--out is empty; give a folder (existing or new)")
     out = Path(path)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file; give a folder (existing or new)")
+        raise InputError(f"--out {out} is a file; give a folder (existing or new)")
     existing = out
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        raise ValueError(f"--out {out}: {existing} is a file, so the folder cannot be created")
+        raise InputError(f"--out {out}: {existing} is a file, so the folder cannot be created")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"--out {out}: {existing} is not writable; choose another folder")
+        raise InputError(f"--out {out}: {existing} is not writable; choose another folder")
     return out
 
 
@@ -298,6 +362,28 @@ def add_match_argument(parser: argparse.ArgumentParser) -> None:
 
 def print_written(paths: Sequence[Path]) -> None:
     print("wrote " + ", ".join(str(path) for path in paths))
+
+
+def write_result(
+    args: argparse.Namespace,
+    compute: Callable[[Any, Path], Any],
+    *,
+    show: Callable[[Any], None] | None = None,
+) -> int:
+    """The tail every command that writes a result shares, once its arguments were checked:
+    claim ``--out``, load the model, ``compute(model, out)``, save the result with its figures
+    (PNG too when a browser can export them), show it (its markdown table by default) and list
+    the files written."""
+    with writing(args.out) as out:
+        model = load_model(args)
+        result = compute(model, out)
+        written = result.save(out, png=True)
+    if show is None:
+        print(result.to_markdown())
+    else:
+        show(result)
+    print_written(written)
+    return 0
 
 
 def output_dir(path: str | Path) -> Path:

@@ -79,3 +79,20 @@ COMMANDS = [
     ("generate", _add_generate, _cmd_generate),
     ("tasks", _add_tasks, _cmd_tasks),
 ]
+
+
+#: each command's examples, run by the tests (common.Examples: the placeholders)
+EXAMPLES = {
+    "models": common.Examples(
+        bad="--prepare no-such-alias",
+        message="unknown alias 'no-such-alias'",
+    ),
+    "generate": common.Examples(
+        bad="--model {M} --prompt apple --mask {nan}",
+        message="NaN",
+    ),
+    "tasks": common.Examples(
+        bad="--kind sentence",
+        message="invalid choice: 'sentence'",
+    ),
+}

@@ -44,3 +44,12 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 COMMANDS = [("doctor", _add_doctor, _cmd_doctor)]
+
+
+#: each command's examples, run by the tests (common.Examples: the placeholders)
+EXAMPLES = {
+    "doctor": common.Examples(
+        bad="'{out}/no-model.gguf'",
+        message="does not exist",
+    ),
+}

@@ -4,10 +4,20 @@ every research line uses)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from lens_heads.cli import common
 from lens_heads.cli import lahis as cli_lahis
+from lens_heads.cli.options import add_settings, settings_from
+from lens_heads.core.errors import InputError
+from lens_heads.engine import (
+    EvaluationConfig,
+    TrainingConfig,
+    check_training,
+    evaluate,
+    train_or_resume,
+)
 
 __all__ = ["COMMANDS"]
 
@@ -32,84 +42,51 @@ def _add_eval(sub: Any) -> None:
         "(default: every setting the given masks allow)",
     )
     parser.add_argument(
-        "--n-eval",
-        type=common.positive,
-        default=100,
-        help="evaluate the last N examples (default 100)",
-    )
-    parser.add_argument("--split-seed", type=int, help="shuffle the task (seeded) before splitting")
-    parser.add_argument(
-        "--seeds", default="0,1,2", help="seeds of the random masks (comma-separated)"
-    )
-    parser.add_argument(
-        "--shots", type=common.non_negative, default=0, help="k demonstrations from the train split"
-    )
-    parser.add_argument("--shot-seed", type=int, default=0, help="seed of the demonstrations")
-    parser.add_argument(
         "--instruction",
         type=common.text,
         help="instruction text (for a task file without one)",
     )
     common.add_match_argument(parser)
-    common.add_chat_argument(parser)
-    parser.add_argument("--batch-size", type=common.positive, default=16)
-    parser.add_argument(
-        "--max-new-tokens", type=common.positive, help="default: 10 (words), 50 (sentences)"
-    )
+    add_settings(parser, EvaluationConfig, skip=("progress",))
+    common.deprecated(parser, "--seeds", "--random-seeds", "old_seeds")
     parser.add_argument("--out", required=True, help="output directory")
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     from lens_heads.core.tasks import get_task
-    from lens_heads.engine import check_evaluation, evaluate
 
     shape = common.check_model(args)
-    seeds = _seeds(args.seeds)
+    old = {} if args.old_seeds is None else {"random_seeds": _seeds(args.old_seeds, "--seeds")}
+    config = settings_from(args, EvaluationConfig, **old)
     task = get_task(args.task, instruction=args.instruction, match=args.match)
     mask = common.mask_before_model(args.mask, shape)
     other = common.mask_before_model(args.other_mask, shape, "--other-mask")
-    settings = check_evaluation(
+    settings = config.check(
         task,
         args.settings,
         mask_given=mask is not None,
         other_given=other is not None,
-        random_seeds=seeds,
-        n_eval=args.n_eval,
-        split_seed=args.split_seed,
-        shots=args.shots,
+        unseen=EvaluationConfig.unseen(task, mask, other),
     )
-    with common.writing(args.out) as out:
-        model = common.load_model(args)
+
+    def compute(model: Any, out: Path) -> Any:
         result = evaluate(
-            model,
-            task,
-            settings,
-            mask=mask,
-            other_mask=other,
-            n_eval=args.n_eval,
-            split_seed=args.split_seed,
-            random_seeds=seeds,
-            batch_size=args.batch_size,
-            chat=common.chat_choice(args.chat),
-            instruction=args.instruction,
-            shots=args.shots,
-            shot_seed=args.shot_seed,
-            max_new_tokens=args.max_new_tokens,
-        )
+            model, task, settings, mask=mask, other_mask=other, instruction=args.instruction,
+            config=config,
+        )  # fmt: skip
         for field in ("mask", "other_mask"):  # the files the masks came from
             if result.config.get(field) is not None:
                 result.config[field]["file"] = getattr(args, field)
-        written = result.save(out, png=True)
-    print(result.to_markdown())
-    common.print_written(written)
-    return 0
+        return result
+
+    return common.write_result(args, compute)
 
 
-def _seeds(text: str) -> list[int]:
+def _seeds(text: str, flag: str = "--random-seeds") -> tuple[int, ...]:
     try:
-        return [int(seed) for seed in text.split(",") if seed.strip()]
+        return tuple(int(seed) for seed in text.split(",") if seed.strip())
     except ValueError as error:
-        raise ValueError(f"--seeds must be comma-separated integers, got {text!r}") from error
+        raise InputError(f"{flag} must be comma-separated integers, got {text!r}") from error
 
 
 # -- train-mask (issue 4) ------------------------------------------------------------------------
@@ -126,44 +103,21 @@ def _add_train_mask(sub: Any) -> None:
         conflict_handler="resolve",
     )
     common.add_model_argument(parser)
-    precision = dict(choices=["auto", "bf16", "fp32", "bfloat16", "float32"])
-    parser.add_argument(
-        "--precision",
-        default=None,
-        **precision,
-        help="training precision: bf16 = bfloat16 autocast on the fp32 weights, fp32 = full "
-        "precision, auto (default) = bf16 where the hardware computes it natively, else fp32",
-    )
-    # --dtype means the weights' dtype elsewhere; here it was the training precision
-    common.deprecated(parser, "--dtype", "--precision", "precision", **precision)
     parser.add_argument("--task", required=True, help="built-in task name or a .json/.jsonl file")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--paper", action="store_true", help="start from the paper's schedule")
-    parser.add_argument("--steps", type=common.positive, help="training steps")
-    parser.add_argument("--lr", type=common.finite, help="peak learning rate")
-    parser.add_argument("--batch-size", type=common.positive, help="examples per step")
-    parser.add_argument("--seed", type=int, help="seed of init, noise and batches")
-    parser.add_argument(
-        "--init-mean", type=common.finite, help="mean of the W init (paper 4; Table 6: -3)"
+    # each flag overrides one field of the schedule (None: the schedule's own value)
+    add_settings(
+        parser,
+        TrainingConfig,
+        only=_TRAINING_FLAGS,
+        defaults=dict.fromkeys(_TRAINING_FLAGS),
+        rename=_TRAINING_RENAMED,
+        choices={"dtype": _PRECISIONS, "noise": ("example", "batch"), "answer_end": _ENDS},
+        check=False,  # the flags override the schedule; the command checks the result
     )
-    parser.add_argument(
-        "--noise",
-        choices=["example", "batch"],
-        help="Gumbel noise drawn per example (the paper's, default) or once per batch",
-    )
-    parser.add_argument(
-        "--sparsity", type=common.finite, help="weight of the mean sigmoid(W) penalty"
-    )
-    parser.add_argument(
-        "--shots", type=common.non_negative, help="k demonstrations before each training input"
-    )
-    parser.add_argument(
-        "--answer-end",
-        choices=["auto", "turn", "eos", "separator", "none"],
-        help="what closes each training target after the answer: auto (default) = the chat "
-        "template's end-of-turn token for chat models, EOS for base models; none = the answer "
-        "alone (masked outputs then run on)",
-    )
+    # --dtype means the weights' dtype elsewhere; here it was the training precision
+    common.deprecated(parser, "--dtype", "--precision", "precision")
     parser.add_argument(
         "--instruction",
         type=common.text,
@@ -171,16 +125,6 @@ def _add_train_mask(sub: Any) -> None:
         "without one; training never sees it)",
     )
     common.add_match_argument(parser)
-    parser.add_argument(
-        "--holdout",
-        type=common.non_negative,
-        help="examples held out of training (default 100; 0 = none)",
-    )
-    parser.add_argument("--split-seed", type=int, help="shuffle the task (seeded) before splitting")
-    parser.add_argument("--ffn-masks", action="store_true", help="experimental: MLP masks too")
-    parser.add_argument(
-        "--query-side", action="store_true", help="experimental: mask inside the softmax"
-    )
     parser.add_argument(
         "--checkpoint-every", type=common.positive, default=50, help="steps per checkpoint"
     )
@@ -191,79 +135,73 @@ def _add_train_mask(sub: Any) -> None:
         help="held-out examples to evaluate afterwards (default: all held out, 100 like eval's "
         "--n-eval; 0: no evaluation)",
     )
-    parser.add_argument("--seeds", default="0,1", help="seeds of the random masks")
-    parser.add_argument("--eval-batch-size", type=common.positive, default=16)
+    parser.add_argument(
+        "--random-seeds", type=_seeds, default=(0, 1), help="seeds of the random masks [0,1]"
+    )
+    common.deprecated(parser, "--seeds", "--random-seeds", "random_seeds", type=_seeds)
+    parser.add_argument(
+        "--eval-batch-size", type=common.positive, default=16, help="prompts decoded together"
+    )
     cli_lahis.add_soft_arguments(parser)  # --soft --heads FILE|top:N --importance DIR
+
+
+#: the TrainingConfig fields train-mask sets from flags; two are named as elsewhere on the
+#: command line (the held-out examples, the training precision)
+_TRAINING_FLAGS = (
+    "steps", "lr", "batch_size", "seed", "init_mean", "noise", "sparsity", "shots", "answer_end",
+    "n_eval", "split_seed", "dtype", "ffn_masks", "query_side",
+)  # fmt: skip
+_TRAINING_RENAMED = {"n_eval": "holdout", "dtype": "precision"}
+_PRECISIONS = ("auto", "bf16", "fp32", "bfloat16", "float32")
+_ENDS = ("auto", "turn", "eos", "separator", "none")
 
 
 def _cmd_train_mask(args: argparse.Namespace) -> int:
     from lens_heads.core.tasks import get_task
-    from lens_heads.engine import (
-        TrainingConfig,
-        check_evaluation,
-        check_training,
-        evaluate,
-        train_mask,
-        with_overrides,
-    )
 
     shape = common.check_model(args)
-    seeds = _seeds(args.seeds)
+    seeds = args.random_seeds
     base = TrainingConfig() if args.paper else TrainingConfig.short()
-    config = with_overrides(
-        base,
-        steps=args.steps,
-        lr=args.lr,
-        batch_size=args.batch_size,
-        seed=args.seed,
-        init_mean=args.init_mean,
-        noise=args.noise,
-        sparsity=args.sparsity,
-        shots=args.shots,
-        answer_end=args.answer_end,
-        n_eval=args.holdout,
-        split_seed=args.split_seed,
-        dtype=args.precision,
-        ffn_masks=args.ffn_masks or None,
-        query_side=args.query_side or None,
+    config = settings_from(
+        args,
+        TrainingConfig,
+        base=base,
+        rename=_TRAINING_RENAMED,
         soft=args.soft or None,
         trainable=cli_lahis.trainable_from_args(args),
     )
     if args.n_eval is None:
         args.n_eval = config.n_eval  # every held-out example
     if args.n_eval > 0 and config.n_eval and args.n_eval > config.n_eval:
-        raise ValueError(
+        raise InputError(
             f"--n-eval {args.n_eval} exceeds the {config.n_eval} examples held out of training "
             "(--holdout); evaluating more would score training examples"
         )
     if args.n_eval > 0 and config.n_eval == 0:
-        raise ValueError("--holdout 0 trains on every example: pass --n-eval 0 as well")
+        raise InputError("--holdout 0 trains on every example: pass --n-eval 0 as well")
     task = get_task(args.task, instruction=args.instruction, match=args.match)
     out = common.check_out(args.out)
     checkpoints = out / "checkpoints"
     check_training(task, config, model=shape, checkpoint_dir=checkpoints, resume=args.resume)
     settings = ["original"] + (["instruction"] if task.instruction else [])
     settings += (["random"] if seeds and not config.soft else []) + ["mask"]
+    evaluation_config = None
     if args.n_eval > 0:
-        check_evaluation(
-            task,
-            settings,
-            mask_given=True,
-            random_seeds=seeds,
+        evaluation_config = EvaluationConfig(
             n_eval=args.n_eval,
             split_seed=config.split_seed,
+            random_seeds=seeds,
+            batch_size=args.eval_batch_size,
+            chat=config.chat,
             shots=config.shots,
+            separator=config.separator,
         )
+        evaluation_config.check(task, settings, mask_given=True)
     with common.writing(out):
         model = common.load_model(args)
-        result = train_mask(
-            model,
-            task,
-            config,
-            checkpoint_dir=out / "checkpoints",
-            checkpoint_every=args.checkpoint_every,
-            resume=args.resume,
-        )
+        result = train_or_resume(
+            model, task, config, out, checkpoint_every=args.checkpoint_every
+        )  # without --resume, check_training refused an earlier run's checkpoint above
         written = result.save(out) + result.save_figures(out, png=True)
         summary = result.summary()
         print(
@@ -271,22 +209,10 @@ def _cmd_train_mask(args: argparse.Namespace) -> int:
             f"loss {summary['final_loss']:.3f}, {summary['steps']} steps in "
             f"{summary['seconds']:.0f} s"
         )
-        if args.n_eval > 0:
+        if evaluation_config is not None:
             if config.query_side or config.ffn_masks:
                 print("note: the evaluation applies the head mask on hook_z only")
-            evaluation = evaluate(
-                model,
-                task,
-                mask=result.mask,
-                n_eval=args.n_eval,
-                split_seed=config.split_seed,
-                random_seeds=seeds,
-                batch_size=args.eval_batch_size,
-                chat=config.chat,
-                shots=config.shots,
-                separator=config.separator,
-                settings=settings,
-            )
+            evaluation = evaluate(model, task, settings, mask=result.mask, config=evaluation_config)
             written += evaluation.save(out / "eval", png=True)
             print(evaluation.to_markdown())
     common.print_written(written)
@@ -297,3 +223,18 @@ COMMANDS = [
     ("eval", _add_eval, _cmd_eval),
     ("train-mask", _add_train_mask, _cmd_train_mask),
 ]
+
+
+#: each command's examples, run by the tests (common.Examples: the placeholders)
+EXAMPLES = {
+    "eval": common.Examples(
+        bad="--model {M} --task {dup} --out {out}",
+        message="examples 0 and 1 repeat",
+        good="--model {M} --task capitalize --n-eval 4",
+    ),
+    "train-mask": common.Examples(
+        bad="--model {M} --task capitalize --lr 1e6 --out {out}",
+        message="lr=1e+06 is far above",
+        good="--model {M} --task capitalize --steps 2",
+    ),
+}

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from lens_heads.cli import common
+
 __all__ = ["COMMANDS"]
 
 
@@ -51,3 +53,12 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
 
 COMMANDS = [("grid", _add_grid, _cmd_grid)]
+
+
+#: each command's examples, run by the tests (common.Examples: the placeholders)
+EXAMPLES = {
+    "grid": common.Examples(
+        bad="{grid_yaml} --out {out}",
+        message="not valid YAML (line 3, column",
+    ),
+}

@@ -8,7 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from lens_heads.cli import common
+from lens_heads.cli.options import add_settings, settings_from
+from lens_heads.core.errors import InputError
 from lens_heads.core.tables import markdown_table
+from lens_heads.demo import DemoConfig
+from lens_heads.heads_up.sweep_config import SweepConfig
 
 __all__ = ["COMMANDS"]
 
@@ -51,29 +55,13 @@ def _add_sweep(sub: Any) -> None:
         type=common.text,
         help="instead of --reference-prompt: the prompt in the instruction template (Table 10)",
     )
-    parser.add_argument(
-        "--influential-k", type=common.positive, help="re-order only the first K heads"
-    )
-    parser.add_argument(
-        "--top-k", type=common.non_negative, default=5, help="original top tokens to track"
-    )
-    parser.add_argument(
-        "--max-new-tokens",
-        type=common.non_negative,
-        default=20,
-        help="tokens of each step's continuation (0: no continuations)",
-    )
+    add_settings(parser, SweepConfig, skip=("progress",), rename={"track_top_k": "top_k"})
     common.deprecated(
         parser, "--generate-tokens", "--max-new-tokens", "max_new_tokens", type=common.non_negative
     )
-    parser.add_argument("--every", type=common.positive, default=1, help="evaluate every K-th step")
     parser.add_argument(
         "--stay", type=common.positive, default=3, help="steps the target must stay top-1"
     )
-    parser.add_argument(
-        "--batch-size", type=common.positive, help="steps per forward pass (default: auto)"
-    )
-    common.add_chat_argument(parser)
     common.deprecated(parser, "--no-chat", "--chat no", "chat", const="no")
     parser.add_argument("--out", required=True, help="output directory")
 
@@ -118,7 +106,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from lens_heads.heads_up.sweep import removal_sweep
 
     if args.reference_prompt and args.reference_instruction:
-        raise ValueError("give --reference-prompt or --reference-instruction, not both")
+        raise InputError("give --reference-prompt or --reference-instruction, not both")
     shape = common.check_model(args)
     if shape is not None and args.top_k:
         check_top_k(shape, args.top_k, "--top-k")
@@ -129,7 +117,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             instruction=args.reference_instruction, input=args.prompt
         )
     if args.target is None and args.top_k == 0:
-        raise ValueError("nothing to track: give --target or --top-k above 0")
+        raise InputError("nothing to track: give --target or --top-k above 0")
+    config = settings_from(args, SweepConfig, rename={"track_top_k": "top_k"})
     with common.writing(args.out) as out:
         model = common.load_model(args)
         result = removal_sweep(
@@ -137,13 +126,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             args.prompt,
             order,  # a mask is checked against the model there
             target=args.target,
-            track_top_k=args.top_k,
             reference_prompt=reference,
-            generate_tokens=args.max_new_tokens,
-            every=args.every,
-            chat=common.resolve_chat(args, model),
-            batch_size=args.batch_size,
-            influential_k=args.influential_k,
+            config=config,
         )
         result.metadata["stay"] = args.stay
         written = result.save(out) + result.save_figures(out, png=True)
@@ -248,11 +232,12 @@ def _add_similarity(sub: Any) -> None:
         "--task", help="take the prompts from a built-in task or a .json/.jsonl task file"
     )
     parser.add_argument(
-        "--n-prompts",
+        "--n-eval",
         type=common.positive,
         default=40,
         help="with --task: its last N inputs (default 40)",
     )
+    common.deprecated(parser, "--n-prompts", "--n-eval", "n_eval", type=common.positive)
     parser.add_argument(
         "--instruction",
         type=common.text,
@@ -278,13 +263,13 @@ def _layer_range(text: str | None, shape: Any = None) -> range | None:
     try:  # "1-" is no range: int("") fails
         layers = range(int(first), int(last if dash else first) + 1)
     except ValueError as error:
-        raise ValueError(
+        raise InputError(
             f"--layers must look like 15-29 (first-last, both given) or 7, got {text!r}"
         ) from error
     if layers.start < 0 or not layers:
-        raise ValueError(f"--layers must be a non-empty range of layer indices, got {text!r}")
+        raise InputError(f"--layers must be a non-empty range of layer indices, got {text!r}")
     if shape is not None and layers.stop > shape.n_layers:
-        raise ValueError(f"--layers {text}: model {shape.name} has layers 0-{shape.n_layers - 1}")
+        raise InputError(f"--layers {text}: model {shape.name} has layers 0-{shape.n_layers - 1}")
     return layers
 
 
@@ -293,23 +278,23 @@ def _cmd_similarity(args: argparse.Namespace) -> int:
     from lens_heads.heads_up.similarity import figure4_similarity, figure4_stats
 
     if bool(args.prompt) == bool(args.task):
-        raise ValueError("give --prompt (once or several times) or --task, exactly one of them")
+        raise InputError("give --prompt (once or several times) or --task, exactly one of them")
     if args.task is None and args.instruction is None:
-        raise ValueError("--instruction is required with --prompt")
+        raise InputError("--instruction is required with --prompt")
     shape = common.check_model(args)
     layers = _layer_range(args.layers, shape)
     prompts: Any = args.prompt
     if args.task:
         task = get_task(args.task)
-        if args.n_prompts > len(task):
-            raise ValueError(
-                f"--n-prompts {args.n_prompts} but task {task.name!r} has {len(task)} examples; "
+        if args.n_eval > len(task):
+            raise InputError(
+                f"--n-eval {args.n_eval} but task {task.name!r} has {len(task)} examples; "
                 f"ask for at most {len(task)}"
             )
-        if args.n_prompts < 2:
-            raise ValueError("--n-prompts must be at least 2: the paired test needs 2 prompts")
+        if args.n_eval < 2:
+            raise InputError("--n-eval must be at least 2: the paired test needs 2 prompts")
         if (args.instruction or task.instruction) is None:
-            raise ValueError(f"task {task.name!r} has no instruction: give --instruction")
+            raise InputError(f"task {task.name!r} has no instruction: give --instruction")
         prompts = task
     mask = common.mask_before_model(args.mask, shape)
     chat = common.chat_choice(args.chat)
@@ -334,7 +319,7 @@ def _cmd_similarity(args: argparse.Namespace) -> int:
             prompts,
             args.instruction,
             mask,
-            n_prompts=args.n_prompts if args.task else None,
+            n_prompts=args.n_eval if args.task else None,
             later_layers=layers,
             position=args.position,
             chat=chat,
@@ -385,19 +370,19 @@ def _cmd_attention(args: argparse.Namespace) -> int:
     instruction = args.instruction
     if args.task:
         if args.target:
-            raise ValueError("--target goes with --prompt; a task brings its own targets")
+            raise InputError("--target goes with --prompt; a task brings its own targets")
         task = get_task(args.task)
         prompts, targets = extractive_targets(task, n=args.n_eval)
         instruction = instruction or task.instruction
     else:
         prompts, targets = args.prompt, args.target or []
         if len(targets) != len(prompts):
-            raise ValueError(
+            raise InputError(
                 f"{len(prompts)} --prompt but {len(targets)} --target; give one target each"
             )
         missing = [t for p, t in zip(prompts, targets, strict=True) if t not in p]
         if missing:
-            raise ValueError(f"--target {missing[0]!r} is not in its --prompt; give a word of it")
+            raise InputError(f"--target {missing[0]!r} is not in its --prompt; give a word of it")
     if args.no_instruction:
         instruction = None
     mask = common.mask_before_model(args.mask, common.check_model(args))
@@ -437,12 +422,11 @@ def _add_demo(sub: Any) -> None:
         "2 CPU cores; re-running with the same settings reuses the finished stages.",
     )
     common.add_model_argument(parser, default="smollm2-135m-instruct")
-    parser.add_argument("--task", default="capitalize", help="built-in task or a data file")
-    parser.add_argument("--steps", type=common.positive, default=100, help="mask-training steps")
-    parser.add_argument("--lr", type=common.finite, default=0.2, help="peak learning rate")
-    parser.add_argument("--n-eval", type=common.positive, default=40, help="held-out examples")
-    parser.add_argument(
-        "--sweep-every", type=common.positive, default=2, help="evaluate every K heads"
+    add_settings(
+        parser,
+        DemoConfig,
+        only=("task", "steps", "lr", "n_eval", "sweep_every", "max_new_tokens", "seed"),
+        helps={"task": "built-in task or a data file"},
     )
     parser.add_argument(
         "--precision",
@@ -451,7 +435,6 @@ def _add_demo(sub: Any) -> None:
         help="training precision: auto (default) = bf16 where the CPU computes it natively, else "
         "fp32; fp32 reproduces on any machine what a CPU without native bf16 does",
     )
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--fresh", action="store_true", help="recompute every stage (default: reuse finished ones)"
     )
@@ -460,27 +443,20 @@ def _add_demo(sub: Any) -> None:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from lens_heads.core.tasks import get_task
-    from lens_heads.demo import run_demo
+    from lens_heads.demo import DemoConfig, run_demo
     from lens_heads.engine import TrainingConfig, check_training
 
     shape = common.check_model(args)
     config = TrainingConfig.short(steps=args.steps, lr=args.lr, n_eval=args.n_eval, seed=args.seed)
     check_training(get_task(args.task), config, model=shape)  # the task, its held-out part
     with common.writing(args.out) as out:
-        report = run_demo(
-            out,
-            model=args.model
-            if args.dtype == "float32"
-            else common.load_model(args),  # an alias loads lazily
-            task=args.task,
-            steps=args.steps,
-            lr=args.lr,
-            n_eval=args.n_eval,
-            sweep_every=args.sweep_every,
-            seed=args.seed,
+        config = settings_from(
+            args,
+            DemoConfig,
+            model=args.model if args.dtype == "float32" else common.load_model(args),  # lazily
             precision={"bf16": "bfloat16", "fp32": "float32"}.get(args.precision, "auto"),
-            fresh=args.fresh,
         )
+        report = run_demo(out, config, fresh=args.fresh)
     print(report.evaluation.to_markdown())
     print(f"switch step: {report.sweep.switch_step(3)} heads removed")
     print(f"report: {report.report} and {report.out / 'report.html'}")
@@ -494,3 +470,34 @@ COMMANDS = [
     ("attention", _add_attention, _cmd_attention),
     ("demo", _add_demo, _cmd_demo),
 ]
+
+
+#: each command's examples, run by the tests (common.Examples: the placeholders)
+EXAMPLES = {
+    "sweep": common.Examples(
+        bad="--model {M} --prompt apple --heads l0h1 --out {out}",
+        message="'l0h1' is not of the form 'L<layer>H<head>'",
+        good="--model {M} --prompt apple --heads L0H1 --target A",
+    ),
+    "logit-lens": common.Examples(
+        bad="--model {M} --prompt apple --top-k 1000 --out {out}",
+        message="vocabulary of 261 tokens",
+        good="--model {M} --prompt apple",
+    ),
+    "similarity": common.Examples(
+        bad="--model {M} --prompt a --instruction b --mask {mask} --layers 1- --out {out}",
+        message="--layers must look like 15-29 (first-last, both given)",
+        good="--model {M} --prompt a --instruction b --mask {mask}",
+    ),
+    "attention": common.Examples(
+        bad="--model {M} --task antonym --out {out}",
+        message="'antonym' is not extractive (a choose-a-word task): the answer is a word of "
+        "the input in 0 of its 281 examples",
+        good="--model {M} --task fruit_v_animal_3 --n-eval 4",
+    ),
+    "demo": common.Examples(
+        bad="--model {M} --task {one} --out {out}",
+        message="has 1 examples",
+        good="--model {M} --task capitalize --steps 2 --n-eval 4",
+    ),
+}

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from lens_heads.cli import common
+from lens_heads.cli.options import add_settings, settings_from
+from lens_heads.core.errors import InputError, MissingFileError
+from lens_heads.lahis.language_experiments import TransferConfig
 
 __all__ = ["COMMANDS", "add_soft_arguments", "trainable_from_args"]
 
@@ -27,11 +30,12 @@ def _add_compute_arguments(parser: argparse.ArgumentParser) -> None:
         help="truncate documents to this many tokens (at least 2: the LM loss needs two)",
     )
     parser.add_argument(
-        "--compute-dtype",
+        "--precision",
         default="auto",
         choices=["auto", "float32", "bfloat16"],
-        help="autocast: auto = bf16 where native",
+        help="compute precision (autocast): auto = bf16 where the CPU computes it natively",
     )
+    common.deprecated(parser, "--compute-dtype", "--precision", "precision")
 
 
 # -- importance ------------------------------------------------------------------------------
@@ -60,11 +64,11 @@ def _cmd_importance(args: argparse.Namespace) -> int:
         lines = common.read_text(args.texts, "--texts").splitlines()
         texts = [line.strip() for line in lines if line.strip()]
         if not texts:
-            raise ValueError(f"--texts {args.texts} holds no documents; write one per line")
+            raise InputError(f"--texts {args.texts} holds no documents; write one per line")
     else:
         corpus = load_texts_by_language()
         if args.language not in corpus:
-            raise ValueError(f"--language {args.language!r} is not one of {list(corpus)}")
+            raise InputError(f"--language {args.language!r} is not one of {list(corpus)}")
         texts = corpus[args.language]
     if args.n_docs:
         if args.n_docs > len(texts):
@@ -78,7 +82,7 @@ def _cmd_importance(args: argparse.Namespace) -> int:
             method=args.method,
             batch_size=args.batch_size,
             max_tokens=args.max_tokens,
-            dtype=args.compute_dtype,
+            dtype=args.precision,
         )
         written = result.save(out, png=True)
     print(result.to_markdown(k=10))
@@ -96,7 +100,7 @@ def _texts_by_language(texts: str | None, languages: str | None) -> dict[str, li
     wanted = [lang.strip() for lang in languages.split(",") if lang.strip()]
     missing = [lang for lang in wanted if lang not in found]
     if missing or not wanted:
-        raise ValueError(f"--languages {languages!r}: {missing or 'none'} not in the texts "
+        raise InputError(f"--languages {languages!r}: {missing or 'none'} not in the texts "
                          f"({list(found)})")  # fmt: skip
     return {lang: found[lang] for lang in wanted}
 
@@ -154,7 +158,7 @@ def _cmd_language_heads(args: argparse.Namespace) -> int:
             n_docs=args.n_docs,
             batch_size=args.batch_size,
             max_tokens=args.max_tokens,
-            dtype=args.compute_dtype,
+            dtype=args.precision,
         )
         written = result.save(out, png=True)
     print(result.to_markdown())
@@ -181,8 +185,12 @@ def _add_perplexity(sub: Any) -> None:
         "--skip", type=common.non_negative, default=100, help="documents skipped (held out)"
     )
     parser.add_argument(
-        "--seeds", type=common.numbers(int), default="0,1,2", help="seeds of the random heads"
+        "--random-seeds",
+        type=common.numbers(int),
+        default="0,1,2",
+        help="seeds of the random heads (comma-separated)",
     )
+    common.deprecated(parser, "--seeds", "--random-seeds", "random_seeds", type=common.numbers(int))
     parser.add_argument("--out", required=True, help="output directory")
 
 
@@ -194,12 +202,12 @@ def _cmd_perplexity(args: argparse.Namespace) -> int:
     languages = list(texts) if args.languages else None
     for lang in languages or heads.languages:
         if lang not in heads.languages or lang not in texts:
-            raise ValueError(
+            raise InputError(
                 f"language {lang!r} is not in both the heads ({heads.languages}) and the texts "
                 f"({list(texts)})"
             )
         if len(texts[lang]) <= args.skip:
-            raise ValueError(
+            raise InputError(
                 f"{lang}: {len(texts[lang])} documents, none left after --skip {args.skip}"
             )
     with common.writing(args.out) as out:
@@ -211,7 +219,7 @@ def _cmd_perplexity(args: argparse.Namespace) -> int:
             languages=languages,
             n_docs=args.n_docs,
             skip=args.skip,
-            seeds=args.seeds,
+            seeds=args.random_seeds,
         )
         written = result.save(out, png=True)
     print(result.to_markdown())
@@ -231,22 +239,7 @@ def _add_transfer(sub: Any) -> None:
     )
     common.add_model_argument(parser)
     parser.add_argument("--heads", help="folder written by language-heads")
-    parser.add_argument("--source", default="en", type=common.text)
-    parser.add_argument("--target", default="fr", type=common.text)
-    parser.add_argument(
-        "--weaken",
-        default="source",
-        help="language whose heads go to x0, 'source' (default) or 'none'",
-    )
-    parser.add_argument(
-        "--factors",
-        type=common.numbers(common.finite),
-        default="3,5",
-        help="comma-separated scales of the target (each in (0, 100])",
-    )
-    parser.add_argument("--n-eval", type=common.positive, default=20)
-    parser.add_argument("--shots", type=common.non_negative, default=0)
-    parser.add_argument("--max-new-tokens", type=common.positive, default=32)
+    add_settings(parser, TransferConfig, skip=("progress",), check=False)
     parser.add_argument("--quantile", type=common.open_unit, default=0.96)
     parser.add_argument("--min-languages", type=common.positive, default=4)
     parser.add_argument(
@@ -257,35 +250,24 @@ def _add_transfer(sub: Any) -> None:
 
 def _cmd_transfer(args: argparse.Namespace) -> int:
     from lens_heads.core.tasks import parallel_corpus
-    from lens_heads.lahis.language_experiments import attention_transfer, check_transfer
+    from lens_heads.lahis.language_experiments import attention_transfer
     from lens_heads.lahis.languages import check_rule, language_heads
 
     shape = common.check_model(args)
     heads = _language_heads(args.heads, shape) if args.heads else None
     if heads is None:
         check_rule(args.quantile, args.min_languages, len(parallel_corpus().languages))
-    weaken = None if args.weaken.lower() == "none" else args.weaken
+    weaken = None if (args.weaken or "").lower() == "none" else args.weaken
     known = heads if heads is not None else parallel_corpus().languages
-    check_transfer(
-        known, args.source, args.target, weaken, args.factors, args.n_eval, shots=args.shots
-    )
+    config = settings_from(args, TransferConfig, weaken=weaken)
+    config.check(known)
     with common.writing(args.out) as out:
         model = common.load_model(args)
         if heads is None:
             heads = language_heads(
                 model, quantile=args.quantile, min_languages=args.min_languages, n_docs=args.n_docs
             )
-        result = attention_transfer(
-            model,
-            heads,
-            source=args.source,
-            target=args.target,
-            weaken=weaken,
-            factors=args.factors,
-            n_eval=args.n_eval,
-            shots=args.shots,
-            max_new_tokens=args.max_new_tokens,
-        )
+        result = attention_transfer(model, heads, config=config)
         written = result.save(out, png=True)
         if not args.heads:
             written += heads.save(out / "heads", png=False)
@@ -328,8 +310,15 @@ def _add_soft_mask_experiment(sub: Any) -> None:
         "--fraction", type=common.fraction, default=0.02, help="top share of all heads"
     )
     parser.add_argument(
-        "--n-random-seeds", type=common.positive, default=2, help="random head sets"
+        "--random-seeds",
+        type=common.numbers(int),
+        default="0,1",
+        help="seeds of the random head sets, one mask each (comma-separated)",
     )
+    common.deprecated(
+        parser, "--n-random-seeds", "--random-seeds 0,1,...", "n_random_seeds",
+        type=common.positive,
+    )  # fmt: skip
     parser.add_argument("--n-train", type=common.positive, default=200, help="training examples")
     parser.add_argument("--epochs", type=common.positive, default=2, help="passes over --n-train")
     parser.add_argument(
@@ -369,7 +358,7 @@ def _ranking_before_model(args: argparse.Namespace, task: Any, shape: Any) -> tu
     if args.importance or (folder / "result.json").is_file():
         path = folder / "result.json"
         if not path.is_file():
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"--importance {folder} holds no result.json; write it with `lens-heads "
                 "importance` or `lens-heads language-heads`"
             )
@@ -385,7 +374,7 @@ def _ranking_before_model(args: argparse.Namespace, task: Any, shape: Any) -> tu
     language = args.language or task.target_lang
     corpus = load_texts_by_language()
     if language not in corpus:
-        raise ValueError(
+        raise InputError(
             f"--language {language!r} is not in the built-in corpus ({list(corpus)}); pass "
             "--importance DIR computed on your own text"
         )
@@ -398,7 +387,7 @@ def _cmd_soft_mask_experiment(args: argparse.Namespace) -> int:
     from lens_heads.core.tasks import get_task
     from lens_heads.lahis.importance import head_importance
     from lens_heads.lahis.soft_mask_experiment import (
-        check_soft_mask_experiment,
+        SoftMaskConfig,
         soft_mask_config,
         soft_mask_experiment,
     )
@@ -406,22 +395,26 @@ def _cmd_soft_mask_experiment(args: argparse.Namespace) -> int:
     shape = common.check_model(args)
     out = common.check_out(args.out)
     task = get_task(args.task)
-    config = soft_mask_config(
-        lr=args.lr,
-        batch_size=args.batch_size,
-        shots=args.shots,
-        seed=args.seed,
-        dtype=args.precision,
-    )
-    check_soft_mask_experiment(
-        task,
-        config,
-        n_random_seeds=args.n_random_seeds,
+    config = SoftMaskConfig(
+        fraction=args.fraction,
+        random_seeds=tuple(
+            args.random_seeds if args.n_random_seeds is None else range(args.n_random_seeds)
+        ),
         n_train=args.n_train,
         epochs=args.epochs,
+        training=soft_mask_config(
+            lr=args.lr,
+            batch_size=args.batch_size,
+            shots=args.shots,
+            seed=args.seed,
+            dtype=args.precision,
+        ),
         n_eval=args.n_eval,
         split_seed=args.split_seed,
+        batch_size=args.eval_batch_size,
+        max_new_tokens=args.max_new_tokens,
     )
+    config.check(task)
     ranking, documents = _ranking_before_model(args, task, shape)
     with common.writing(out):
         model = common.load_model(args)
@@ -430,20 +423,7 @@ def _cmd_soft_mask_experiment(args: argparse.Namespace) -> int:
             ranking = head_importance(model, documents)
             written += ranking.save(out / "importance", png=False)
         result = soft_mask_experiment(
-            model,
-            task,
-            ranking,
-            language=args.language,
-            fraction=args.fraction,
-            n_random_seeds=args.n_random_seeds,
-            config=config,
-            n_train=args.n_train,
-            epochs=args.epochs,
-            n_eval=args.n_eval,
-            split_seed=args.split_seed,
-            eval_batch_size=args.eval_batch_size,
-            max_new_tokens=args.max_new_tokens,
-            out=out,
+            model, task, ranking, language=args.language, out=out, config=config
         )
         written += result.save(out, png=True)
     print(result.to_markdown())
@@ -474,23 +454,20 @@ def trainable_from_args(args: argparse.Namespace) -> tuple[str, ...] | None:
     if spec is None:
         return None
     if not args.soft:
-        raise ValueError("--heads names the trainable heads of a soft mask: add --soft")
-    if spec.startswith("top:"):
+        raise InputError("--heads names the trainable heads of a soft mask: add --soft")
+    k = common.top_k_of(spec)
+    if k is not None:
         from lens_heads.lahis.importance import HeadImportance
 
         if not args.importance:
-            raise ValueError("--heads top:N ranks heads by --importance DIR: give that folder")
-        try:
-            k = int(spec[4:])
-        except ValueError as error:
-            raise ValueError(f"--heads {spec!r}: N must be an integer, e.g. top:2") from error
+            raise InputError("--heads top:N ranks heads by --importance DIR: give that folder")
         return tuple(HeadImportance.load(args.importance).top(k))
     path = Path(spec)
     if not path.exists():
-        raise FileNotFoundError(f"--heads {path}: no such file (or use top:N with --importance)")
+        raise MissingFileError(f"--heads {path}: no such file (or use top:N with --importance)")
     labels = common.read_text(spec, "--heads").replace(",", " ").split()
     if not labels:
-        raise ValueError(f"--heads {path} names no heads; write labels like L3H7, one per line")
+        raise InputError(f"--heads {path} names no heads; write labels like L3H7, one per line")
     return tuple(labels)
 
 
@@ -501,3 +478,33 @@ COMMANDS = [
     ("transfer", _add_transfer, _cmd_transfer),
     ("soft-mask-experiment", _add_soft_mask_experiment, _cmd_soft_mask_experiment),
 ]
+
+
+#: each command's examples, run by the tests (common.Examples: the placeholders)
+EXAMPLES = {
+    "importance": common.Examples(
+        bad="--model {M} --texts {latin1} --out {out}",
+        message="latin1.txt is not UTF-8 text (byte 6",
+        good="--model {M} --language fr",
+    ),
+    "language-heads": common.Examples(
+        bad="--model {M} --languages fr --out {out}",
+        message="min_languages=4 exceeds the 1 language(s)",
+        good="--model {M}",
+    ),
+    "language-perplexity": common.Examples(
+        bad="--model {M} --heads {wide_heads} --out {out}",
+        message="holds heads of a 3x4 model",
+        good="--model {M} --heads {heads} --skip 0",
+    ),
+    "transfer": common.Examples(
+        bad="--model {M} --factors 3,1e30 --out {out}",
+        message="factor 1e+30",
+        good="--model {M} --heads {heads}",
+    ),
+    "soft-mask-experiment": common.Examples(
+        bad="--model {M} --language xx --out {out}",
+        message="--language 'xx' is not in the built-in corpus",
+        good="--model {M} --n-train 8 --n-eval 4",
+    ),
+}

@@ -14,3 +14,41 @@
   settings guard; folder claims; the markdown-table writer; the figures' shared layout;
   argument and context checks
 """
+
+from lens_heads.core.errors import LensHeadsError
+from lens_heads.core.generation import Generation, generate, greedy_generate
+from lens_heads.core.guards import verify_model
+from lens_heads.core.hooks import apply_mask, mask_hooks
+from lens_heads.core.libraries import LibraryMismatchError, library_versions
+from lens_heads.core.masks import HeadMask, expected_random_jaccard, jaccard
+from lens_heads.core.models import MODEL_ALIASES, head_shape, load_model, tiny_model
+from lens_heads.core.prompts import PromptFormat
+from lens_heads.core.scales import HeadScale
+from lens_heads.core.settings import configure, field_docs
+from lens_heads.core.tasks import Task, get_task, list_tasks
+
+__all__ = [
+    "MODEL_ALIASES",
+    "Generation",
+    "HeadMask",
+    "HeadScale",
+    "LensHeadsError",
+    "LibraryMismatchError",
+    "PromptFormat",
+    "Task",
+    "apply_mask",
+    "configure",
+    "expected_random_jaccard",
+    "field_docs",
+    "generate",
+    "get_task",
+    "greedy_generate",
+    "head_shape",
+    "jaccard",
+    "library_versions",
+    "list_tasks",
+    "load_model",
+    "mask_hooks",
+    "tiny_model",
+    "verify_model",
+]

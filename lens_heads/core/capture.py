@@ -38,6 +38,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.core.checks import check_context, own_checks
+from lens_heads.core.errors import ComputationError, InputError, InputTypeError
 from lens_heads.core.guards import check_pattern_capture, reads_patterns
 from lens_heads.core.hooks import mask_hooks
 from lens_heads.core.masks import HeadMask, MaskShapeError, stack_masks
@@ -127,22 +128,22 @@ def encode_prompt(
     tokenizer = model.tokenizer
     if isinstance(prompt, Tensor):
         if prompt.ndim != 1:
-            raise ValueError(f"a token prompt must be 1-D, got shape {tuple(prompt.shape)}")
+            raise InputError(f"a token prompt must be 1-D, got shape {tuple(prompt.shape)}")
         prompt = [int(t) for t in prompt.tolist()]
     if not isinstance(prompt, str):
         tokens = [int(t) for t in prompt]
         if not tokens:
-            raise ValueError("the prompt is empty (no token ids); pass at least one token")
+            raise InputError("the prompt is empty (no token ids); pass at least one token")
         if instruction is not None:
-            raise ValueError("an instruction needs a text prompt, not token ids")
+            raise InputError("an instruction needs a text prompt, not token ids")
         vocab = int(model.cfg.d_vocab)
         bad = [t for t in tokens if not 0 <= t < vocab]
         if bad:
-            raise ValueError(f"token ids {bad[:5]} are outside the vocabulary [0, {vocab})")
+            raise InputError(f"token ids {bad[:5]} are outside the vocabulary [0, {vocab})")
         check_context(model, len(tokens), what="the token prompt")
         return EncodedPrompt(tokens, tokenizer.decode(tokens), "")
     if not prompt:
-        raise ValueError("the prompt is empty; pass the input text, e.g. 'apple'")
+        raise InputError("the prompt is empty; pass the input text, e.g. 'apple'")
     chat = _chat_default(tokenizer, chat)
     fmt = PromptFormat(chat=chat, instruction=instruction)
     text = fmt.render(prompt, tokenizer)
@@ -164,7 +165,7 @@ def _shorten(text: str) -> str:
 
 def resolve_position(position: int, length: int, what: str = "the prompt") -> int:
     if not -length <= position < length:
-        raise ValueError(
+        raise InputError(
             f"position {position} is out of range for {what} of {length} tokens (valid: "
             f"{-length} .. {length - 1}; -1 is the last token)"
         )
@@ -206,7 +207,7 @@ class Run:
             return cls(spec)
         if isinstance(spec, tuple) and 1 <= len(spec) <= 3:
             return cls(*spec)
-        raise TypeError(
+        raise InputTypeError(
             f"a run is (prompt, mask), (prompt, mask, instruction) or a Run, got {spec!r:.80}"
         )
 
@@ -221,7 +222,7 @@ def check_mask(model: ModelLike, mask: Any) -> None:
     if isinstance(mask, Tensor):
         mask_hooks(mask, model)
         return
-    raise TypeError(f"expected a HeadMask or a [n_layers, n_heads] tensor, got {type(mask)}")
+    raise InputTypeError(f"expected a HeadMask or a [n_layers, n_heads] tensor, got {type(mask)}")
 
 
 # -- capture -------------------------------------------------------------------------------------
@@ -256,7 +257,7 @@ def capture(
     ``reducer(act, rows, cols, indices)``: ``rows``/``cols`` index the batch rows and their
     positions, ``indices`` are the prompts' global indices. Results are concatenated."""
     if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+        raise InputError(f"batch_size must be positive, got {batch_size}")
     if reads_patterns(reducers):
         check_pattern_capture(model)  # once per model: hook_pattern = eager attention weights
     factor = _per_example_factor(mask, len(tokens))
@@ -305,7 +306,7 @@ def capture(
             model(batch.to(device))
     missing = [name for name, values in outputs.items() if len(values) != len(starts)]
     if missing:
-        raise RuntimeError(
+        raise ComputationError(
             f"hook(s) {missing[:3]} never fired; this model does not expose them (check the names "
             "with model.hook_dict)"
         )
@@ -329,7 +330,7 @@ def _encode_all(
     ):
         prompts = [prompts]  # type: ignore[list-item]
     if not prompts:
-        raise ValueError("no prompts given; pass at least one prompt")
+        raise InputError("no prompts given; pass at least one prompt")
     return [encode_prompt(model, p, chat=chat, instruction=instruction) for p in prompts]
 
 
@@ -364,7 +365,7 @@ def layer_activations(
     torch.Size([2])
     """
     if not hooks:
-        raise ValueError("no hooks given; e.g. hooks=('hook_resid_post', 'hook_attn_out')")
+        raise InputError("no hooks given; e.g. hooks=('hook_resid_post', 'hook_attn_out')")
     encoded = _encode_all(model, prompts, chat, instruction)
     positions = [
         resolve_position(position, len(e.tokens), f"prompt {i} ({e.text[:30]!r})")
@@ -399,7 +400,7 @@ def cosine_by_layer(
     [1.0, 0.0]
     """
     if a.shape[-1] != b.shape[-1] or a.shape[-2] != b.shape[-2]:
-        raise ValueError(
+        raise InputError(
             f"activations of shapes {tuple(a.shape)} and {tuple(b.shape)} do not match in "
             "(n_layers, d_model)"
         )
@@ -442,14 +443,14 @@ def target_token_ids(model: ModelLike, targets: Sequence[str | int]) -> list[int
     for target in targets:
         if isinstance(target, str):
             if not target:
-                raise ValueError("a target token is empty; give a word such as 'Apple'")
+                raise InputError("a target token is empty; give a word such as 'Apple'")
             encoded = model.tokenizer(target, add_special_tokens=False).input_ids
             if not encoded:
-                raise ValueError(f"target {target!r} encodes to no tokens")
+                raise InputError(f"target {target!r} encodes to no tokens")
             ids.append(int(encoded[0]))
         else:
             if not 0 <= int(target) < vocab:
-                raise ValueError(f"target id {target} is outside the vocabulary [0, {vocab})")
+                raise InputError(f"target id {target} is outside the vocabulary [0, {vocab})")
             ids.append(int(target))
     return ids
 

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lens_heads.core.errors import LensHeadsError
+from lens_heads.core.errors import InputError, InputTypeError, LensHeadsError, MissingFileError
 
 __all__ = [
     "ContextLengthError",
@@ -120,7 +120,7 @@ def read_text_file(
     if path.is_dir():
         raise error(f"{what} {path} is a directory; give a file")
     if not path.is_file():
-        raise FileNotFoundError(f"{what} {path} does not exist")
+        raise MissingFileError(f"{what} {path} does not exist")
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as decode:
@@ -140,16 +140,16 @@ def check_prompt(
     >>> check_prompt(None)
     Traceback (most recent call last):
     ...
-    TypeError: prompt must be a string, got NoneType
+    lens_heads.core.errors.InputTypeError: prompt must be a string, got NoneType
     >>> check_prompt("   ")
     Traceback (most recent call last):
     ...
-    ValueError: prompt is empty or blank; give the text to run
+    lens_heads.core.errors.InputError: prompt is empty or blank; give the text to run
     """
     at = "" if index is None else f" (item {index})"
     if isinstance(prompt, str):
         if not prompt.strip():
-            raise ValueError(f"{name} is empty or blank{at}; give the text to run")
+            raise InputError(f"{name} is empty or blank{at}; give the text to run")
         return prompt
     if tokens and not isinstance(prompt, bytes):
         ids = prompt.tolist() if hasattr(prompt, "tolist") else prompt
@@ -157,10 +157,10 @@ def check_prompt(
             isinstance(i, int) and not isinstance(i, bool) for i in ids
         ):
             if not ids:
-                raise ValueError(f"{name} has no tokens{at}")
+                raise InputError(f"{name} has no tokens{at}")
             return prompt
     kind = "a string or token ids" if tokens else "a string"
-    raise TypeError(f"{name} must be {kind}{at}, got {type(prompt).__name__}")
+    raise InputTypeError(f"{name} must be {kind}{at}, got {type(prompt).__name__}")
 
 
 def check_prompts(prompts: Any, name: str = "prompt") -> list[str]:
@@ -171,16 +171,16 @@ def check_prompts(prompts: Any, name: str = "prompt") -> list[str]:
     >>> check_prompts(5)
     Traceback (most recent call last):
     ...
-    TypeError: prompts must be a string or a list of strings, got int
+    lens_heads.core.errors.InputTypeError: prompts must be a string or a list of strings, got int
     """
     if isinstance(prompts, str):
         return [check_prompt(prompts, name)]
     if not isinstance(prompts, Sequence) or isinstance(prompts, bytes):
-        raise TypeError(
+        raise InputTypeError(
             f"{name}s must be a string or a list of strings, got {type(prompts).__name__}"
         )
     if not prompts:
-        raise ValueError(f"no {name}s given: pass at least one")
+        raise InputError(f"no {name}s given: pass at least one")
     return [check_prompt(prompt, name, index=i) for i, prompt in enumerate(prompts)]
 
 
@@ -188,10 +188,10 @@ def check_top_k(model: Any, top_k: Any, name: str = "top_k") -> int:
     """``top_k`` between 1 and the model's vocabulary (``cfg.d_vocab``, when it says)."""
     check_int(name, top_k)
     if top_k < 1:
-        raise ValueError(f"{name} must be positive, got {top_k}")
+        raise InputError(f"{name} must be positive, got {top_k}")
     d_vocab = getattr(getattr(model, "cfg", None), "d_vocab", None)
     if isinstance(d_vocab, int) and d_vocab > 0 and top_k > d_vocab:
-        raise ValueError(
+        raise InputError(
             f"{name}={top_k} exceeds the model's vocabulary of {d_vocab} tokens; ask for at "
             f"most {d_vocab}"
         )
@@ -232,21 +232,21 @@ def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     >>> check_int("batch_size", 2.5, minimum=1)
     Traceback (most recent call last):
     ...
-    ValueError: batch_size must be an integer, got 2.5
+    lens_heads.core.errors.InputError: batch_size must be an integer, got 2.5
     """
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise InputError(f"{name} must be an integer, got {value!r}")
     if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+        raise InputError(f"{name} must be at least {minimum}, got {value}")
     return value
 
 
 def check_number(name: str, value: Any) -> float:
     """``value`` as a finite float; an error for NaN, inf, bools and non-numbers."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+        raise InputError(f"{name} must be a number, got {value!r}")
     if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value}")
+        raise InputError(f"{name} must be a finite number, got {value}")
     return float(value)
 
 
@@ -262,7 +262,7 @@ def check_numeric_fields(config: Any) -> None:
     >>> check_numeric_fields(Options(chat="no"))
     Traceback (most recent call last):
     ...
-    ValueError: chat must be True or False, got 'no'
+    lens_heads.core.errors.InputError: chat must be True or False, got 'no'
     """
     for field in dataclasses.fields(config):
         kind = str(field.type).replace(" ", "")
@@ -274,9 +274,9 @@ def check_numeric_fields(config: Any) -> None:
         elif kind in ("float", "float|None"):
             check_number(field.name, value)
         elif kind in ("bool", "bool|None") and not isinstance(value, bool):
-            raise ValueError(f"{field.name} must be True or False, got {value!r}")
+            raise InputError(f"{field.name} must be True or False, got {value!r}")
         elif kind in ("str", "str|None") and not isinstance(value, str):
-            raise ValueError(f"{field.name} must be a string, got {value!r}")
+            raise InputError(f"{field.name} must be a string, got {value!r}")
 
 
 class MaskSourceError(LensHeadsError, ValueError):

@@ -29,6 +29,7 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lens_heads.core.errors import InputError
 from lens_heads.core.guards import check_cached_decoding
 from lens_heads.core.hooks import maybe_mask
 from lens_heads.core.kv_cache import cached_step, is_bridge, sliding_window
@@ -157,18 +158,16 @@ def decode_greedy(
     stops: Sequence[int],
     batch_size: int = 16,
     mask: Any = None,
-    per_example_masks: Tensor | None = None,
     prefix_per_mask: bool = False,
     drop_finished: bool = False,
     answers: Sequence[Sequence[int]] | None = None,
-    progress: bool = False,
-    on_rows: Callable[[int], None] | None = None,
+    progress: bool | Callable[[int], None] = False,
 ) -> Decoded:
     """Greedy new tokens of each prompt, KV cached, with the prompts' shared prefix run once.
 
     ``mask`` is shared by all prompts (a :class:`~lens_heads.HeadMask` or ``[n_layers,
-    n_heads]`` tensor); ``per_example_masks`` (``[n_prompts, n_layers, n_heads]``) gives each
-    prompt its own, in which case no prefix is shared (a mask changes every later layer's
+    n_heads]`` tensor) or one per prompt (``[n_prompts, n_layers, n_heads]``), in which case
+    no prefix is shared (a mask changes every later layer's
     keys and values) -- unless ``prefix_per_mask``: then the shared prefix runs once per
     distinct mask (one batched pass) and each row continues from its own mask's prefix, as
     if each mask's prompts were decoded on their own (:func:`lens_heads.evaluate` with
@@ -179,12 +178,16 @@ def decode_greedy(
     :attr:`Decoded.answer_ce`. Prompts are batched by length to keep padding small;
     with answers, a batch has fewer rows when their answer logits would pass
     :data:`LOGITS_BUDGET_BYTES` (a 262k-token vocabulary and 50-token answers).
-    ``on_rows(n)`` is called after each batch with its number of prompts (progress bars).
+    ``progress``: a bar over the batches (True), or a function called after each batch with
+    its number of prompts (a caller's own progress bar).
     """
+    per_example_masks = mask if isinstance(mask, Tensor) and mask.ndim == 3 else None
+    mask = None if per_example_masks is not None else mask
+    on_rows = progress if callable(progress) else None
     if answers is not None and len(answers) != len(prompts):
-        raise ValueError(f"got {len(answers)} answers for {len(prompts)} prompts")
+        raise InputError(f"got {len(answers)} answers for {len(prompts)} prompts")
     if answers is not None and any(len(answer) == 0 for answer in answers):
-        raise ValueError("an answer has no tokens; every scored answer needs at least one")
+        raise InputError("an answer has no tokens; every scored answer needs at least one")
     device = model.cfg.device
     stop_set = set(stops)
     pad = pad_token_id(model.tokenizer)
@@ -219,7 +222,8 @@ def decode_greedy(
                 model, head, torch.ones_like(head), None, 1, prefix_masks
             )
         starts = range(0, len(order), batch_size)
-        for start in tqdm(starts, desc="generating", disable=not progress, leave=False):
+        bar = tqdm(starts, desc="generating", disable=progress is not True, leave=False)
+        for start in bar:
             indices = order[start : start + batch_size]
             rows = _decode_batch(
                 model,

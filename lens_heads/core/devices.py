@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from lens_heads.core.errors import InputError
+
 __all__ = ["native_bf16", "resolve_device", "resolve_dtype"]
 
 
@@ -30,7 +32,7 @@ def resolve_dtype(dtype: torch.dtype | str, device: str | torch.device = "cpu") 
         return torch.bfloat16 if cuda_bf16 and torch.cuda.is_bf16_supported() else torch.float32
     value = getattr(torch, str(dtype), None)
     if not isinstance(value, torch.dtype) or not value.is_floating_point:
-        raise ValueError(
+        raise InputError(
             f"unknown dtype {dtype!r}; use 'auto', 'float32', 'bfloat16', 'float16' or a "
             "torch.dtype"
         )

@@ -30,6 +30,8 @@ from typing import Any
 
 import torch
 
+from lens_heads.core.errors import UnknownNameError
+
 __all__ = ["FAMILIES", "Family", "family", "tiny_checkpoint", "tiny_tokenizer"]
 
 _CHATML = (
@@ -166,7 +168,7 @@ def family(key: str) -> Family:
         if candidate.key == key:
             return candidate
     known = ", ".join(f.key for f in FAMILIES)
-    raise KeyError(f"unknown model family {key!r}; known: {known}")
+    raise UnknownNameError(f"unknown model family {key!r}; known: {known}")
 
 
 def tiny_tokenizer(spec: Family) -> Any:

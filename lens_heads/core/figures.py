@@ -13,6 +13,8 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from lens_heads.core.errors import InputError
+
 __all__ = ["head_grid_layout", "head_score_figure"]
 
 
@@ -51,7 +53,7 @@ def head_score_figure(
 
     values = torch.as_tensor(scores).float()
     if values.ndim != 3 or values.shape[0] != len(panels):
-        raise ValueError(
+        raise InputError(
             f"scores must be [n_panels={len(panels)}, n_layers, n_heads], got {tuple(values.shape)}"
         )
     n_layers, n_heads = values.shape[1:]

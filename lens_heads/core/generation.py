@@ -17,6 +17,7 @@ import torch
 
 from lens_heads.core.checks import check_context, check_int, check_prompts
 from lens_heads.core.decoding import decode_greedy, supports_kv_cache
+from lens_heads.core.errors import InputError
 from lens_heads.core.hooks import maybe_mask
 from lens_heads.core.masks import HeadMask, MaskShapeError
 from lens_heads.core.models import ModelLike
@@ -87,9 +88,9 @@ def greedy_generate(
     check_int("max_new_tokens", max_new_tokens, minimum=1)
     check_int("batch_size", batch_size, minimum=1)
     if len(prompts) == 0:
-        raise ValueError("no prompts to generate from: pass at least one prompt")
+        raise InputError("no prompts to generate from: pass at least one prompt")
     if any(len(prompt) == 0 for prompt in prompts):
-        raise ValueError("cannot generate from an empty prompt")
+        raise InputError("cannot generate from an empty prompt")
     for index, prompt in enumerate(prompts):  # before any compute
         check_context(model, len(prompt), new_tokens=max_new_tokens, what=f"prompt {index}")
     stops = list(stop_token_ids(model.tokenizer, model) if stop_tokens is None else stop_tokens)
@@ -101,8 +102,7 @@ def greedy_generate(
             max_new_tokens=max_new_tokens,
             stops=stops,
             batch_size=batch_size,
-            mask=shared,
-            per_example_masks=per_example,
+            mask=shared if per_example is None else per_example,
             progress=progress,
         ).new_tokens
     return _generate_legacy(model, prompts, max_new_tokens, shared, per_example, stops)

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from lens_heads.core.errors import InputError
 from lens_heads.core.kv_cache import cached_step, is_bridge, sliding_window
 from lens_heads.core.libraries import LibraryMismatchError, mismatch_message
 
@@ -211,7 +212,7 @@ def _reference_hook(found: dict[int, Tensor], layer: int) -> Callable[..., None]
         output = module.original_component(*args, **inputs)
         weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
         if weights is None:
-            raise ValueError(
+            raise InputError(
                 "the checkpoint's attention module returned no attention weights under eager "
                 "attention, so hook_pattern cannot be checked against them"
             )
@@ -253,9 +254,9 @@ def _compare(bridge: dict[int, Tensor], reference: dict[int, Tensor], what: str)
     for layer, expected in reference.items():
         got = bridge.get(layer)
         if got is None:
-            raise ValueError(f"hook_pattern did not fire in layer {layer} ({what})")
+            raise InputError(f"hook_pattern did not fire in layer {layer} ({what})")
         if got.shape != expected.shape:
-            raise ValueError(
+            raise InputError(
                 f"layer {layer} ({what}): hook_pattern has shape {tuple(got.shape)}, the "
                 f"checkpoint's eager attention weights {tuple(expected.shape)}"
             )

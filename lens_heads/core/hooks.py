@@ -21,6 +21,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from lens_heads.core.errors import InputError, InputTypeError
 from lens_heads.core.masks import HeadMask, MaskShapeError
 from lens_heads.core.models import ModelLike, head_shape
 
@@ -41,7 +42,7 @@ def _multiplier(mask: MaskLike) -> torch.Tensor:
     if isinstance(mask, HeadMask):
         return mask.multiplier()
     if not isinstance(mask, torch.Tensor):
-        raise TypeError(f"expected a HeadMask or a tensor, got {type(mask).__name__}")
+        raise InputTypeError(f"expected a HeadMask or a tensor, got {type(mask).__name__}")
     if mask.ndim not in (2, 3):
         raise MaskShapeError(
             f"a mask tensor must be [n_layers, n_heads] or [batch, n_layers, n_heads], got "
@@ -54,7 +55,7 @@ def _check_finite(mask: MaskLike) -> None:
     """A tensor mask given by a caller holds finite numbers (a HeadMask checks its own)."""
     if isinstance(mask, torch.Tensor) and not torch.isfinite(mask.detach()).all():
         bad = (~torch.isfinite(mask.detach())).nonzero()[:3].tolist()
-        raise ValueError(
+        raise InputError(
             f"mask tensor holds NaN or inf (at {bad}); a head mask multiplies each head's output "
             "by a finite number"
         )

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any, overload
 
+from lens_heads.core.errors import InputError
+
 __all__ = ["CORPUS_LANGUAGES", "identify_language"]
 
 #: The languages of the built-in parallel corpus (ISO 639-1).
@@ -29,7 +31,7 @@ def _identifier(candidates: tuple[str, ...]) -> Any:
     try:
         identifier.set_languages(list(candidates))
     except ValueError as error:
-        raise ValueError(
+        raise InputError(
             f"langid does not know some of {list(candidates)} ({error}); use ISO 639-1 codes "
             "such as 'en', 'fr', 'zh'"
         ) from error
@@ -46,9 +48,9 @@ def identify_language(
     """The language of a text (or of each of a list of texts) among ``candidates``, as an ISO
     639-1 code; ``""`` for a text without letters (an empty output, a number)."""
     if isinstance(candidates, str):
-        raise ValueError(f"candidates must be a list of language codes, got {candidates!r}")
+        raise InputError(f"candidates must be a list of language codes, got {candidates!r}")
     if not candidates:
-        raise ValueError(
+        raise InputError(
             "candidates is empty: name the languages to choose from, e.g. ['en', 'fr']"
         )
     identifier = _identifier(tuple(sorted(set(candidates))))

@@ -25,6 +25,7 @@ __all__ = [
     "LIBRARIES",
     "LibraryMismatchError",
     "declared_range",
+    "installed_version",
     "library_versions",
     "mismatch_message",
 ]
@@ -39,7 +40,8 @@ class LibraryMismatchError(LensHeadsError, RuntimeError):
     number computed that way would be wrong, so lens_heads stops before computing any."""
 
 
-def _version(distribution: str) -> str:
+def installed_version(distribution: str) -> str:
+    """The installed version of ``distribution`` (``"not installed"`` when missing)."""
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
@@ -48,7 +50,7 @@ def _version(distribution: str) -> str:
 
 def library_versions() -> dict[str, str]:
     """The installed version of each of :data:`LIBRARIES` (``"not installed"`` when missing)."""
-    return {name: _version(name) for name in LIBRARIES}
+    return {name: installed_version(name) for name in LIBRARIES}
 
 
 @cache

@@ -24,6 +24,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from lens_heads.core.errors import ComputationError
 from lens_heads.core.models import ModelLike
 
 __all__ = ["answer_logits", "partial_unembed_works"]
@@ -63,7 +64,7 @@ def answer_logits(
     except _StopForward:
         pass
     if "resid" not in captured:
-        raise RuntimeError(f"the hook {last} never fired; this model does not expose it")
+        raise ComputationError(f"the hook {last} never fired; this model does not expose it")
     selected = captured["resid"][rows, cols - 1]
     logits = model.unembed(model.ln_final(selected))
     # what the architecture does after the unembedding (Gemma 2's soft cap, Cohere's logit scale)

@@ -24,8 +24,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from lens_heads.core.errors import LensHeadsError
-from lens_heads.core.storage import write_atomic_with
+from lens_heads.core.errors import InputError, InputTypeError, LensHeadsError
+from lens_heads.core.storage import check_readable, write_atomic_with
 
 __all__ = [
     "HeadMask",
@@ -64,10 +64,10 @@ def parse_head(
     """
     match = _LABEL.match(label.strip())
     if match is None:
-        raise ValueError(f"head label {label!r} is not of the form 'L<layer>H<head>', e.g. 'L3H7'")
+        raise InputError(f"head label {label!r} is not of the form 'L<layer>H<head>', e.g. 'L3H7'")
     layer, head = int(match.group(1)), int(match.group(2))
     if n_layers is not None and n_heads is not None and (layer >= n_layers or head >= n_heads):
-        raise ValueError(
+        raise InputError(
             f"head {label} is out of range for a model with {n_layers} layers x {n_heads} heads "
             f"(valid labels: L0H0 .. L{n_layers - 1}H{n_heads - 1})"
         )
@@ -82,7 +82,7 @@ def _pair(head: Any) -> tuple[int, int]:
             raise TypeError
         return operator.index(layer), operator.index(index)
     except (TypeError, ValueError):
-        raise ValueError(
+        raise InputError(
             f"head {head!r} is neither a label like 'L3H7' nor a (layer, head) pair of ints"
         ) from None
 
@@ -90,7 +90,7 @@ def _pair(head: Any) -> tuple[int, int]:
 def _shape_of(model_or_layers: Any, n_heads: int | None) -> tuple[int, int]:
     if isinstance(model_or_layers, int):
         if n_heads is None:
-            raise TypeError("give n_heads with n_layers, or pass a model")
+            raise InputTypeError("give n_heads with n_layers, or pass a model")
         return model_or_layers, n_heads
     cfg = model_or_layers.cfg
     return int(cfg.n_layers), int(cfg.n_heads)
@@ -126,14 +126,14 @@ class HeadMask:
             )
         values = values.to(torch.float32).cpu()
         if not torch.isfinite(values).all():
-            raise ValueError("mask values contain NaN or inf; masks hold values in [0, 1]")
+            raise InputError("mask values contain NaN or inf; masks hold values in [0, 1]")
         if values.numel() and (values.min() < 0 or values.max() > 1):
-            raise ValueError(
+            raise InputError(
                 f"mask values must lie in [0, 1], got min {values.min():.3g} and max "
                 f"{values.max():.3g}; for trained weights use HeadMask.from_weights(W)"
             )
         if not math.isfinite(self.alpha) or not 0 <= self.alpha <= 1:
-            raise ValueError(f"alpha must lie in [0, 1], got {self.alpha}")
+            raise InputError(f"alpha must lie in [0, 1], got {self.alpha}")
         object.__setattr__(self, "values", values)
 
     # -- constructors -------------------------------------------------------------------------
@@ -155,7 +155,7 @@ class HeadMask:
         weights = torch.as_tensor(weights).detach().float()
         if not torch.isfinite(weights).all():
             bad = (~torch.isfinite(weights)).nonzero().tolist()[:3]
-            raise ValueError(
+            raise InputError(
                 f"trained weights W hold NaN or inf (at [layer, head] {bad}); the training "
                 "diverged or the file is corrupted: retrain, or resume from an earlier checkpoint"
             )
@@ -167,7 +167,7 @@ class HeadMask:
     ) -> HeadMask:
         """Binary mask keeping exactly the named heads (labels ``"L3H7"`` or tuples)."""
         if isinstance(heads, str):
-            raise ValueError(
+            raise InputError(
                 f"heads must be a list of labels, got the string {heads!r}: write "
                 f"from_heads([{heads!r}], ...)"
             )
@@ -177,7 +177,7 @@ class HeadMask:
                 parse_head(head, n_layers, n_heads) if isinstance(head, str) else _pair(head)
             )
             if not (0 <= layer < n_layers and 0 <= index < n_heads):
-                raise ValueError(
+                raise InputError(
                     f"head {format_head(layer, index)} is out of range for {n_layers}x{n_heads}"
                 )
             values[layer, index] = 1.0
@@ -312,17 +312,18 @@ class HeadMask:
         path = Path(path)
         if not path.is_file():
             raise MaskFileError(f"mask file {path} does not exist")
+        check_readable(path, MaskFileError, "mask file ")
         try:
             with safe_open(str(path), framework="pt") as file:
                 header = file.metadata() or {}
                 values = file.get_tensor("values")
             if header.get("format") != _FORMAT:
-                raise ValueError(f"format tag {header.get('format')!r}, expected {_FORMAT!r}")
+                raise InputError(f"format tag {header.get('format')!r}, expected {_FORMAT!r}")
             metadata = json.loads(header.get("metadata", "{}"))
             metadata["created"] = header.get("created")
             alpha = float(header.get("alpha", "0.0"))
             if tuple(values.shape) != (int(header["n_layers"]), int(header["n_heads"])):
-                raise ValueError("stored shape disagrees with the tensor")
+                raise InputError("stored shape disagrees with the tensor")
         except Exception as error:
             raise MaskFileError(
                 f"{path} is not a readable head-mask file ({type(error).__name__}: {error}); "
@@ -358,11 +359,11 @@ def expected_random_jaccard(
             raise MaskShapeError(f"masks of shapes {a.shape} and {b.shape} do not compare")
         n_heads = a.values.numel()
     if n_heads is None:
-        raise TypeError("give n_heads when passing mask sizes instead of masks")
+        raise InputTypeError("give n_heads when passing mask sizes instead of masks")
     k1 = a.n_selected if isinstance(a, HeadMask) else int(a)
     k2 = b.n_selected if isinstance(b, HeadMask) else int(b)
     if not (0 <= k1 <= n_heads and 0 <= k2 <= n_heads):
-        raise ValueError(f"mask sizes {k1}, {k2} must lie in [0, {n_heads}]")
+        raise InputError(f"mask sizes {k1}, {k2} must lie in [0, {n_heads}]")
     if k1 + k2 == 0:
         return 1.0
     total = math.comb(n_heads, k2)
@@ -376,7 +377,7 @@ def expected_random_jaccard(
 def stack_masks(masks: Sequence[HeadMask]) -> Float[Tensor, "batch n_layers n_heads"]:
     """Per-example multipliers ``[batch, n_layers, n_heads]`` for :func:`lens_heads.mask_hooks`."""
     if not masks:
-        raise ValueError("need at least one mask")
+        raise InputError("need at least one mask")
     shapes = {mask.shape for mask in masks}
     if len(shapes) != 1:
         raise MaskShapeError(f"masks of different shapes cannot be stacked: {sorted(shapes)}")

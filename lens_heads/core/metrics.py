@@ -21,6 +21,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from lens_heads.core.checks import own_checks
+from lens_heads.core.errors import InputError, NonFiniteError
 from lens_heads.core.prompts import END_OF_TURN_TOKENS
 
 __all__ = [
@@ -68,10 +69,10 @@ def is_correct(prediction: str, answer: str, rule: MatchRule) -> bool:
     (True, False)
     """
     if rule not in _RULES:
-        raise ValueError(f"unknown match rule {rule!r}; valid rules: {', '.join(_RULES)}")
+        raise InputError(f"unknown match rule {rule!r}; valid rules: {', '.join(_RULES)}")
     target = answer.strip()
     if not target:
-        raise ValueError("the answer is empty: every prediction would match it")
+        raise InputError("the answer is empty: every prediction would match it")
     text = prediction.strip()
     return text.startswith(target) if rule == "startswith" else target in text
 
@@ -132,7 +133,7 @@ def is_exact_match(prediction: str, answer: str) -> bool:
     (False, True)
     """
     if not answer.strip():
-        raise ValueError("the answer is empty: every prediction would match it")
+        raise InputError("the answer is empty: every prediction would match it")
     target, segment = _normalize(answer), first_segment(prediction)
     if not target:  # an answer made of punctuation or symbols is compared as it is
         return segment == answer.strip()
@@ -198,12 +199,12 @@ def answer_token_logprobs(
     tensor([-0.6931])
     """
     if logits.shape[:2] != tokens.shape or tokens.shape != answer_mask.shape:
-        raise ValueError(
+        raise InputError(
             f"shapes disagree: logits {tuple(logits.shape)}, tokens {tuple(tokens.shape)}, "
             f"answer_mask {tuple(answer_mask.shape)} (need [batch, pos(, d_vocab)])"
         )
     if bool(answer_mask[:, 0].any()):
-        raise ValueError(
+        raise InputError(
             "answer_mask is True at position 0, which no logit predicts; "
             "the prompt must precede the answer"
         )
@@ -228,14 +229,14 @@ def answer_ce(
     counts = answer_mask.sum(dim=1)
     if bool((counts == 0).any()):
         empty = (counts == 0).nonzero().flatten().tolist()
-        raise ValueError(f"rows {empty} have no answer tokens (answer_mask is all False)")
+        raise InputError(f"rows {empty} have no answer tokens (answer_mask is all False)")
     logprobs = answer_token_logprobs(logits, tokens, answer_mask)
     rows = answer_mask.nonzero(as_tuple=True)[0]
     totals = torch.zeros(len(counts), device=logprobs.device).index_add(0, rows, logprobs)
     ce = -totals / counts.to(totals)
     if not bool(torch.isfinite(ce).all()):
         bad = (~torch.isfinite(ce)).nonzero().flatten().tolist()
-        raise FloatingPointError(
+        raise NonFiniteError(
             f"answer CE is not finite for rows {bad} (logits dtype {logits.dtype}); "
             "run the model in float32 and pad batches on the right"
         )
@@ -299,7 +300,7 @@ def rouge_l(
     0.75
     """
     if beta < 0:
-        raise ValueError(f"beta must be >= 0, got {beta}")
+        raise InputError(f"beta must be >= 0, got {beta}")
     if not prediction or not reference:
         return 0.0
     lcs = lcs_length(prediction, reference)
@@ -364,6 +365,6 @@ def chrf_pp(predictions: Sequence[str], references: Sequence[str]) -> float:
 
 def _check_pairs(left: Sequence[str], right: Sequence[str], lname: str, rname: str) -> None:
     if len(left) != len(right):
-        raise ValueError(f"{len(left)} {lname} but {len(right)} {rname}")
+        raise InputError(f"{len(left)} {lname} but {len(right)} {rname}")
     if not right:
-        raise ValueError(f"no {lname} to score")
+        raise InputError(f"no {lname} to score")

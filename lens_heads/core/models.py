@@ -29,8 +29,16 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from lens_heads.core.devices import resolve_device, resolve_dtype
-from lens_heads.core.errors import LensHeadsError
+from lens_heads.core.errors import (
+    ComputationError,
+    InputError,
+    InputTypeError,
+    LensHeadsError,
+    MissingFileError,
+)
 from lens_heads.core.families import _tiny_hf_model
+from lens_heads.core.libraries import installed_version
+from lens_heads.core.storage import check_readable
 
 __all__ = [
     "MODEL_ALIASES",
@@ -300,18 +308,12 @@ def _boot(hf_id: str, hf_model: Any, tokenizer: Any) -> Any:
             raise
         architecture = (getattr(config, "architectures", None) or [type(hf_model).__name__])[0]
         raise UnsupportedModelError(
-            f"{hf_id}: TransformerLens {_version('transformer-lens')} has no TransformerBridge "
-            f"adapter for {architecture} (model type {getattr(config, 'model_type', '?')!r}), "
+            f"{hf_id}: TransformerLens {installed_version('transformer-lens')} has no "
+            f"TransformerBridge adapter for {architecture} (model type "
+            f"{getattr(config, 'model_type', '?')!r}), "
             "so its attention heads cannot be hooked (blocks.{l}.attn.hook_z) and lens_heads "
             "cannot use it; see docs/compatibility.md for the families checked here"
         ) from error
-
-
-def _version(distribution: str) -> str:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "(not installed)"
 
 
 def _use_checkpoint_tokenizer(bridge: Any, tokenizer: Any) -> None:
@@ -336,7 +338,7 @@ def _use_checkpoint_tokenizer(bridge: Any, tokenizer: Any) -> None:
     if getattr(bridge, "_driver", None) is not None and hasattr(bridge._driver, "tokenizer"):
         bridge._driver.tokenizer = tokenizer
     if bridge.tokenizer is not tokenizer:  # a TransformerLens whose bridge stores it elsewhere
-        raise RuntimeError(
+        raise ComputationError(
             "could not give the TransformerBridge the checkpoint's tokenizer (this TransformerLens "
             "stores it elsewhere); load with transformer_lens_bos=True to keep its own"
         )
@@ -357,7 +359,7 @@ def spec_kind(spec: Any) -> str:
     """
     known = ", ".join(sorted(MODEL_ALIASES))
     if not isinstance(spec, (str, os.PathLike)):
-        raise TypeError(f"a model spec is a string or a path, got {type(spec).__name__}")
+        raise InputTypeError(f"a model spec is a string or a path, got {type(spec).__name__}")
     spec_str = os.fspath(spec)
     if not spec_str.strip():
         raise ModelNotAvailableError(
@@ -370,10 +372,13 @@ def spec_kind(spec: Any) -> str:
         return "alias"
     if path.suffix == ".gguf":
         if not path.is_file():
-            raise FileNotFoundError(f"GGUF file {path} does not exist")
+            raise MissingFileError(f"GGUF file {path} does not exist")
+        check_readable(path, ModelNotAvailableError)
         return "gguf"
     if path.is_dir():
         _check_hf_dir(path)
+        for name in ("config.json", *(p.name for p in path.glob("*.safetensors"))):
+            check_readable(path / name, ModelNotAvailableError)
         return "directory"
     if "/" in spec_str and not path.exists() and not spec_str.startswith((".", "/", "~")):
         return "hub"
@@ -443,9 +448,9 @@ def _load_hf_dir(path: Path, device_map: Any = None) -> tuple[Any, Any]:
         ):
             raise
         raise UnsupportedModelError(
-            f"{path}: transformers {_version('transformers')} cannot load this checkpoint as a "
-            f"causal language model ({str(error).splitlines()[0]}); lens_heads needs "
-            "AutoModelForCausalLM to load it"
+            f"{path}: transformers {installed_version('transformers')} cannot load this "
+            f"checkpoint as a causal language model ({str(error).splitlines()[0]}); lens_heads "
+            "needs AutoModelForCausalLM to load it"
         ) from error
     return hf_model, tokenizer
 
@@ -463,7 +468,7 @@ def _try_load_cache(directory: Path) -> tuple[Any, Any] | None:
     """Load a cached checkpoint, or delete it and return None when it is unreadable."""
     try:
         if not (directory / "lens_heads.json").is_file():
-            raise FileNotFoundError("missing lens_heads.json (incomplete cache entry)")
+            raise MissingFileError("missing lens_heads.json (incomplete cache entry)")
         return _load_hf_dir(directory)
     except Exception as error:
         warnings.warn(
@@ -579,12 +584,12 @@ def tiny_model(
     sizes = {"n_layers": n_layers, "n_heads": n_heads, "d_head": d_head, "n_ctx": n_ctx}
     for name, value in sizes.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            raise InputError(f"{name} must be a positive integer, got {value!r}")
     if n_kv_heads is not None and (
         isinstance(n_kv_heads, bool) or not isinstance(n_kv_heads, int) or n_kv_heads < 1
         or n_heads % n_kv_heads
     ):  # fmt: skip
-        raise ValueError(
+        raise InputError(
             f"n_kv_heads={n_kv_heads!r} must be a positive divisor of n_heads={n_heads}"
         )
     hf_model, tokenizer = _tiny_hf_model(n_layers, n_heads, n_kv_heads, d_head, d_mlp, n_ctx, seed)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 
 from lens_heads.core.checks import own_checks
+from lens_heads.core.errors import InputError
 
 if TYPE_CHECKING:
     from lens_heads.core.tasks import Task
@@ -57,7 +58,7 @@ def has_chat_template(tokenizer: Any) -> bool:
 
 def _chat(tokenizer: Any, messages: list[dict[str, str]]) -> str:
     if not has_chat_template(tokenizer):
-        raise ValueError(
+        raise InputError(
             f"tokenizer {getattr(tokenizer, 'name_or_path', '?')!r} has no chat template (a base "
             "model?); use chat=False"
         )
@@ -74,7 +75,7 @@ def encode_text(tokenizer: Any, text: str, *, chat: bool = False) -> list[int]:
     '<|im_start|>user\\nhi<|im_end|>\\n<|im_start|>assistant\\n'
     """
     if not text:
-        raise ValueError("the prompt is empty")
+        raise InputError("the prompt is empty")
     if chat:
         text = _chat(tokenizer, [{"role": "user", "content": text}])
         return list(tokenizer(text, add_special_tokens=False).input_ids)
@@ -112,7 +113,7 @@ class PromptFormat:
         """The prompt text for one input (the tokenizer's chat template applied when ``chat``)."""
         if self.chat:
             if tokenizer is None:
-                raise ValueError("a chat PromptFormat needs the tokenizer: fmt.render(text, tok)")
+                raise InputError("a chat PromptFormat needs the tokenizer: fmt.render(text, tok)")
             messages: list[dict[str, str]] = []
             for shot_input, shot_output in self.shots:
                 messages.append({"role": "user", "content": self._content(shot_input)})
@@ -169,14 +170,14 @@ def answer_end_tokens(
     []
     """
     if answer_end not in ANSWER_ENDS:
-        raise ValueError(f"answer_end must be one of {', '.join(ANSWER_ENDS)}, got {answer_end!r}")
+        raise InputError(f"answer_end must be one of {', '.join(ANSWER_ENDS)}, got {answer_end!r}")
     if answer_end == "auto":
         answer_end = "turn" if chat else "eos"
     if answer_end == "none":
         return []
     if answer_end == "separator":
         if not separator:
-            raise ValueError("answer_end='separator' needs a non-empty separator")
+            raise InputError("answer_end='separator' needs a non-empty separator")
         return list(tokenizer(separator, add_special_tokens=False).input_ids)
     if answer_end == "turn":
         placeholder = "\ue000lens-heads-answer\ue000"
@@ -185,7 +186,7 @@ def answer_end_tokens(
             {"role": "assistant", "content": placeholder},
         ]
         if not has_chat_template(tokenizer):
-            raise ValueError(
+            raise InputError(
                 "answer_end='turn' needs a chat template; use 'eos' or 'separator' for a base model"
             )
         rendered = tokenizer.apply_chat_template(messages, tokenize=False)
@@ -195,7 +196,7 @@ def answer_end_tokens(
                 return list(tokenizer(suffix, add_special_tokens=False).input_ids)
     eos = tokenizer.eos_token_id
     if eos is None:
-        raise ValueError(
+        raise InputError(
             f"tokenizer {getattr(tokenizer, 'name_or_path', '?')!r} has no EOS token; use "
             "answer_end='separator' or 'none'"
         )
@@ -213,7 +214,7 @@ def encode_example(
     ``end_tokens`` (e.g. :func:`answer_end_tokens`) are appended and belong to the answer span.
     """
     if not answer:
-        raise ValueError(f"empty answer for prompt {prompt[:40]!r}")
+        raise InputError(f"empty answer for prompt {prompt[:40]!r}")
     special = not chat
     prompt_ids = list(tokenizer(prompt, add_special_tokens=special).input_ids)
     full_ids = list(tokenizer(prompt + answer, add_special_tokens=special).input_ids)
@@ -258,7 +259,7 @@ def collate(
     ([[False, False, True]], [3])
     """
     if not examples:
-        raise ValueError("cannot collate an empty batch")
+        raise InputError("cannot collate an empty batch")
     width = max(len(example.tokens) for example in examples)
     tokens = torch.full((len(examples), width), pad_id, dtype=torch.long)
     answer_mask = torch.zeros((len(examples), width), dtype=torch.bool)
@@ -285,11 +286,11 @@ def sample_shots(
     (('a', 'A'), ('b', 'B'))
     """
     if k < 0:
-        raise ValueError(f"the number of shots must be >= 0, got {k}")
+        raise InputError(f"the number of shots must be >= 0, got {k}")
     pairs = [(e.input, e.output) for e in pool] if not isinstance(pool, Sequence) else list(pool)
     pairs = [(x, y) for x, y in pairs if x != exclude]
     if k > len(pairs):
-        raise ValueError(
+        raise InputError(
             f"asked for {k} demonstrations but the pool has only {len(pairs)}; use fewer shots "
             "or a larger training split"
         )
@@ -329,11 +330,11 @@ def hybrid_few_shot(
     from lens_heads.core.tasks import Example, Task, get_task
 
     if not tasks:
-        raise ValueError("hybrid_few_shot needs at least one task")
+        raise InputError("hybrid_few_shot needs at least one task")
     if split not in ("train", "eval"):
-        raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
+        raise InputError(f"split must be 'train' or 'eval', got {split!r}")
     if n_per_task < 1:
-        raise ValueError(f"n_per_task must be positive, got {n_per_task}")
+        raise InputError(f"n_per_task must be positive, got {n_per_task}")
     resolved = [get_task(t) if isinstance(t, str) else t for t in tasks]
     rng = random.Random(seed)
     rows: list[Example] = []

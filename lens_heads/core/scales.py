@@ -25,7 +25,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from lens_heads.core.errors import LensHeadsError
+from lens_heads.core.errors import InputError, LensHeadsError
 from lens_heads.core.masks import HeadMask, MaskFileError, MaskShapeError, format_head, parse_head
 
 __all__ = ["HeadScale", "ScaleValueError"]
@@ -194,7 +194,7 @@ def _index(head: str | tuple[int, int], n_layers: int, n_heads: int) -> tuple[in
         return parse_head(head, n_layers, n_heads)
     layer, index = int(head[0]), int(head[1])
     if not (0 <= layer < n_layers and 0 <= index < n_heads):
-        raise ValueError(
+        raise InputError(
             f"head {format_head(layer, index)} is out of range for {n_layers} layers x "
             f"{n_heads} heads"
         )

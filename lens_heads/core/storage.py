@@ -22,9 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from lens_heads.core.errors import InputError, MissingFileError
+
 __all__ = [
     "FolderResult",
     "Stages",
+    "check_readable",
     "load_result_folder",
     "save_figures",
     "save_result_folder",
@@ -158,14 +161,14 @@ def load_result_folder(
     folder = Path(directory)
     path = folder / "result.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist; is {directory} a saved result folder?")
+        raise MissingFileError(f"{path} does not exist; is {directory} a saved result folder?")
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
         if payload.get("format") != format_tag:
-            raise ValueError(f"format tag {payload.get('format')!r}, expected {format_tag!r}")
+            raise InputError(f"format tag {payload.get('format')!r}, expected {format_tag!r}")
         tensors = load((folder / "tensors.safetensors").read_bytes())
     except (ValueError, KeyError, OSError) as error:
-        raise ValueError(
+        raise InputError(
             f"{folder} is not a readable {format_tag} result ({type(error).__name__}: {error}); "
             "re-create it with .save()"
         ) from error
@@ -232,6 +235,15 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         return None
 
 
+def check_readable(path: Path, error: type[Exception] = InputError, what: str = "") -> None:
+    """Refuse a file that exists but cannot be read: the libraries that read masks and model
+    files (safetensors) report that as "No such file or directory"."""
+    if path.is_file() and not os.access(path, os.R_OK):
+        raise error(
+            f"{what}{path} exists but cannot be read (permission denied); check its permissions"
+        )
+
+
 def check_settings(
     stored: Mapping[str, Any],
     wanted: Mapping[str, Any],
@@ -240,7 +252,7 @@ def check_settings(
     what: str = "a run",
     remedy: str,
     ignore: Sequence[str] = (),
-    error: type[Exception] = ValueError,
+    error: type[Exception] = InputError,
 ) -> None:
     """The one settings guard: raise ``error`` naming each field that differs between the
     settings ``stored`` with a result (a folder, a checkpoint) and the ones ``wanted`` now, so

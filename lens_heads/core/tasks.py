@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lens_heads.core.checks import own_checks, read_text_file, warn_input
-from lens_heads.core.errors import LensHeadsError
+from lens_heads.core.errors import (
+    InputError,
+    InputTypeError,
+    LensHeadsError,
+    MissingFileError,
+    UnknownNameError,
+)
 
 __all__ = [
     "Example",
@@ -154,22 +160,34 @@ class Task:
     def head(self, n: int) -> Task:
         return self.subset(range(min(n, len(self))))
 
-    def split(self, n_eval: int = 100, seed: int | None = None) -> tuple[Task, Task]:
+    def split(
+        self, n_eval: int = 100, seed: int | None = None, *, unseen: bool = False
+    ) -> tuple[Task | None, Task]:
         """``(train, eval)``: the last ``n_eval`` examples evaluate, as in the paper.
 
         With ``seed``, the examples are shuffled first (reproducibly). If the task has fewer
         than ``2 * n_eval`` examples, half of them evaluate, with an :class:`InputWarning`; an
         ``n_eval`` of the whole task or more is an error (nothing would be left to train on).
+        ``unseen``: no mask was trained on this task, so nothing is protected -- the last
+        ``n_eval`` examples evaluate (every example when ``n_eval`` reaches the task's size)
+        and the rest are left for demonstrations (``train`` is None when none is left).
         """
         if n_eval < 1:
-            raise ValueError(f"n_eval must be positive, got {n_eval}")
+            raise InputError(f"n_eval must be positive, got {n_eval}")
+        if unseen:
+            order = list(range(len(self)))
+            if seed is not None:
+                random.Random(seed).shuffle(order)
+            cut = max(0, len(self) - n_eval)
+            train = self.subset(order[:cut], ":train") if cut else None
+            return train, self.subset(order[cut:], ":eval")
         if len(self) < 2:
             raise TaskDataError(
                 f"task {self.name!r} has {len(self)} example; at least 2 are needed to hold some "
                 "out (evaluation) and keep some (training, demonstrations)"
             )
         if n_eval >= len(self):
-            raise ValueError(
+            raise InputError(
                 f"n_eval={n_eval} asks for at least every example of task {self.name!r}, which "
                 f"has {len(self)}; at most {len(self) // 2} are held out (half the task)"
             )
@@ -227,7 +245,7 @@ def match_rule_for(name: str) -> MatchRule:
 
 def _check_match(match: str | None) -> None:
     if match is not None and match not in ("startswith", "contains"):
-        raise ValueError(f"match must be 'startswith' or 'contains', got {match!r}")
+        raise InputError(f"match must be 'startswith' or 'contains', got {match!r}")
 
 
 def _is_language_pair(text: str) -> bool:
@@ -270,13 +288,13 @@ def get_task(
 
 def _get_task(name: Any, instruction: str | None) -> Task:
     if not isinstance(name, (str, os.PathLike)):
-        raise TypeError(
+        raise InputTypeError(
             f"a task is a Task, a built-in task name or a .json/.jsonl file, got "
             f"{type(name).__name__}"
         )
     text = os.fspath(name)
     if not text.strip():
-        raise ValueError("the task name is empty; see `lens-heads tasks` for the built-in ones")
+        raise InputError("the task name is empty; see `lens-heads tasks` for the built-in ones")
     if text.endswith((".json", ".jsonl")) or os.sep in text:
         path = Path(text)
         stem = path.stem
@@ -320,7 +338,7 @@ def _get_task(name: Any, instruction: str | None) -> Task:
         return task if instruction is None else replace(task, instruction=instruction)
     close = difflib.get_close_matches(text, list_tasks(), n=5, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else "; see lens-heads tasks"
-    raise KeyError(f"unknown task {text!r}{hint}")
+    raise UnknownNameError(f"unknown task {text!r}{hint}")
 
 
 # -- loaders ----------------------------------------------------------------------------------
@@ -438,7 +456,7 @@ class ParallelCorpus:
             if lang == self.pivot:
                 return [(i, i) for i in range(len(self.tokens[lang][index]))]
             if lang not in self.alignments:
-                raise KeyError(f"{self.name} has no alignments for {lang!r}")
+                raise UnknownNameError(f"{self.name} has no alignments for {lang!r}")
             return list(self.alignments[lang][index])
 
         to_source, to_target = from_pivot(source), from_pivot(target)
@@ -447,7 +465,9 @@ class ParallelCorpus:
     def translation_task(self, source: str, target: str) -> Task:
         for lang in (source, target):
             if lang not in self.sentences:
-                raise KeyError(f"{self.name} has no language {lang!r}; it has {self.languages}")
+                raise UnknownNameError(
+                    f"{self.name} has no language {lang!r}; it has {self.languages}"
+                )
         source_name = LANGUAGE_NAMES.get(source, source)
         target_name = LANGUAGE_NAMES.get(target, target)
         examples = tuple(
@@ -529,7 +549,7 @@ def load_flores_dir(path: str | os.PathLike[str], pattern: str = "*") -> Paralle
     folder = Path(path)
     sentences = {}
     if not folder.is_dir():
-        raise FileNotFoundError(f"FLORES-style folder {folder} does not exist")
+        raise MissingFileError(f"FLORES-style folder {folder} does not exist")
     for file in sorted(folder.glob(pattern)):
         if file.is_file():
             lines = _read_text(file).rstrip("\n").split("\n")

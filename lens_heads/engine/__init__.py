@@ -18,13 +18,8 @@ modules are its own business.
 ['evaluate', 'train_mask']
 """
 
-from lens_heads.engine.evaluation import (
-    check_evaluation,
-    check_evaluation_arguments,
-    evaluate,
-    mask_info,
-    run_plan,
-)
+from lens_heads.engine.evaluation import evaluate, mask_info, run_plan
+from lens_heads.engine.evaluation_config import EvaluationConfig
 from lens_heads.engine.evaluation_result import (
     METRICS,
     SETTINGS,
@@ -36,6 +31,7 @@ from lens_heads.engine.figures import evaluation_figure
 from lens_heads.engine.scoring import EvaluationRun
 from lens_heads.engine.training import CheckpointError, MaskTrainer, check_training, train_mask
 from lens_heads.engine.training_config import TrainingConfig, native_bf16, with_overrides
+from lens_heads.engine.training_folder import train_or_resume
 from lens_heads.engine.training_result import MaskTrainingResult
 
 __all__ = [
@@ -44,13 +40,12 @@ __all__ = [
     "TRANSLATION_METRICS",
     "WORD_METRICS",
     "CheckpointError",
+    "EvaluationConfig",
     "EvaluationResult",
     "EvaluationRun",
     "MaskTrainer",
     "MaskTrainingResult",
     "TrainingConfig",
-    "check_evaluation",
-    "check_evaluation_arguments",
     "check_training",
     "evaluate",
     "evaluation_figure",
@@ -58,5 +53,6 @@ __all__ = [
     "native_bf16",
     "run_plan",
     "train_mask",
+    "train_or_resume",
     "with_overrides",
 ]

@@ -22,91 +22,20 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from lens_heads.core.checks import check_int, resolve_mask
+from lens_heads.core.checks import resolve_mask
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import ModelLike, model_name
 from lens_heads.core.prompts import (
     EncodedExample,
 )
+from lens_heads.core.settings import configure
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine import scoring
-from lens_heads.engine.evaluation_result import SETTINGS, EvaluationResult
+from lens_heads.engine.evaluation_config import INSTRUCTED, MASK_SETTINGS, EvaluationConfig
+from lens_heads.engine.evaluation_result import EvaluationResult
 from lens_heads.engine.scoring import EvaluationRun
 
-__all__ = ["check_evaluation", "check_evaluation_arguments", "evaluate", "mask_info", "run_plan"]
-
-
-_MASK_SETTINGS = {"random": "mask", "mask": "mask", "mask+instruction": "mask"}
-_INSTRUCTED = {"instruction", "mask+instruction"}
-
-
-def check_evaluation_arguments(*, batch_size: Any, n_eval: Any, max_new_tokens: Any) -> None:
-    check_int("batch_size", batch_size, minimum=1)
-    check_int("n_eval", n_eval, minimum=1)
-    if max_new_tokens is not None:
-        check_int("max_new_tokens", max_new_tokens, minimum=1)
-
-
-def check_evaluation(
-    task: Task,
-    settings: Sequence[str] | str | None,
-    *,
-    mask_given: bool,
-    other_given: bool = False,
-    random_seeds: Sequence[int] = (0, 1, 2),
-    n_eval: int = 100,
-    split_seed: int | None = None,
-    shots: int = 0,
-) -> list[str]:
-    """Check what :func:`evaluate` would run, without a model: the settings (known, not
-    repeated, each with what it needs), the split (``n_eval`` against the task) and ``shots``
-    against the training split. Returns the settings chosen. The command line calls it before
-    the model loads."""
-    if isinstance(settings, str):
-        settings = [s.strip() for s in settings.split(",") if s.strip()]
-    if settings is None:
-        chosen = ["original"] + (["instruction"] if task.instruction else [])
-        if mask_given:
-            chosen += ["random", "mask"] + (["mask+instruction"] if task.instruction else [])
-        chosen += ["other_mask"] if other_given else []
-    else:
-        chosen = list(settings)
-    if not chosen:
-        raise ValueError(f"no settings to evaluate; choose from {', '.join(SETTINGS)}")
-    if len(set(chosen)) != len(chosen):
-        raise ValueError(f"settings repeat: {chosen}")
-    for setting in chosen:
-        if setting not in SETTINGS:
-            raise ValueError(
-                f"unknown setting {setting!r}; choose from {', '.join(SETTINGS)} (comma-separated "
-                "on the command line)"
-            )
-        if setting in _INSTRUCTED and not task.instruction:
-            raise ValueError(
-                f"setting {setting!r} needs an instruction but task {task.name!r} has none; pass "
-                "instruction=... (--instruction on the command line)"
-            )
-        if setting in _MASK_SETTINGS and not mask_given:
-            raise ValueError(
-                f"setting {setting!r} needs the trained mask M: pass mask=HeadMask or a mask file "
-                "(--mask FILE on the command line)"
-            )
-        if setting == "other_mask" and not other_given:
-            raise ValueError(
-                "setting 'other_mask' needs a mask trained on another model of the same shape: "
-                "pass other_mask= (--other-mask FILE on the command line)"
-            )
-        if setting == "random" and not random_seeds:
-            raise ValueError("setting 'random' needs at least one seed in random_seeds")
-    if shots < 0:
-        raise ValueError(f"shots must be >= 0, got {shots}")
-    train, _ = task.split(n_eval=n_eval, seed=split_seed)
-    if shots > len(train):
-        raise ValueError(
-            f"shots={shots} demonstrations, but only {len(train)} examples are left for them "
-            f"after holding out n_eval; use at most {len(train)} shots"
-        )
-    return chosen
+__all__ = ["evaluate", "mask_info", "run_plan"]
 
 
 def _plan(
@@ -117,7 +46,7 @@ def _plan(
     task: Task,
 ) -> list[EvaluationRun]:
     runs = []
-    for setting in settings:  # checked by check_evaluation
+    for setting in settings:  # checked by EvaluationConfig.check
         if setting == "random":
             assert mask is not None
             runs += [
@@ -129,7 +58,7 @@ def _plan(
         else:
             runs.append(
                 EvaluationRun(
-                    setting, -1, mask if setting in _MASK_SETTINGS else None, setting in _INSTRUCTED
+                    setting, -1, mask if setting in MASK_SETTINGS else None, setting in INSTRUCTED
                 )
             )
     return runs
@@ -142,19 +71,9 @@ def evaluate(
     *,
     mask: HeadMask | str | os.PathLike[str] | None = None,
     other_mask: HeadMask | str | os.PathLike[str] | None = None,
-    n_eval: int = 100,
-    split_seed: int | None = None,
-    random_seeds: Sequence[int] = (0, 1, 2),
-    batch_size: int = 16,
-    chat: bool | None = None,
     instruction: str | None = None,
-    shots: int = 0,
-    shot_seed: int = 0,
-    separator: str = "\n\n",
-    max_new_tokens: int | None = None,
-    first_line: bool = True,
-    stack_masks: bool = False,
-    progress: bool = True,
+    config: EvaluationConfig | None = None,
+    **options: Any,
 ) -> EvaluationResult:
     """Evaluate ``task`` on its last ``n_eval`` examples under each setting.
 
@@ -163,12 +82,14 @@ def evaluate(
     seed of ``random_seeds``), ``"mask"``, ``"mask+instruction"`` and ``"other_mask"`` (a mask
     trained on another model of the same shape). By default: every setting the arguments allow.
 
-    Each run generates greedily in left-padded batches (``task.max_new_tokens``: 10 for word
-    tasks, 50 for sentences) and scores the first line of the output with the task's match
-    rule; the answer CE is computed teacher forced under the same mask, on the prompt's KV cache.
-    Prompts use the model's chat template when its tokenizer has one (``chat=None``), else the
-    base-model format ``{input}\\n\\n``; ``shots=k`` prepends k demonstrations drawn (seeded by
-    ``shot_seed``, per example) from the task's training split.
+    ``config`` (an :class:`EvaluationConfig`) holds how the evaluation runs; its fields may also
+    be given as keywords (``n_eval=40``), which override it. Each run generates greedily in
+    left-padded batches (``task.max_new_tokens``: 10 for word tasks, 50 for sentences) and
+    scores the first line of the output with the task's match rule; the answer CE is computed
+    teacher forced under the same mask, on the prompt's KV cache. Prompts use the model's chat
+    template when its tokenizer has one (``chat=None``), else the base-model format
+    ``{input}\\n\\n``; ``shots=k`` prepends k demonstrations drawn (seeded by ``shot_seed``,
+    per example) from the task's training split.
 
     ``stack_masks=True`` decodes the runs that share a prompt set (e.g. Original, the random
     masks and M, all uninstructed) in one pass with one per-example mask per row: fewer,
@@ -179,44 +100,27 @@ def evaluate(
     >>> model = lh.load_model("smollm2-135m-instruct")  # doctest: +SKIP
     >>> lh.evaluate(model, "country-capital", n_eval=40).to_frame()  # doctest: +SKIP
     """
+    config = configure(EvaluationConfig, config, options, "evaluate")
     task = task if isinstance(task, Task) else get_task(task, instruction=instruction)
     if instruction is not None and task.instruction != instruction:
         from dataclasses import replace
 
         task = replace(task, instruction=instruction)
-    check_evaluation_arguments(batch_size=batch_size, n_eval=n_eval, max_new_tokens=max_new_tokens)
     mask_ = resolve_mask(mask, model)
     other_ = resolve_mask(other_mask, model)
-    chosen = check_evaluation(
+    unseen = EvaluationConfig.unseen(task, mask_, other_)
+    chosen = config.check(
         task,
         settings,
         mask_given=mask_ is not None,
         other_given=other_ is not None,
-        random_seeds=random_seeds,
-        n_eval=n_eval,
-        split_seed=split_seed,
-        shots=shots,
+        unseen=unseen,
     )
-    plan = _plan(chosen, mask_, other_, random_seeds, task)
-    run_rows, record_rows, config = run_plan(
-        model,
-        task,
-        plan,
-        n_eval=n_eval,
-        split_seed=split_seed,
-        batch_size=batch_size,
-        chat=chat,
-        shots=shots,
-        shot_seed=shot_seed,
-        separator=separator,
-        max_new_tokens=max_new_tokens,
-        first_line=first_line,
-        stack_masks=stack_masks,
-        progress=progress,
-    )
-    config["random_seeds"] = list(random_seeds) if "random" in chosen else []
-    config["mask"] = mask_info(mask, mask_)
-    config["other_mask"] = mask_info(other_mask, other_)
+    plan = _plan(chosen, mask_, other_, config.random_seeds, task)
+    run_rows, record_rows, stored = run_plan(model, task, plan, config, unseen=unseen)
+    stored["random_seeds"] = list(config.random_seeds) if "random" in chosen else []
+    stored["mask"] = mask_info(mask, mask_)
+    stored["other_mask"] = mask_info(other_mask, other_)
     return EvaluationResult(
         model=model_name(model),
         task=task.name,
@@ -224,7 +128,7 @@ def evaluate(
         settings=chosen,
         runs=pd.DataFrame(run_rows),
         records=pd.DataFrame(record_rows),
-        config=config,
+        config=stored,
     )
 
 
@@ -232,30 +136,22 @@ def run_plan(
     model: ModelLike,
     task: Task,
     plan: Sequence[EvaluationRun],
+    config: EvaluationConfig,
     *,
-    n_eval: int,
-    split_seed: int | None,
-    batch_size: int,
-    chat: bool | None,
-    shots: int,
-    shot_seed: int,
-    separator: str,
-    max_new_tokens: int | None,
-    first_line: bool,
-    stack_masks: bool,
-    progress: bool,
+    unseen: bool = False,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     """Generate and score every run of ``plan`` on the task's held-out examples: ``(runs,
-    records, config)`` rows of :class:`EvaluationResult`. With ``stack_masks`` the runs that
-    share a prompt set are decoded together, one per-example mask per row."""
-    train, evaluation = task.split(n_eval=n_eval, seed=split_seed)
+    records, config)`` rows of :class:`EvaluationResult`. With ``config.stack_masks`` the runs
+    that share a prompt set are decoded together, one per-example mask per row; ``unseen``:
+    the masks were trained on another task (:meth:`Task.split`)."""
+    split = dict(n_eval=config.n_eval, seed=config.split_seed, unseen=unseen)
+    train, evaluation = task.split(**split)
+    chat = config.chat
     if chat is None:
         from lens_heads.core.prompts import has_chat_template
 
         chat = has_chat_template(model.tokenizer)
-    if shots < 0:
-        raise ValueError(f"shots must be >= 0, got {shots}")
-    new_tokens = task.max_new_tokens if max_new_tokens is None else max_new_tokens
+    new_tokens = task.max_new_tokens if config.max_new_tokens is None else config.max_new_tokens
     prompts: dict[bool, list[EncodedExample]] = {}
     for instructed in dict.fromkeys(run.instructed for run in plan):  # every prompt, before compute
         prompts[instructed] = scoring.encode_prompts(
@@ -263,10 +159,10 @@ def run_plan(
             evaluation,
             instructed=instructed,
             chat=chat,
-            shots=shots,
+            shots=config.shots,
             shot_pool=train,
-            shot_seed=shot_seed,
-            separator=separator,
+            shot_seed=config.shot_seed,
+            separator=config.separator,
         )
         scoring.check_fits(model, prompts[instructed], evaluation, new_tokens)
     # the bar counts examples over all settings (a setting can take minutes)
@@ -274,11 +170,12 @@ def run_plan(
         total=len(plan) * len(evaluation),
         desc=f"evaluating {task.name}",
         unit="example",
-        disable=not progress,
+        disable=not config.progress,
     )
-    decode = dict(newline_stops=first_line, on_rows=bar.update)
+    decode = dict(newline_stops=config.first_line, on_rows=bar.update)
     outputs: dict[int, scoring.RunOutputs] = {}
-    if stack_masks:
+    batch_size = config.batch_size
+    if config.stack_masks:
         for instructed, encoded in prompts.items():
             members = [i for i, run in enumerate(plan) if run.instructed == instructed]
             bar.set_postfix_str(f"{len(members)} runs stacked")
@@ -297,25 +194,21 @@ def run_plan(
     record_rows: list[dict[str, Any]] = []
     for i, run in enumerate(plan):
         metrics, records = scoring.score_run(
-            model, task, evaluation, prompts[run.instructed], run, outputs[i], first_line
+            model, task, evaluation, prompts[run.instructed], run, outputs[i], config.first_line
         )
         run_rows.append(metrics)
         record_rows += records
-    config = {
-        "n_eval": len(evaluation),
-        "split_seed": split_seed,
-        "batch_size": batch_size,
-        "chat": chat,
-        "shots": shots,
-        "shot_seed": shot_seed,
-        "separator": separator,
-        "max_new_tokens": new_tokens,
-        "first_line": first_line,
-        "match": task.match,
-        "instruction": task.instruction,
-        "stack_masks": stack_masks,
-    }
-    return run_rows, record_rows, config
+    stored = config.stored()
+    stored.pop("random_seeds")
+    stored.update(
+        n_eval=len(evaluation),
+        unseen=unseen,
+        chat=chat,
+        max_new_tokens=new_tokens,
+        match=task.match,
+        instruction=task.instruction,
+    )
+    return run_rows, record_rows, stored
 
 
 def mask_info(source: Any, mask: HeadMask | None) -> dict[str, Any] | None:

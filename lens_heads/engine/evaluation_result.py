@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from lens_heads.core.errors import InputError, MissingFileError, UnknownNameError
 from lens_heads.core.storage import save_figures, write_atomic
 from lens_heads.core.tables import mean_std_table
 
@@ -136,7 +137,7 @@ class EvaluationResult:
     def predictions(self, setting: str, seed: int | None = None) -> pd.DataFrame:
         """The per-example records of one setting (one seed of the random setting)."""
         if setting not in self.settings:
-            raise KeyError(f"setting {setting!r} was not evaluated; have {self.settings}")
+            raise UnknownNameError(f"setting {setting!r} was not evaluated; have {self.settings}")
         rows = self.records[self.records["setting"] == setting]
         if seed is not None:
             rows = rows[rows["seed"] == seed]
@@ -187,11 +188,11 @@ class EvaluationResult:
         """Read a result written by :meth:`save`."""
         path = Path(directory) / "result.json"
         if not path.is_file():
-            raise FileNotFoundError(f"{path} does not exist; is {directory} an evaluation folder?")
+            raise MissingFileError(f"{path} does not exist; is {directory} an evaluation folder?")
         try:
             payload = json.loads(path.read_text(encoding="utf-8"))
             if payload.get("format") != "lens_heads.evaluation/1":
-                raise ValueError(f"format tag {payload.get('format')!r}")
+                raise InputError(f"format tag {payload.get('format')!r}")
             return cls(
                 model=payload["model"],
                 task=payload["task"],
@@ -202,7 +203,7 @@ class EvaluationResult:
                 config=dict(payload["config"]),
             )
         except (ValueError, KeyError, TypeError) as error:
-            raise ValueError(
+            raise InputError(
                 f"{path} is not a readable evaluation result ({type(error).__name__}: {error}); "
                 "re-create it with EvaluationResult.save()"
             ) from error

@@ -18,6 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from lens_heads.core.errors import InputError, UnknownNameError
 from lens_heads.core.figures import head_grid_layout
 
 __all__ = [
@@ -38,10 +39,12 @@ def evaluation_figure(table: pd.DataFrame, metrics: Sequence[str], *, title: str
     ``table`` is :meth:`lens_heads.engine.evaluation.EvaluationResult.to_frame` (index: settings).
     """
     if not len(metrics):
-        raise ValueError("evaluation_figure needs at least one metric column")
+        raise InputError("evaluation_figure needs at least one metric column")
     missing = [m for m in metrics if m not in table.columns]
     if missing:
-        raise KeyError(f"the table has no column(s) {missing}; it has {list(table.columns)}")
+        raise UnknownNameError(
+            f"the table has no column(s) {missing}; it has {list(table.columns)}"
+        )
     figure = make_subplots(rows=1, cols=len(metrics), subplot_titles=list(metrics))
     palette = [
         "#4C78A8",
@@ -100,7 +103,7 @@ def mask_trajectory_figure(trajectory: Any, steps: Sequence[int], *, title: str 
 
     values = torch.as_tensor(trajectory).float()
     if values.ndim != 3 or values.shape[0] != len(steps):
-        raise ValueError(
+        raise InputError(
             f"trajectory must be [n_samples, n_layers, n_heads] with one sample per step "
             f"({len(steps)}), got {tuple(values.shape)}"
         )
@@ -177,7 +180,7 @@ def mask_heatmap_figure(probabilities: Any, *, title: str = "") -> go.Figure:
 
     values = torch.as_tensor(probabilities).float()
     if values.ndim != 2:
-        raise ValueError(f"probabilities must be [n_layers, n_heads], got {tuple(values.shape)}")
+        raise InputError(f"probabilities must be [n_layers, n_heads], got {tuple(values.shape)}")
     n_layers, n_heads = values.shape
     marks = [["x" if v >= 0.5 else "" for v in row] for row in values.tolist()]
     figure = go.Figure(
@@ -208,7 +211,9 @@ def training_curve_figure(history: pd.DataFrame, *, title: str = "") -> go.Figur
     """
     missing = [c for c in ("step", "loss", "tau", "kept") if c not in history.columns]
     if missing:
-        raise KeyError(f"history has no column(s) {missing}; it has {list(history.columns)}")
+        raise UnknownNameError(
+            f"history has no column(s) {missing}; it has {list(history.columns)}"
+        )
     figure = make_subplots(
         rows=3, cols=1, shared_xaxes=True, subplot_titles=["loss", "tau", "kept"]
     )

@@ -208,13 +208,13 @@ def generate_and_score(
         if not cached:  # greedy_generate: a 3-d mask is one mask per prompt
             return {**keywords, "mask": masks}
         stacked = {"prefix_per_mask": True, "drop_finished": True}
-        return {**keywords, "per_example_masks": masks, **stacked}
+        return {**keywords, "mask": masks, **stacked}
 
     stopped_by: list[int | None] | None = None
     if cached:
         answers = [example.answer_tokens for example in encoded]
         decoded = decode_greedy(
-            model, prompts, stops=stops, answers=answers, on_rows=on_rows, **run()
+            model, prompts, stops=stops, answers=answers, progress=on_rows or False, **run()
         )
         generated, losses, stopped_by = decoded.new_tokens, decoded.answer_ce, decoded.stopped_by
         assert losses is not None and stopped_by is not None

@@ -39,7 +39,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.core.checks import check_context
-from lens_heads.core.errors import LensHeadsError
+from lens_heads.core.errors import InputError, LensHeadsError, NonFiniteError
 from lens_heads.core.guards import check_pattern_capture
 from lens_heads.core.hooks import mask_hooks
 from lens_heads.core.logits import answer_logits, partial_unembed_works
@@ -104,7 +104,7 @@ def _training_split(task: Task, config: TrainingConfig) -> Task:
     if config.n_eval == 0:
         return task
     if len(task) <= config.n_eval:
-        raise ValueError(
+        raise InputError(
             f"task {task.name!r} has {len(task)} examples, not more than the n_eval="
             f"{config.n_eval} held out of training (--holdout): pass a smaller n_eval, or "
             "n_eval=0 (--holdout 0 --n-eval 0) to train on every example"
@@ -131,7 +131,7 @@ def _check_checkpoint(path: Path, identity: dict[str, Any], config: TrainingConf
         with safe_open(str(path), framework="pt") as file:
             header = file.metadata() or {}
         if header.get("format") != _CHECKPOINT_FORMAT:
-            raise ValueError(f"format tag {header.get('format')!r}")
+            raise InputError(f"format tag {header.get('format')!r}")
         state = json.loads(header["state"])
     except Exception as error:
         raise CheckpointError(
@@ -175,13 +175,13 @@ def check_training(
     train = _training_split(task, config)
     held_out = f" after holding out n_eval={config.n_eval}" if config.n_eval else ""
     if config.batch_size > len(train):
-        raise ValueError(
+        raise InputError(
             f"batch_size {config.batch_size} is larger than the {len(train)} "
             f"training examples of task {task.name!r}{held_out}; use a smaller batch_size "
             "(or a smaller n_eval, or more examples)"
         )
     if config.shots > len(train) - 1:  # the demonstrations leave out the query itself
-        raise ValueError(
+        raise InputError(
             f"shots={config.shots} demonstrations need more than the {len(train)} training "
             f"examples of task {task.name!r}{held_out}; use at most {len(train) - 1}"
         )
@@ -347,7 +347,7 @@ class MaskTrainer:
         ffn = None if self.ffn_W is None else self._sample(self.ffn_W, tokens.shape[0])
         loss = self.loss(tokens, answer_mask, mask, ffn)
         if not bool(torch.isfinite(loss)):
-            raise FloatingPointError(
+            raise NonFiniteError(
                 f"the training loss is not finite at step {step} (dtype {config.dtype}); "
                 "train with dtype='float32', and check that the task's answers are non-empty"
             )
@@ -498,7 +498,7 @@ def train_mask(
     config = config or TrainingConfig()
     task = task if isinstance(task, Task) else get_task(task)
     if checkpoint_every < 1:
-        raise ValueError(f"checkpoint_every must be positive, got {checkpoint_every}")
+        raise InputError(f"checkpoint_every must be positive, got {checkpoint_every}")
     check_training(task, config, checkpoint_dir=checkpoint_dir, resume=resume)
     if config.query_side:
         check_pattern_capture(model)  # the mask acts on hook_pattern: check it once

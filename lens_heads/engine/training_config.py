@@ -20,6 +20,7 @@ from torch import Tensor
 
 from lens_heads.core.checks import check_numeric_fields, own_checks
 from lens_heads.core.devices import native_bf16
+from lens_heads.core.errors import InputError
 from lens_heads.core.masks import parse_head
 from lens_heads.core.prompts import ANSWER_ENDS
 
@@ -67,42 +68,69 @@ class TrainingConfig:
     >>> TrainingConfig(tau_begin=0.1, tau_end=1.0)
     Traceback (most recent call last):
     ...
-    ValueError: tau_end (1.0) must not exceed tau_begin (0.1): tau anneals downwards
+    lens_heads.core.errors.InputError: tau_end (1.0) must not exceed tau_begin (0.1): ...
     """
 
     steps: int = 6250
+    """Training steps."""
     batch_size: int = 16
+    """Examples per step."""
     lr: float = 1e-2
+    """Peak learning rate (AdamW, warm-up then cosine decay)."""
     min_lr: float = 1e-4
+    """The learning rate the cosine decay ends at."""
     warmup_fraction: float = 0.1
+    """The share of steps the learning rate warms up over."""
     weight_decay: float = 0.0
+    """AdamW's weight decay on the mask logits."""
     tau_begin: float = 4.0
+    """The Gumbel-sigmoid temperature at the start."""
     tau_end: float = 0.05
+    """The temperature after the anneal."""
     tau_fraction: float = 0.4
+    """The share of steps the temperature anneals over."""
     init_mean: float = 4.0
+    """Mean of the mask logits' initial values (the paper: 4; Table 6: -3)."""
     init_std: float = 0.02
-    noise: str = "example"  # "example" (per example, the paper's) or "batch"
+    """Spread of the mask logits' initial values."""
+    noise: str = "example"
+    """Gumbel noise drawn per example (the paper's, the default) or once per batch"""
     sparsity: float = 0.0
+    """Weight of a penalty on the mean sigmoid(W) (fewer heads kept)."""
     dtype: str = "auto"
+    """Training precision: auto (bf16 autocast where the device computes it natively, else
+    float32), bfloat16 (bf16) or float32 (fp32)."""
     seed: int = 0
+    """Seed of the initial values, the noise and the batches."""
     n_eval: int = 100
+    """Examples held out of training at the task's end (0: train on every example)."""
     split_seed: int | None = None
+    """Shuffle the task with this seed before splitting (default: the file's order)."""
     shots: int = 0
+    """Demonstrations from the training split before each training input."""
     chat: bool | None = None
+    """Wrap prompts in the chat template (default: when the tokenizer has one)."""
     separator: str = "\n\n"
+    """What follows the input (and each demonstration) without a chat template."""
     answer_end: str = "auto"
+    """What closes each training target after the answer: auto (the chat template's
+    end-of-turn token for chat models, EOS for base models), turn, eos, separator or none (the
+    answer alone: masked outputs then run on)."""
     trajectory_every: int | None = None
+    """Record the mask logits every k steps (default: about 100 samples over the run)."""
     ffn_masks: bool = False
+    """Experimental: also train one gate per layer on the MLP output."""
     query_side: bool = False
-    soft: bool = False  # LAHIS soft mask: multipliers >= 0 from 1, no noise (issue 14)
-    trainable: Sequence[str] | None = (
-        None  # soft (a tuple once validated): the heads trained ("L3H7"); None = all
-    )
+    """Experimental: mask inside the softmax instead of the head output."""
+    soft: bool = False
+    """LAHIS's soft mask: multipliers >= 0 from 1, no noise."""
+    trainable: Sequence[str] | None = None
+    """Soft masks: the heads trained (L3H7, ...); None: all."""
 
     def __post_init__(self) -> None:
         def need(condition: bool, message: str) -> None:
             if not condition:
-                raise ValueError(message)
+                raise InputError(message)
 
         check_numeric_fields(self)  # 2.5 steps, lr=inf, chat="yes": a clear error first
         need(
@@ -202,7 +230,7 @@ class TrainingConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"unknown TrainingConfig field(s) {unknown}")
+            raise InputError(f"unknown TrainingConfig field(s) {unknown}")
         return cls(**values)
 
 
@@ -217,17 +245,17 @@ def _check_soft(config: TrainingConfig) -> None:
     if config.trainable is None:
         return
     if not config.soft:
-        raise ValueError("trainable heads are for soft masks: pass soft=True with trainable")
+        raise InputError("trainable heads are for soft masks: pass soft=True with trainable")
     if isinstance(config.trainable, str):
-        raise ValueError("trainable must be a list of head labels like ['L3H7'], not one string")
+        raise InputError("trainable must be a list of head labels like ['L3H7'], not one string")
     labels = tuple(str(label) for label in config.trainable)
     if not labels:
-        raise ValueError("trainable is empty: give at least one head (or None for all heads)")
+        raise InputError("trainable is empty: give at least one head (or None for all heads)")
     for label in labels:
         parse_head(label)
     object.__setattr__(config, "trainable", labels)
     if config.query_side or config.ffn_masks:
-        raise ValueError("soft masks train head multipliers only: drop query_side / ffn_masks")
+        raise InputError("soft masks train head multipliers only: drop query_side / ffn_masks")
 
 
 # -- schedules and the estimator ---------------------------------------------------------------

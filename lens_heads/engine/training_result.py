@@ -17,6 +17,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from lens_heads.core.errors import InputError, MissingFileError
 from lens_heads.core.guards import check_pattern_capture
 from lens_heads.core.hooks import mask_hooks
 from lens_heads.core.masks import HeadMask, format_head
@@ -262,13 +263,13 @@ class MaskTrainingResult:
         paths = [folder / name for name in ("training.json", "training.safetensors", "history.csv")]
         missing = [p.name for p in paths if not p.is_file()]
         if missing:
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"{folder} holds no saved training result (missing {', '.join(missing)}); "
                 "write one with MaskTrainingResult.save()"
             )
         info = json.loads(paths[0].read_text(encoding="utf-8"))
         if info.get("format") != _RESULT_FORMAT:
-            raise ValueError(f"{paths[0]} is not a training result ({info.get('format')!r})")
+            raise InputError(f"{paths[0]} is not a training result ({info.get('format')!r})")
         tensors = load_file(str(paths[1]))
         history = pd.read_csv(paths[2])
         return cls(

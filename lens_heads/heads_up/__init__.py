@@ -11,3 +11,56 @@ It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another
 * pathways, pathways_result -- common and unused heads of a task family (Table 6)
 * figures -- their plotly figures
 """
+
+from lens_heads.heads_up.alpha import AlphaCurve, alpha_curve, table8
+from lens_heads.heads_up.attention import AttentionResult, attention_on_target
+from lens_heads.heads_up.lens import LogitLensResult, logit_lens, top_tokens
+from lens_heads.heads_up.mask_stats import (
+    MaskStatistics,
+    TasksPerHead,
+    load_masks,
+    mask_statistics,
+    tasks_per_head,
+)
+from lens_heads.heads_up.pathways import (
+    PathwaysResult,
+    functional_pathways,
+    train_family_masks,
+)
+from lens_heads.heads_up.similarity import (
+    SimilarityResult,
+    figure4_similarity,
+    layer_similarity,
+)
+from lens_heads.heads_up.similarity_stats import ReadoutConfig, SimilarityStats, figure4_stats
+from lens_heads.heads_up.sweep import SweepResult, plot_sweeps, removal_sweep
+from lens_heads.heads_up.sweep_config import SweepConfig
+
+__all__ = [
+    "AlphaCurve",
+    "AttentionResult",
+    "LogitLensResult",
+    "MaskStatistics",
+    "PathwaysResult",
+    "ReadoutConfig",
+    "SimilarityResult",
+    "SimilarityStats",
+    "SweepConfig",
+    "SweepResult",
+    "TasksPerHead",
+    "alpha_curve",
+    "attention_on_target",
+    "figure4_similarity",
+    "figure4_stats",
+    "functional_pathways",
+    "layer_similarity",
+    "load_masks",
+    "logit_lens",
+    "mask_statistics",
+    "plot_sweeps",
+    "removal_sweep",
+    "table8",
+    "tasks_per_head",
+    "top_tokens",
+    "train_family_masks",
+]

@@ -33,8 +33,10 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from lens_heads.core.checks import check_int, resolve_mask
+from lens_heads.core.errors import InputError, UnknownNameError
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import ModelLike, model_name
+from lens_heads.core.settings import configure
 from lens_heads.core.storage import FolderResult, write_atomic
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import Task, get_task
@@ -42,8 +44,8 @@ from lens_heads.engine import (
     METRICS,
     TRANSLATION_METRICS,
     WORD_METRICS,
+    EvaluationConfig,
     EvaluationRun,
-    check_evaluation_arguments,
     mask_info,
     run_plan,
 )
@@ -76,23 +78,23 @@ def check_alphas(alphas: Any, *, binary: bool = True) -> list[float]:
         alphas = [alphas]
     values = list(alphas)
     if not values:
-        raise ValueError("alphas is empty; give at least one value in [0, 1], e.g. (0, 0.5, 1)")
+        raise InputError("alphas is empty; give at least one value in [0, 1], e.g. (0, 0.5, 1)")
     checked = []
     for alpha in values:
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-            raise ValueError(f"alpha must be a number in [0, 1], got {alpha!r}")
+            raise InputError(f"alpha must be a number in [0, 1], got {alpha!r}")
         if not math.isfinite(alpha) or not 0 <= alpha <= 1:
             kind = "0/1 mask" if binary else "mask"
-            raise ValueError(
+            raise InputError(
                 f"alpha {alpha} is outside [0, 1]: for a {kind}, alpha scales the heads it "
                 "removes, from removed (0) to the full model (1). Scales above 1 (or any "
-                "per-head factor) belong to lh.HeadScale (lens_heads/scales.py): e.g. "
+                "per-head factor) belong to lh.HeadScale (lens_heads/core/scales.py): e.g. "
                 "lh.HeadScale.ones(model).scaled(['L3H7'], 3.0), evaluated with "
                 "lh.evaluate(model, task, ['mask'], mask=scale)"
             )
         checked.append(float(alpha))
     if len(set(checked)) != len(checked):
-        raise ValueError(f"alphas repeat: {values}; give each value once")
+        raise InputError(f"alphas repeat: {values}; give each value once")
     return checked
 
 
@@ -100,9 +102,9 @@ def _check_mask(mask: Any, model: ModelLike) -> HeadMask:
     from lens_heads.core.scales import HeadScale
 
     if mask is None:
-        raise ValueError("alpha_curve needs the trained mask M: pass a HeadMask or a mask file")
+        raise InputError("alpha_curve needs the trained mask M: pass a HeadMask or a mask file")
     if isinstance(mask, HeadScale):
-        raise ValueError(
+        raise InputError(
             "alpha_curve scales the heads a HeadMask removes; a HeadScale has its own factors "
             "and no alpha: evaluate it directly with lh.evaluate(model, task, ['mask'], "
             "mask=scale)"
@@ -143,7 +145,7 @@ class AlphaCurve(FolderResult):
     def __post_init__(self) -> None:
         missing = [c for c in ("setting", "alpha", "instructed", "answer_ce") if c not in self.runs]
         if missing:
-            raise ValueError(f"runs lack the column(s) {missing}; they have {list(self.runs)}")
+            raise InputError(f"runs lack the column(s) {missing}; they have {list(self.runs)}")
 
     @classmethod
     def example(cls) -> AlphaCurve:
@@ -204,9 +206,9 @@ class AlphaCurve(FolderResult):
         curve = self.curve
         rows = curve[curve["alpha"] == float(alpha)]
         if rows.empty:
-            raise KeyError(f"alpha {alpha} is not on this curve; it has {self.alphas}")
+            raise UnknownNameError(f"alpha {alpha} is not on this curve; it has {self.alphas}")
         if metric not in self.metrics:
-            raise KeyError(f"metric {metric!r} is not in this curve; it has {self.metrics}")
+            raise UnknownNameError(f"metric {metric!r} is not in this curve; it has {self.metrics}")
         return float(rows[metric].iloc[0])
 
     def to_frame(self) -> pd.DataFrame:
@@ -230,12 +232,12 @@ class AlphaCurve(FolderResult):
         On a curve from :func:`table8` the alpha was chosen on other examples; on any other
         curve the best alpha is chosen on the same examples it reports (optimistic)."""
         if not self._instructed:
-            raise ValueError("Table 8 compares instructed runs; this curve has no instruction")
+            raise InputError("Table 8 compares instructed runs; this curve has no instruction")
         chosen = self.config.get("best_alpha") if alpha is None else alpha
         chosen = self.best_alpha if chosen is None else float(chosen)
         missing = [a for a in (1.0, 0.0, chosen) if a not in self.alphas]
         if missing:
-            raise ValueError(
+            raise InputError(
                 f"Table 8 needs alphas 1, 0 and {chosen:g} on the curve; {missing} are missing "
                 f"(it has {self.alphas}): use lens_heads.heads_up.alpha.table8(...)"
             )
@@ -337,12 +339,12 @@ def _resolve_task(task: Task | str | os.PathLike[str], instruction: bool | str) 
     task = task if isinstance(task, Task) else get_task(task)
     if isinstance(instruction, str):
         if not instruction.strip():
-            raise ValueError("instruction is an empty string; pass True for the task's own")
+            raise InputError("instruction is an empty string; pass True for the task's own")
         task = replace(task, instruction=instruction)
     elif not isinstance(instruction, bool):
-        raise ValueError(f"instruction must be True, False or a string, got {instruction!r}")
+        raise InputError(f"instruction must be True, False or a string, got {instruction!r}")
     if instruction is not False and not task.instruction:
-        raise ValueError(
+        raise InputError(
             f"task {task.name!r} has no instruction; pass instruction='...' (or instruction="
             "False for an un-instructed curve)"
         )
@@ -357,14 +359,13 @@ def alpha_curve(
     alphas: Sequence[float | int] = DEFAULT_ALPHAS,
     instruction: bool | str = True,
     uninstructed: bool = True,
-    n_eval: int = 100,
-    split_seed: int | None = None,
-    batch_size: int | None = None,
-    chat: bool | None = None,
-    max_new_tokens: int | None = None,
-    progress: bool = True,
+    config: EvaluationConfig | None = None,
+    **options: Any,
 ) -> AlphaCurve:
     """Evaluate ``task`` on its last ``n_eval`` examples with ``mask`` scaled by each alpha.
+
+    ``config`` (an :class:`~lens_heads.engine.EvaluationConfig`, its fields also as keywords:
+    ``n_eval=40``) says how each alpha is evaluated; the alphas are always decoded stacked.
 
     At ``alpha`` the heads M keeps stay at x1 and the others are multiplied by ``alpha``
     (:meth:`HeadMask.with_alpha`; the mask's own alpha is ignored): ``alpha = 1`` is the full
@@ -386,33 +387,17 @@ def alpha_curve(
     >>> curve = lh.alpha_curve(model, "capitalize", mask, n_eval=40)  # doctest: +SKIP
     >>> curve.best_alpha, curve.plot()  # doctest: +SKIP
     """
+    config = replace(configure(EvaluationConfig, config, options, "alpha_curve"), stack_masks=True)
     task = _resolve_task(task, instruction)
     mask_ = _check_mask(mask, model)
     values = check_alphas(alphas, binary=mask_.is_binary)
-    batch_size = 16 if batch_size is None else batch_size
-    check_evaluation_arguments(batch_size=batch_size, n_eval=n_eval, max_new_tokens=max_new_tokens)
     instructed = instruction is not False
     plan = [
         EvaluationRun(_label(a, instructed), -1, mask_.with_alpha(a), instructed) for a in values
     ]
     if uninstructed and instructed:
         plan.append(EvaluationRun(_label(0.0, False), -1, mask_.with_alpha(0.0), False))
-    run_rows, record_rows, config = run_plan(
-        model,
-        task,
-        plan,
-        n_eval=n_eval,
-        split_seed=split_seed,
-        batch_size=batch_size,
-        chat=chat,
-        shots=0,
-        shot_seed=0,
-        separator="\n\n",
-        max_new_tokens=max_new_tokens,
-        first_line=True,
-        stack_masks=True,
-        progress=progress,
-    )
+    run_rows, record_rows, stored = run_plan(model, task, plan, config)
     runs = pd.DataFrame(run_rows).drop(columns=["seed"])
     runs.insert(1, "alpha", [_alpha_of(run) for run in plan])
     runs.insert(2, "instructed", [run.instructed for run in plan])
@@ -421,13 +406,13 @@ def alpha_curve(
     records.insert(1, "alpha", [_alpha_of(by_setting[s]) for s in records["setting"]])
     records.insert(2, "instructed", [by_setting[s].instructed for s in records["setting"]])
     n_layers, n_heads = mask_.shape
-    config.update(
+    stored.update(
         instructed=instructed,
         alphas=values,
         total_heads=n_layers * n_heads,
         mask=mask_info(mask, mask_),
     )
-    return AlphaCurve(model_name(model), task.name, task.kind, runs, records, config)
+    return AlphaCurve(model_name(model), task.name, task.kind, runs, records, stored)
 
 
 def _alpha_of(run: EvaluationRun) -> float:
@@ -442,13 +427,10 @@ def table8(
     *,
     best_alpha: float | int | AlphaCurve | None = None,
     alphas: Sequence[float | int] = DEFAULT_ALPHAS,
-    n_eval: int = 100,
     n_select: int | None = None,
     instruction: bool | str = True,
-    split_seed: int | None = None,
-    batch_size: int | None = None,
-    chat: bool | None = None,
-    progress: bool = True,
+    config: EvaluationConfig | None = None,
+    **options: Any,
 ) -> AlphaCurve:
     """Heads up! Table 8 on the last ``n_eval`` (held-out) examples: instructed original
     (alpha 1) vs instructed with M (alpha 0) vs instructed with the best-alpha M, as an
@@ -458,32 +440,32 @@ def table8(
     ``best_alpha``: a number, a curve (its :attr:`AlphaCurve.best_alpha`), or None: then the
     alpha with the lowest instructed answer CE among ``alphas`` is chosen on the
     ``n_select`` examples (default ``n_eval``) just before the held-out ones, so that the
-    reported examples played no part in the choice.
+    reported examples played no part in the choice. ``config`` (its fields also as keywords)
+    is the :class:`~lens_heads.engine.EvaluationConfig` of every evaluation.
 
     >>> import lens_heads as lh
     >>> model = lh.load_model("smollm2-135m-instruct")  # doctest: +SKIP
     >>> table = table8(model, "capitalize", "runs/capitalize", n_eval=40)  # doctest: +SKIP
     >>> print(table.to_markdown())  # doctest: +SKIP
     """
+    config = configure(EvaluationConfig, config, options, "table8")
     resolved = _resolve_task(task, instruction)
     mask_ = _check_mask(mask, model)
-    run = dict(instruction=instruction, split_seed=split_seed, batch_size=batch_size, chat=chat)
+    n_eval = config.n_eval
     if isinstance(best_alpha, AlphaCurve):
         chosen = best_alpha.best_alpha
         selection = f"the lowest answer CE of a given curve ({best_alpha.task})"
     elif best_alpha is None:
-        check_int("n_eval", n_eval, minimum=1)
         n_select = n_eval if n_select is None else check_int("n_select", n_select, minimum=1)
-        rest, _ = resolved.split(n_eval=n_eval, seed=split_seed)
+        rest, _ = resolved.split(n_eval=n_eval, seed=config.split_seed)
         select = alpha_curve(
             model,
             rest,
             mask_,
             alphas=alphas,
-            n_eval=n_select,
+            instruction=instruction,
             uninstructed=False,
-            progress=progress,
-            **run,  # type: ignore[arg-type]
+            config=replace(config, n_eval=n_select),
         )
         chosen = select.best_alpha
         n = select.config["n_eval"]
@@ -496,10 +478,9 @@ def table8(
         resolved,
         mask_,
         alphas=table_alphas,
-        n_eval=n_eval,
+        instruction=instruction,
         uninstructed=False,
-        progress=progress,
-        **run,  # type: ignore[arg-type]
+        config=config,
     )
     result.config.update(best_alpha=chosen, best_alpha_selection=selection)
     return result

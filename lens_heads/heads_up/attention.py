@@ -43,6 +43,7 @@ from torch import Tensor
 
 from lens_heads.core.capture import capture, check_mask, encode_prompt
 from lens_heads.core.checks import check_prompts, warn_input
+from lens_heads.core.errors import ComputationError, InputError
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.storage import FolderResult
@@ -64,21 +65,21 @@ def _char_span(raw: str, target: TargetSpec, index: int) -> tuple[int, int]:
     where = f"prompt {index} ({raw[:40]!r})"
     if isinstance(target, str):
         if not target.strip():
-            raise ValueError(f"{where}: the target word is empty")
+            raise InputError(f"{where}: the target word is empty")
         found = re.search(rf"(?<!\w){re.escape(target)}(?!\w)", raw)
         if found is None:
             found = re.search(re.escape(target), raw)
         if found is None:
-            raise ValueError(
+            raise InputError(
                 f"{where}: target {target!r} does not occur in the prompt; give a word of the "
                 "prompt or a character span (start, end)"
             )
         return found.start(), found.end()
     if len(target) != 2:
-        raise ValueError(f"{where}: a span is (start, end), got {target!r}")
+        raise InputError(f"{where}: a span is (start, end), got {target!r}")
     start, end = int(target[0]), int(target[1])
     if not 0 <= start < end <= len(raw):
-        raise ValueError(
+        raise InputError(
             f"{where}: span ({start}, {end}) is outside the prompt of {len(raw)} characters; "
             f"give 0 <= start < end <= {len(raw)}"
         )
@@ -117,7 +118,7 @@ def _locate_target(
     """:func:`target_token_span` of prompt number ``index`` (named in error messages)."""
     encoded = encode_prompt(model, prompt, chat=chat, instruction=instruction, offsets=True)
     if encoded.input_start is None or encoded.offsets is None:
-        raise ValueError(
+        raise InputError(
             f"cannot locate the input {prompt[:40]!r} inside the rendered prompt (the chat "
             "template rewrites it); pass chat=False"
         )
@@ -129,7 +130,7 @@ def _locate_target(
         if hi > lo and lo < end and hi > start  # the token overlaps the target's characters
     ]
     if not positions:
-        raise ValueError(f"no token of {encoded.text[:60]!r} covers the target {target!r}")
+        raise InputError(f"no token of {encoded.text[:60]!r} covers the target {target!r}")
     return encoded.tokens, (positions[0], positions[-1] + 1)
 
 
@@ -257,7 +258,7 @@ def _settings(
         return {k: v for k, v in available.items() if k != "masked+instructed"}
     unknown = [s for s in settings if s not in available]
     if unknown:
-        raise ValueError(
+        raise InputError(
             f"settings {unknown} are not available: 'instructed' needs instruction=, 'masked' "
             f"needs mask=; available here: {list(available)}"
         )
@@ -297,7 +298,7 @@ def attention_on_target(
         targets = [targets]  # one target; a tuple of words or spans is one target per prompt
     target_list = list(targets)
     if len(target_list) != len(prompt_list):
-        raise ValueError(
+        raise InputError(
             f"{len(prompt_list)} prompts but {len(target_list)} targets; give one target each"
         )
     if candidates is not None:
@@ -361,7 +362,7 @@ def attention_on_target(
         spans.append(token_spans)
     per_prompt = torch.stack(results)
     if per_prompt.shape[-1] != n_heads:
-        raise RuntimeError(
+        raise ComputationError(
             f"hook_pattern has {per_prompt.shape[-1]} heads but the model has {n_heads}"
         )
     return AttentionResult(
@@ -387,12 +388,12 @@ def candidate_words(prompt: str) -> list[str]:
 
 def _check_candidates(candidates: Sequence[Sequence[str]], targets: Sequence[Any]) -> None:
     if len(candidates) != len(targets):
-        raise ValueError(
+        raise InputError(
             f"{len(targets)} targets but {len(candidates)} candidate lists; give one per prompt"
         )
     for index, (words, target) in enumerate(zip(candidates, targets, strict=True)):
         if isinstance(target, str) and target not in words:
-            raise ValueError(
+            raise InputError(
                 f"prompt {index}: the target {target!r} is not among its candidates {list(words)}"
             )
 
@@ -416,7 +417,7 @@ def extractive_targets(task: Any, n: int | None = None) -> tuple[list[str], list
 
     examples = [e for e in task.examples if is_word_of(e)]
     if 2 * len(examples) < len(task.examples):
-        raise ValueError(
+        raise InputError(
             f"task {task.name!r} is not extractive (a choose-a-word task): the answer is a word "
             "of the input "
             f"in {len(examples)} of its {len(task.examples)} examples; use a task such as "
@@ -429,9 +430,9 @@ def extractive_targets(task: Any, n: int | None = None) -> tuple[list[str], list
         )
     if n is not None:
         if n < 1:
-            raise ValueError(f"n must be positive, got {n}")
+            raise InputError(f"n must be positive, got {n}")
         if n > len(examples):
-            raise ValueError(
+            raise InputError(
                 f"n={n} but task {task.name!r} has {len(examples)} examples whose answer is a "
                 f"word of the input; ask for at most {len(examples)}"
             )

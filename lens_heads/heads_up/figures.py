@@ -10,6 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from lens_heads.core.errors import InputError, UnknownNameError
+
 __all__ = [
     "alpha_curve_figure",
     "logit_lens_figure",
@@ -44,7 +46,9 @@ def sweep_rank_figure(
     """
     missing = [c for c in ("n_removed", "token", "token_id", "role", "rank") if c not in frame]
     if missing:
-        raise KeyError(f"the sweep frame has no column(s) {missing}; it has {list(frame.columns)}")
+        raise UnknownNameError(
+            f"the sweep frame has no column(s) {missing}; it has {list(frame.columns)}"
+        )
     figure = go.Figure()
     originals = 0
     for (token_id, role), rows in frame.groupby(["token_id", "role"], sort=False):
@@ -109,7 +113,7 @@ def sweep_overlay_figure(
     ['ascending weight (switch: 2 heads)', 'influential (no switch)']
     """
     if not curves:
-        raise ValueError("sweep_overlay_figure needs at least one sweep")
+        raise InputError("sweep_overlay_figure needs at least one sweep")
     figure = go.Figure()
     for index, curve in enumerate(curves):
         colour = _SWEEP_PALETTE[index % len(_SWEEP_PALETTE)]
@@ -159,9 +163,9 @@ def sweep_similarity_figure(frame: pd.DataFrame, *, title: str = "") -> go.Figur
 
     missing = [c for c in ("n_removed", "layer", "kind", "cosine") if c not in frame]
     if missing:
-        raise KeyError(f"the similarity frame has no column(s) {missing}")
+        raise UnknownNameError(f"the similarity frame has no column(s) {missing}")
     if frame.empty:
-        raise ValueError("the similarity frame is empty (a sweep without reference_prompt?)")
+        raise InputError("the similarity frame is empty (a sweep without reference_prompt?)")
     kinds = list(dict.fromkeys(frame["kind"]))
     layers = sorted(int(layer) for layer in frame["layer"].unique())
     top = max(1, layers[-1])
@@ -230,12 +234,12 @@ def logit_lens_figure(
 
     probs = torch.as_tensor(target_probs).float()
     if probs.ndim != 3 or probs.shape[:2] != (len(settings), len(layers)):
-        raise ValueError(
+        raise InputError(
             f"target_probs must be [n_settings={len(settings)}, n_layers={len(layers)}, "
             f"n_targets], got {tuple(probs.shape)}"
         )
     if probs.shape[2] != len(targets):
-        raise ValueError(f"{probs.shape[2]} target columns but {len(targets)} target names")
+        raise InputError(f"{probs.shape[2]} target columns but {len(targets)} target names")
     figure = make_subplots(
         rows=len(targets),
         cols=1,
@@ -314,18 +318,18 @@ def similarity_figure(
 
     values = torch.as_tensor(cosine).float()
     if values.ndim != 3 or values.shape[:2] != (len(comparisons), len(hooks)):
-        raise ValueError(
+        raise InputError(
             f"cosine must be [n_comparisons={len(comparisons)}, n_hooks={len(hooks)}, n_layers], "
             f"got {tuple(values.shape)}"
         )
     n_layers = values.shape[2]
     if tick_labels is not None and len(tick_labels) != n_layers:
-        raise ValueError(f"{len(tick_labels)} tick labels for {n_layers} layers")
+        raise InputError(f"{len(tick_labels)} tick labels for {n_layers} layers")
     bands = None
     if band is not None:
         bands = [torch.as_tensor(b).float() for b in band]
         if any(b.shape != values.shape for b in bands):
-            raise ValueError(f"band must be (low, high), each of shape {tuple(values.shape)}")
+            raise InputError(f"band must be (low, high), each of shape {tuple(values.shape)}")
     figure = go.Figure()
     x = list(range(n_layers))
     for c, comparison in enumerate(comparisons):
@@ -387,7 +391,7 @@ def top_tokens_figure(frame: pd.DataFrame, *, title: str = "") -> go.Figure:
     """Table 4b as bars: one panel per setting, its top tokens' logits (rank 1 at the top),
     each bar labelled with the token's rank change relative to the reference setting.
 
-    ``frame`` is :meth:`lens_heads.core.capture.TopTokensResult.to_frame`.
+    ``frame`` is :meth:`lens_heads.heads_up.lens.TopTokensResult.to_frame`.
 
     >>> frame = pd.DataFrame({"setting": ["a", "a"], "rank": [1, 2], "token": ["x", "y"],
     ...                       "logit": [3.0, 2.0], "rank change": [0, 5]})
@@ -396,7 +400,7 @@ def top_tokens_figure(frame: pd.DataFrame, *, title: str = "") -> go.Figure:
     """
     missing = [c for c in ("setting", "rank", "token", "logit", "rank change") if c not in frame]
     if missing:
-        raise KeyError(f"the frame has no column(s) {missing}")
+        raise UnknownNameError(f"the frame has no column(s) {missing}")
     settings = list(dict.fromkeys(frame["setting"]))
     figure = make_subplots(rows=1, cols=len(settings), subplot_titles=settings)
     for column, setting in enumerate(settings, start=1):
@@ -454,9 +458,11 @@ def alpha_curve_figure(
     """
     missing = [key for key in ["alpha", *metrics] if key not in curve.columns]
     if missing:
-        raise KeyError(f"the curve has no column(s) {missing}; it has {list(curve.columns)}")
+        raise UnknownNameError(
+            f"the curve has no column(s) {missing}; it has {list(curve.columns)}"
+        )
     if not metrics:
-        raise ValueError("alpha_curve_figure needs at least one metric")
+        raise InputError("alpha_curve_figure needs at least one metric")
     figure = make_subplots(rows=1, cols=len(metrics), subplot_titles=list(metrics.values()))
     for column, (key, name) in enumerate(metrics.items(), start=1):
         first = column == 1

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from lens_heads.core.errors import InputError
 from lens_heads.core.masks import HeadMask
 
 __all__ = ["KVGroupsRemoved", "kv_groups_removed"]
@@ -61,7 +62,7 @@ def kv_groups_removed(
     many whole groups (add-one smoothed)."""
     n_layers, n_heads = mask.values.shape
     if n_kv_heads < 1 or n_heads % n_kv_heads:
-        raise ValueError(
+        raise InputError(
             f"n_kv_heads={n_kv_heads} does not divide the mask's {n_heads} heads per layer; "
             "pass the model's number of key-value heads (config.num_key_value_heads)"
         )

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from lens_heads.core.capture import PromptLike, Run, lens_logits, run_stack, target_token_ids
 from lens_heads.core.checks import check_prompt, check_top_k
+from lens_heads.core.errors import InputError
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.metrics import token_ranks
 from lens_heads.core.models import ModelLike, model_name
@@ -39,15 +40,15 @@ def _settings(
 ) -> dict[str, Run]:
     if settings is not None:
         if prompt is not None or mask is not None or instruction is not None:
-            raise ValueError(
+            raise InputError(
                 "give either settings={name: (prompt, mask[, instruction])} or prompt/mask/"
                 "instruction, not both"
             )
         if not settings:
-            raise ValueError("settings is empty; give at least one {name: (prompt, mask)}")
+            raise InputError("settings is empty; give at least one {name: (prompt, mask)}")
         return {str(name): Run.of(spec) for name, spec in settings.items()}
     if prompt is None:
-        raise ValueError("no prompt given; pass a prompt (or settings=...)")
+        raise InputError("no prompt given; pass a prompt (or settings=...)")
     runs = {"original": Run(prompt)}
     if instruction is not None:
         runs["instructed"] = Run(prompt, instruction=instruction)
@@ -324,7 +325,7 @@ def top_tokens(
     runs = _settings(prompt, mask, instruction, settings)
     reference = reference or next(iter(runs))
     if reference not in runs:
-        raise ValueError(f"reference {reference!r} is not one of the settings {list(runs)}")
+        raise InputError(f"reference {reference!r} is not one of the settings {list(runs)}")
     logits, prompts = [], []
     for name, run in runs.items():
         encoded, _, acts = run_stack(

@@ -34,6 +34,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from lens_heads.core.errors import InputError, InputTypeError, MissingFileError
 from lens_heads.core.masks import (
     HeadMask,
     MaskShapeError,
@@ -85,7 +86,7 @@ def _mask_files(folder: Path) -> dict[str, Path]:
         if path.name == _MASK_FILE or not _is_mask_file(path):
             continue
         if path.stem in found:
-            raise ValueError(
+            raise InputError(
                 f"two masks are called {path.stem!r} in {folder}: {path.name} and "
                 f"{path.stem}/{_MASK_FILE}; rename or move one of them"
             )
@@ -109,7 +110,7 @@ def _check_same_kind(masks: Mapping[str, HeadMask], where: str) -> None:
         )
     if len(models) > 1:
         groups = "; ".join(f"{model}: {', '.join(names)}" for model, names in models.items())
-        raise ValueError(
+        raise InputError(
             f"masks of different models {where}: {groups}; keep one model's masks per folder "
             "and compare two models with mask_statistics(masks_a, masks_b)"
         )
@@ -134,13 +135,13 @@ def load_masks(folder: str | os.PathLike[str]) -> dict[str, HeadMask]:
     """
     root = Path(folder)
     if not root.is_dir():
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"mask folder {root} does not exist; give the output folder of analyses.mask_table "
             "(e.g. runs/mask-table/smollm2) or a folder of mask files"
         )
     files = _mask_files(root)
     if not files:
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"no masks in {root}: looked for <task>/{_MASK_FILE} (training results, e.g. the "
             "output of analyses.mask_table or lh.train_mask(...).save(folder)) and for "
             "<name>.safetensors mask files (HeadMask.save); train the masks first"
@@ -159,14 +160,14 @@ def _mask_set(masks: MaskSet, what: str) -> dict[str, HeadMask]:
     if isinstance(masks, (str, os.PathLike)):
         return load_masks(masks)
     if not isinstance(masks, Mapping):
-        raise TypeError(
+        raise InputTypeError(
             f"{what} must be a folder or a mapping of name -> HeadMask, got {type(masks).__name__}"
         )
     if not masks:
-        raise ValueError(f"{what} is empty; give at least one mask")
+        raise InputError(f"{what} is empty; give at least one mask")
     bad = [name for name, mask in masks.items() if not isinstance(mask, HeadMask)]
     if bad:
-        raise TypeError(f"{what}: {bad} are not HeadMask objects")
+        raise InputTypeError(f"{what}: {bad} are not HeadMask objects")
     chosen = {str(name): mask for name, mask in masks.items()}
     _check_same_kind(chosen, f"in {what}")
     return chosen
@@ -256,7 +257,7 @@ class MaskStatistics(FolderResult):
             assert self.names_b is not None and self.values_b is not None
             return {n: HeadMask(v) for n, v in zip(self.names_b, self.values_b, strict=True)}
         if side not in ("a", "b"):
-            raise ValueError(f"side must be 'a' or 'b', got {side!r}")
+            raise InputError(f"side must be 'a' or 'b', got {side!r}")
         return {n: HeadMask(v) for n, v in zip(self.names_a, self.values_a, strict=True)}
 
     def to_frame(self) -> pd.DataFrame:
@@ -354,14 +355,14 @@ def _default_pairs(
     if second is None:
         names = list(first)
         if len(names) < 2:
-            raise ValueError(
+            raise InputError(
                 f"one mask ({names[0]}): nothing to compare; give two or more masks, or a second "
                 "set masks_b (the same task on another model)"
             )
         return [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
     common = [name for name in first if name in second]
     if not common:
-        raise ValueError(
+        raise InputError(
             f"no task has a mask in both sets (a: {sorted(first)}; b: {sorted(second)}); "
             "pass pairs=[(name_a, name_b), ...]"
         )
@@ -376,11 +377,11 @@ def _check_pairs(
     checked = []
     for pair in pairs:
         if isinstance(pair, str) or len(pair) != 2:
-            raise ValueError(f"each pair must be (name 1, name 2), got {pair!r}")
+            raise InputError(f"each pair must be (name 1, name 2), got {pair!r}")
         a, b = str(pair[0]), str(pair[1])
         for name, masks, side in ((a, first, "first"), (b, second, "second")):
             if name not in masks:
-                raise ValueError(
+                raise InputError(
                     f"pair {pair!r}: no mask {name!r} in the {side} set; have {sorted(masks)}"
                 )
         checked.append((a, b))

@@ -32,18 +32,20 @@ import os
 import time
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from tqdm.auto import tqdm
 
-from lens_heads.core.checks import check_int
+from lens_heads.core.errors import InputError, InputTypeError
 from lens_heads.core.masks import HeadMask, MaskShapeError
 from lens_heads.core.models import ModelLike, model_name
-from lens_heads.core.storage import check_settings, write_atomic
+from lens_heads.core.settings import configure, seeds_from_count
+from lens_heads.core.storage import write_atomic
 from lens_heads.core.tasks import Task, get_task
-from lens_heads.engine import MaskTrainingResult, TrainingConfig
+from lens_heads.engine import EvaluationConfig, MaskTrainingResult, TrainingConfig
 from lens_heads.heads_up.pathways_result import CONDITIONS, RANDOM_CONDITIONS, PathwaysResult
 
 __all__ = [
@@ -55,8 +57,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-_MASK_FILE = "mask.safetensors"
 
 
 # -- the head sets ---------------------------------------------------------------------------------
@@ -71,7 +71,7 @@ def pathway_heads(masks: Mapping[str, HeadMask] | Sequence[HeadMask]) -> tuple[H
     """
     items = list(masks.values()) if isinstance(masks, Mapping) else list(masks)
     if not items:
-        raise ValueError("no masks given")
+        raise InputError("no masks given")
     shared, used = items[0], items[0]
     for mask in items[1:]:
         shared, used = shared & mask, used | mask  # MaskShapeError for mixed shapes
@@ -90,17 +90,17 @@ def _family(tasks: Sequence[Task | str | os.PathLike[str]]) -> list[Task]:
     family = [task if isinstance(task, Task) else get_task(task) for task in tasks]
     names = [task.name for task in family]
     if len(family) < 2:
-        raise ValueError(
+        raise InputError(
             f"a task family needs at least two related tasks, got {len(family)} ({names}): "
             "shared and unused heads are defined across masks of several tasks, e.g. "
             "['capitalize', 'capitalize_first_letter', 'lowercase_last_letter']"
         )
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
-        raise ValueError(f"tasks repeat in the family: {repeated}")
+        raise InputError(f"tasks repeat in the family: {repeated}")
     missing = [task.name for task in family if not task.instruction]
     if missing:
-        raise ValueError(
+        raise InputError(
             f"Table 6 evaluates each task with its instruction, but {missing} have none; give "
             "each Task an instruction= (built-in tasks have one)"
         )
@@ -120,7 +120,7 @@ def _family_masks(
     if isinstance(masks, Mapping):
         missing = [name for name in names if name not in masks]
         if missing:
-            raise ValueError(
+            raise InputError(
                 f"no mask for {missing} (masks given for {sorted(masks)}); train them with "
                 "train_family_masks(model, tasks, out)"
             )
@@ -128,11 +128,11 @@ def _family_masks(
     else:
         items = list(masks)
         if len(items) != len(names):
-            raise ValueError(f"got {len(items)} masks for {len(names)} tasks {names}")
+            raise InputError(f"got {len(items)} masks for {len(names)} tasks {names}")
         chosen = dict(zip(names, items, strict=True))
     for name, mask in chosen.items():
         if not isinstance(mask, HeadMask):
-            raise TypeError(f"the mask of {name!r} is a {type(mask).__name__}, not a HeadMask")
+            raise InputTypeError(f"the mask of {name!r} is a {type(mask).__name__}, not a HeadMask")
         try:
             mask.check_model(model)
         except MaskShapeError as error:
@@ -165,21 +165,18 @@ def _cached_run(
     return row
 
 
+#: the evaluation of Table 6 by default: 40 held-out examples, three random sets per size
+PATHWAYS = EvaluationConfig(n_eval=40, random_seeds=(0, 1, 2))
+
+
 def functional_pathways(
     model: ModelLike,
     tasks: Sequence[Task | str | os.PathLike[str]],
     masks: Mapping[str, HeadMask] | Sequence[HeadMask] | str | os.PathLike[str],
     *,
-    n_random_seeds: int = 3,
-    seed: int = 0,
-    n_eval: int = 40,
-    split_seed: int | None = None,
-    batch_size: int = 16,
-    max_new_tokens: int | None = None,
-    chat: bool | None = None,
-    shots: int = 0,
     cache_dir: str | os.PathLike[str] | None = None,
-    progress: bool = True,
+    config: EvaluationConfig | None = None,
+    **options: Any,
 ) -> PathwaysResult:
     """Table 6 for a family of related ``tasks`` (two or more) and their ``masks`` (``name ->
     HeadMask``, a list in task order, or a folder for :func:`lens_heads.load_masks`), trained
@@ -190,8 +187,10 @@ def functional_pathways(
     and ``"mask+instruction"`` with the kept heads otherwise) on its last ``n_eval`` examples --
     held out of training when ``n_eval`` is at most the training's -- with nothing removed, (a)
     removed, (b) removed, and random sets of ``|a|`` and ``|b|`` heads removed
-    (``HeadMask.random_like``, seeds ``seed .. seed + n_random_seeds - 1``, the same sets for
-    every task). An empty set removes nothing: its rows repeat the full model's run.
+    (``HeadMask.random_like``, one per seed of ``random_seeds``, the same sets for every task).
+    An empty set removes nothing: its rows repeat the full model's run. ``config`` (an
+    :class:`~lens_heads.EvaluationConfig`, default :data:`PATHWAYS`: 40 examples, seeds 0, 1,
+    2; its fields also as keywords) is every evaluation's.
 
     With ``cache_dir`` each run is written to ``<cache_dir>/<task>/<condition>[-seed<k>].json``
     (and its per-example records to ``.csv``) and reused by a later call with the same heads and
@@ -205,24 +204,25 @@ def functional_pathways(
     """
     from lens_heads.engine import evaluate
 
+    options = seeds_from_count(options, "functional_pathways", "n_random_seeds", 3)
+    config = configure(EvaluationConfig, config or PATHWAYS, options, "functional_pathways")
     family = _family(tasks)
     chosen = _family_masks(masks, family, model)
-    check_int("n_random_seeds", n_random_seeds, minimum=1)
-    check_int("n_eval", n_eval, minimum=1)
+    if not config.random_seeds:
+        raise InputError("random_seeds is empty: Table 6 needs at least one random set")
     shared, unused = pathway_heads(chosen)
-    seeds = [seed + i for i in range(n_random_seeds)]
+    seeds = list(config.random_seeds)
+    progress = config.progress
     removed: dict[str, list[HeadMask]] = {"full": [HeadMask.zeros(*shared.shape)]}
     removed["shared"], removed["unused"] = [shared], [unused]
     removed["random_shared"] = [_random_removal(shared, s) for s in seeds]
     removed["random_unused"] = [_random_removal(unused, s) for s in seeds]
-    options = {
-        "n_eval": n_eval,
-        "split_seed": split_seed,
-        "batch_size": batch_size,
-        "max_new_tokens": max_new_tokens,
-        "chat": chat,
-        "shots": shots,
+    # what a cached run is keyed on (the names of lens_heads 0.1, so its caches stay valid)
+    keyed = {
+        name: getattr(config, name)
+        for name in ("n_eval", "split_seed", "batch_size", "max_new_tokens", "chat", "shots")
     }
+    quiet = replace(config, progress=False)
     plan = [
         (task, key, seeds[i] if key in RANDOM_CONDITIONS else -1, heads)
         for task in family
@@ -244,7 +244,7 @@ def functional_pathways(
                 "condition": key,
                 "seed": run_seed,
                 "removed": heads.labels,
-                **options,
+                **keyed,
             }
 
             def compute(task: Task = task, heads: HeadMask = heads) -> tuple[dict[str, Any], Any]:
@@ -254,8 +254,7 @@ def functional_pathways(
                     task,
                     ["instruction"] if heads.n_selected == 0 else ["mask+instruction"],
                     mask=None if heads.n_selected == 0 else ~heads,
-                    progress=False,
-                    **options,
+                    config=quiet,
                 )
                 run = {
                     k: v.item() if hasattr(v, "item") else v  # numpy scalars -> JSON-able
@@ -285,18 +284,12 @@ def functional_pathways(
         seeds=seeds,
         random_sets={key: [m.labels for m in removed[key]] for key in RANDOM_CONDITIONS},
         runs=runs,
-        config={**options, "n_random_seeds": n_random_seeds, "seed": seed}
+        config={**keyed, "n_random_seeds": len(seeds), "seed": seeds[0], "random_seeds": seeds}
         | {"seconds": time.perf_counter() - started},
     )
 
 
 # -- training the family's masks ------------------------------------------------------------------
-def _stored_config(folder: Path) -> dict[str, Any]:
-    """The config a saved training result was trained with, missing fields at their defaults."""
-    info = json.loads((folder / "training.json").read_text(encoding="utf-8"))
-    return TrainingConfig.from_dict(dict(info.get("config", {}))).to_dict()
-
-
 def train_family_masks(
     model: ModelLike,
     tasks: Sequence[Task | str | os.PathLike[str]],
@@ -324,7 +317,7 @@ def train_family_masks(
     >>> list(masks), masks["upper"].shape
     (['upper'], (2, 4))
     """
-    from lens_heads.engine import train_mask
+    from lens_heads.engine import train_or_resume
 
     config = config or TrainingConfig.short(init_mean=-3.0)
     if isinstance(tasks, (str, os.PathLike, Task)):
@@ -333,27 +326,14 @@ def train_family_masks(
     root = Path(out)
     masks: dict[str, HeadMask] = {}
     for task in family:
-        folder = root / task.name
-        if (folder / _MASK_FILE).is_file() and (folder / "training.json").is_file():
-            check_settings(
-                _stored_config(folder),
-                config.to_dict(),
-                where=folder,
-                what="a mask",
-                ignore=["dtype"],
-                remedy="use another output folder, or delete that task's folder to retrain",
-            )
-            masks[task.name] = HeadMask.load(folder / _MASK_FILE, model=model)
-            continue
-        result: MaskTrainingResult = train_mask(
+        result = train_or_resume(
             model,
             task,
             config,
-            checkpoint_dir=folder / "checkpoints",
-            resume=True,
+            root / task.name,
             progress=progress,
+            remedy="use another output folder, or delete that task's folder to retrain",
         )
-        result.save(folder)
         _warn_if_untrained(result)
         masks[task.name] = result.mask
     return masks

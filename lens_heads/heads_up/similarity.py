@@ -35,6 +35,7 @@ from lens_heads.core.capture import (
     run_stack,
 )
 from lens_heads.core.checks import check_prompt
+from lens_heads.core.errors import InputError, InputTypeError
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import ModelLike, model_name
 from lens_heads.core.prompts import token_text
@@ -106,7 +107,7 @@ class SimilarityResult(FolderResult):
         chosen = list(range(n_layers)) if layers is None else [int(layer) for layer in layers]
         bad = [layer for layer in chosen if not 0 <= layer < n_layers]
         if bad or not chosen:
-            raise ValueError(f"layers {bad or chosen} are out of range [0, {n_layers})")
+            raise InputError(f"layers {bad or chosen} are out of range [0, {n_layers})")
         means = self.cosine[:, :, chosen].mean(dim=-1)
         return pd.DataFrame(
             means.tolist(),
@@ -181,7 +182,7 @@ def layer_similarity(
     """
     if comparisons is None:
         if run_a is None or run_b is None:
-            raise ValueError("give two runs (run_a, run_b) or comparisons={name: (run_a, run_b)}")
+            raise InputError("give two runs (run_a, run_b) or comparisons={name: (run_a, run_b)}")
         a, b = Run.of(run_a), Run.of(run_b)
         if a.label == b.label and not _same_run(a, b):
             a, b = (
@@ -191,18 +192,18 @@ def layer_similarity(
         pairs = {f"{a.label} vs {b.label}": (a, b)}
     else:
         if run_a is not None or run_b is not None:
-            raise ValueError("give either run_a/run_b or comparisons=..., not both")
+            raise InputError("give either run_a/run_b or comparisons=..., not both")
         if not comparisons:
-            raise ValueError("comparisons is empty; give at least one {name: (run_a, run_b)}")
+            raise InputError("comparisons is empty; give at least one {name: (run_a, run_b)}")
         pairs = {str(n): (Run.of(x), Run.of(y)) for n, (x, y) in comparisons.items()}
     if not hooks:
-        raise ValueError("no hooks given; e.g. hooks=('hook_resid_post', 'hook_attn_out')")
+        raise InputError("no hooks given; e.g. hooks=('hook_resid_post', 'hook_attn_out')")
     runs: dict[str, Run] = {}
     for a, b in pairs.values():
         for run in (a, b):
             known = runs.setdefault(run.label, run)
             if not _same_run(known, run):
-                raise ValueError(
+                raise InputError(
                     f"two different runs are both called {run.label!r}; name them with "
                     "Run(prompt, mask, instruction, name=...)"
                 )
@@ -225,7 +226,7 @@ def layer_similarity(
         label_runs = list(dict.fromkeys([first_a.label, first_b.label]))
     unknown = [run for run in label_runs if run not in runs]
     if unknown:
-        raise ValueError(f"label_runs {unknown} are not runs of this comparison ({list(runs)})")
+        raise InputError(f"label_runs {unknown} are not runs of this comparison ({list(runs)})")
     return SimilarityResult(
         model=model_name(model),
         comparisons=list(pairs),
@@ -294,17 +295,17 @@ def figure4_similarity(
     True
     """
     if not isinstance(prompt, (str, Task, Sequence)):
-        raise TypeError(
+        raise InputTypeError(
             f"prompt must be a string, a list of strings or a Task, got {type(prompt).__name__}"
         )
     if isinstance(prompt, str):
         check_prompt(prompt)
         if many:
-            raise TypeError(
+            raise InputTypeError(
                 f"{sorted(many)} apply to many prompts; pass a list of prompts or a Task"
             )
         if instruction is None:
-            raise ValueError("Figure 4 compares with the instructed model: give an instruction")
+            raise InputError("Figure 4 compares with the instructed model: give an instruction")
         return _figure4_one(
             model, prompt, instruction, mask, position=position, hooks=hooks, chat=chat
         )

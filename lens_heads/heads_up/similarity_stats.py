@@ -23,14 +23,16 @@ from lens_heads.core.capture import (
     cosine_by_layer,
     layer_activations,
 )
-from lens_heads.core.checks import check_prompts
+from lens_heads.core.checks import check_int, check_prompts, own_checks
+from lens_heads.core.errors import InputError
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import ModelLike, model_name
+from lens_heads.core.settings import configure
 from lens_heads.core.storage import FolderResult, write_atomic
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import Task, get_task
 
-__all__ = ["FIGURE4_COMPARISONS", "SimilarityStats", "figure4_stats"]
+__all__ = ["FIGURE4_COMPARISONS", "ReadoutConfig", "SimilarityStats", "figure4_stats"]
 
 #: The three comparisons of Figure 4, as (name, (run a, run b)) with the run labels used below.
 FIGURE4_COMPARISONS: dict[str, tuple[str, str]] = {
@@ -128,7 +130,7 @@ class SimilarityStats(FolderResult):
 
     def _differences(self, hook: str = "hook_resid_post") -> Float[Tensor, " prompt"]:
         if hook not in self.hooks:
-            raise ValueError(f"hook {hook!r} was not captured; have {self.hooks}")
+            raise InputError(f"hook {hook!r} was not captured; have {self.hooks}")
         h = self.hooks.index(hook)
         masked = self.comparisons.index("masked vs instructed")
         original = self.comparisons.index("original vs instructed")
@@ -247,19 +249,45 @@ def _prompt_list(
         items = check_prompts(prompts)
     if n_prompts is not None:
         if n_prompts < 1:
-            raise ValueError(f"n_prompts must be positive, got {n_prompts}")
+            raise InputError(f"n_prompts must be positive, got {n_prompts}")
         if n_prompts > len(items):
-            raise ValueError(
+            raise InputError(
                 f"n_prompts={n_prompts} but {'task ' + repr(task.name) if task else 'the list'} "
                 f"has {len(items)} prompts; ask for at most {len(items)}"
             )
         items = items[-n_prompts:]  # the held-out end of a task (Task.split holds out the last)
     if len(items) < 2:
-        raise ValueError(
+        raise InputError(
             "Figure 4 over many prompts needs at least 2 (the paired test of one prompt is "
             "undefined); pass one prompt as a string for its per-layer curves"
         )
     return items, task
+
+
+@own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
+@dataclass(frozen=True)
+class ReadoutConfig:
+    """Where hidden states are read and how the prompts run (Figure 4 over many prompts)."""
+
+    position: int = -1
+    """The position read (-1: the last, the one that predicts the answer)."""
+    hooks: Sequence[str] = DEFAULT_HOOKS
+    """The hooks read in every layer (the paired test needs hook_resid_post)."""
+    chat: bool | None = None
+    """Wrap prompts in the chat template (default: when the tokenizer has one)."""
+    batch_size: int = 16
+    """Prompts run together."""
+    progress: bool = True
+    """Show a progress bar."""
+
+    def __post_init__(self) -> None:
+        check_int("position", self.position)
+        check_int("batch_size", self.batch_size, minimum=1)
+        if isinstance(self.hooks, str) or not self.hooks:
+            raise InputError("no hooks given; e.g. hooks=('hook_resid_post', 'hook_attn_out')")
+        if "hook_resid_post" not in self.hooks:
+            raise InputError("the paired test uses hook_resid_post (decoder outputs): include it")
+        object.__setattr__(self, "hooks", tuple(self.hooks))
 
 
 def figure4_stats(
@@ -270,20 +298,20 @@ def figure4_stats(
     *,
     n_prompts: int | None = None,
     later_layers: Sequence[int] | range | None = None,
-    position: int = -1,
-    hooks: Sequence[str] = DEFAULT_HOOKS,
-    chat: bool | None = None,
-    batch_size: int = 16,
-    progress: bool = True,
+    config: ReadoutConfig | None = None,
+    **options: Any,
 ) -> SimilarityStats:
     """Figure 4 over many prompts (see :func:`figure4_similarity`); ``prompts`` is a list of
     inputs, a :class:`~lens_heads.core.tasks.Task`, or a task name or file (then ``instruction``
-    defaults to the task's). ``n_prompts`` keeps the last n (a task's held-out end)."""
+    defaults to the task's). ``n_prompts`` keeps the last n (a task's held-out end); ``config``
+    (a :class:`ReadoutConfig`; its fields also as keywords) says where states are read."""
+    config = configure(ReadoutConfig, config, options, "figure4_stats")
+    position, hooks, chat = config.position, config.hooks, config.chat
     items, task = _prompt_list(prompts, n_prompts)
     if instruction is None:
         instruction = task.instruction if task is not None else None
     if not instruction:
-        raise ValueError(
+        raise InputError(
             "Figure 4 compares with the instructed model: give an instruction (the task "
             f"{task.name!r} has none)"
             if task is not None
@@ -293,11 +321,7 @@ def figure4_stats(
     later = list(range(n_layers // 2, n_layers)) if later_layers is None else list(later_layers)
     bad = [layer for layer in later if not 0 <= int(layer) < n_layers]
     if bad or not later:
-        raise ValueError(f"later_layers {bad or later} are out of range [0, {n_layers})")
-    if not hooks:
-        raise ValueError("no hooks given; e.g. hooks=('hook_resid_post', 'hook_attn_out')")
-    if "hook_resid_post" not in hooks:
-        raise ValueError("the paired test uses hook_resid_post (decoder outputs): include it")
+        raise InputError(f"later_layers {bad or later} are out of range [0, {n_layers})")
     settings = {
         "original": (None, None),
         "instructed": (None, instruction),
@@ -306,7 +330,7 @@ def figure4_stats(
     }
     acts: dict[str, dict[str, Tensor]] = {}
     for label, (run_mask, run_instruction) in tqdm(
-        settings.items(), desc="Figure 4 runs", disable=not progress
+        settings.items(), desc="Figure 4 runs", disable=not config.progress
     ):
         acts[label] = layer_activations(
             model,
@@ -316,7 +340,7 @@ def figure4_stats(
             hooks=hooks,
             chat=chat,
             instruction=run_instruction,
-            batch_size=batch_size,
+            batch_size=config.batch_size,
         )
     cosine = torch.stack(
         [

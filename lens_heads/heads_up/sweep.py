@@ -5,7 +5,7 @@ tokens, the top-1 token, a greedy continuation and the hidden-state similarity t
 >>> import lens_heads as lh
 >>> model = lh.tiny_model(n_layers=2, n_heads=4)
 >>> weights = torch.linspace(-1.0, 1.0, 8).view(2, 4)  # e.g. trained mask logits W
->>> result = lh.removal_sweep(model, "apple", weights, target="A", generate_tokens=2,
+>>> result = lh.removal_sweep(model, "apple", weights, target="A", max_new_tokens=2,
 ...                          reference_prompt="Capitalize: apple", progress=False)
 >>> result.n_removed
 [0, 1, 2, 3, 4, 5, 6, 7, 8]
@@ -42,12 +42,15 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.core.checks import check_context, check_prompt, check_top_k
+from lens_heads.core.errors import InputError, InputTypeError
 from lens_heads.core.generation import greedy_generate
 from lens_heads.core.hooks import mask_hooks
 from lens_heads.core.masks import HeadMask, MaskShapeError, format_head, parse_head
 from lens_heads.core.metrics import token_ranks
 from lens_heads.core.models import ModelLike, head_shape, model_name
-from lens_heads.core.prompts import PromptFormat, encode_example, encode_text
+from lens_heads.core.prompts import PromptFormat, encode_example, encode_text, has_chat_template
+from lens_heads.core.settings import configure
+from lens_heads.heads_up.sweep_config import SweepConfig
 from lens_heads.heads_up.sweep_result import SweepResult, plot_sweeps
 
 __all__ = ["SweepResult", "plot_sweeps", "removal_order", "removal_sweep", "resolve_target"]
@@ -84,16 +87,16 @@ def resolve_target(
     '7'
     """
     if isinstance(target, bool):
-        raise TypeError("target must be a string or a token id, not a bool")
+        raise InputTypeError("target must be a string or a token id, not a bool")
     if isinstance(target, int):
         size = d_vocab if d_vocab is not None else len(tokenizer)
         if not 0 <= target < size:
-            raise ValueError(
+            raise InputError(
                 f"target token id {target} is out of range for a vocabulary of {size} tokens"
             )
         return target
     if not target.strip():
-        raise ValueError(
+        raise InputError(
             f"target {target!r} is empty: give the text of the expected answer (e.g. 'Apple') "
             "or a token id"
         )
@@ -104,13 +107,13 @@ def resolve_target(
     ids = encoded.answer_tokens
     unknown = getattr(tokenizer, "unk_token_id", None)
     if not ids or (unknown is not None and unknown in ids):
-        raise ValueError(
+        raise InputError(
             f"the tokenizer cannot encode the target {target!r} (it becomes "
             f"{tokenizer.convert_ids_to_tokens(ids)}); choose a target made of text this "
             "tokenizer knows, or pass a token id"
         )
     if d_vocab is not None and ids[0] >= d_vocab:
-        raise ValueError(f"target token id {ids[0]} is outside the model's {d_vocab} logits")
+        raise InputError(f"target token id {ids[0]} is outside the model's {d_vocab} logits")
     if len(ids) > 1:
         pieces = [tokenizer.decode([i]) for i in ids]
         warnings.warn(
@@ -128,10 +131,10 @@ def _weights_order(weights: Tensor, shape: tuple[int, int], what: str) -> list[H
             f"{shape[1]} heads; use a mask made for this model"
         )
     if weights.is_complex() or weights.dtype == torch.bool:
-        raise TypeError(f"{what} must hold real numbers, got {weights.dtype}")
+        raise InputTypeError(f"{what} must hold real numbers, got {weights.dtype}")
     values = weights.detach().float().cpu().flatten()
     if not torch.isfinite(values).all():
-        raise ValueError(f"{what} contains NaN or inf; cannot order heads by weight")
+        raise InputError(f"{what} contains NaN or inf; cannot order heads by weight")
     # Ascending weight; a stable sort keeps equal weights in head-index (layer-major) order.
     indices = torch.sort(values, stable=True).indices.tolist()
     return [divmod(int(index), shape[1]) for index in indices]
@@ -146,16 +149,16 @@ def _labels_order(heads: Sequence[str | tuple[int, int]], shape: tuple[int, int]
             layer, index = parse_head(head, n_layers, n_heads)
         else:
             if len(head) != 2:
-                raise ValueError(f"head {head!r} must be a label 'L3H7' or a (layer, head) pair")
+                raise InputError(f"head {head!r} must be a label 'L3H7' or a (layer, head) pair")
             layer, index = int(head[0]), int(head[1])
             if not (0 <= layer < n_layers and 0 <= index < n_heads):
-                raise ValueError(
+                raise InputError(
                     f"head {format_head(layer, index)} is out of range for a model with "
                     f"{n_layers} layers x {n_heads} heads (valid: L0H0 .. "
                     f"L{n_layers - 1}H{n_heads - 1})"
                 )
         if (layer, index) in seen:
-            raise ValueError(
+            raise InputError(
                 f"the order names head {format_head(layer, index)} twice (positions "
                 f"{seen[(layer, index)]} and {position}); each head can be removed only once"
             )
@@ -188,12 +191,12 @@ def removal_order(
     if isinstance(order, Tensor):
         return _weights_order(order, shape, "the weights tensor")
     if isinstance(order, str):
-        raise ValueError(
+        raise InputError(
             f"unknown order {order!r}: give a HeadMask, a weights tensor, a list of heads like "
             "['L3H7', 'L0H1'], or 'influential'"
         )
     if len(order) == 0:
-        raise ValueError("the order is empty: name at least one head to remove")
+        raise InputError("the order is empty: name at least one head to remove")
     return _labels_order(order, shape)
 
 
@@ -366,17 +369,13 @@ def removal_sweep(
     order: OrderLike,
     *,
     target: str | int | None = None,
-    track_top_k: int = 5,
     reference_prompt: str | None = None,
-    generate_tokens: int = 20,
-    every: int = 1,
-    chat: bool = True,
-    batch_size: int | None = None,
-    influential_k: int | None = None,
-    engine: str = "batched",
-    progress: bool = True,
+    config: SweepConfig | None = None,
+    **options: Any,
 ) -> SweepResult:
     """Remove the heads of ``order`` one by one and record what the model predicts at each step.
+
+    ``config`` (a :class:`SweepConfig`; its fields also as keywords, ``every=2``) says how.
 
     * ``order``: a :class:`HeadMask` or trained weights ``W`` ``[n_layers, n_heads]`` (every
       head, removed in ascending weight: the paper's default; equal weights in head-index order),
@@ -391,8 +390,8 @@ def removal_sweep(
       id; ``track_top_k``: how many of the full model's most likely tokens to track besides it.
     * ``reference_prompt``: the full model runs it once; every step then records the cosine
       similarity of each layer's decoder and attention output at the last position (Figure 5).
-    * ``generate_tokens``: greedy continuation length per step (0: none).
-    * ``chat``: wrap the prompt(s) in the model's chat template (instruct models).
+    * ``max_new_tokens``: greedy continuation length per step (0: none).
+    * ``chat``: wrap the prompt(s) in the model's chat template (default: when it has one).
     * ``batch_size``: steps evaluated together (default :func:`default_batch_size`); results do
       not depend on it.
     * ``engine``: ``"batched"`` (default) or ``"naive"``, the reference loop that evaluates and
@@ -400,18 +399,21 @@ def removal_sweep(
 
     >>> import lens_heads as lh
     >>> model = lh.tiny_model(n_layers=2, n_heads=4)
-    >>> result = removal_sweep(model, "hi", ["L1H0", "L0H3"], target=72, generate_tokens=0,
+    >>> result = removal_sweep(model, "hi", ["L1H0", "L0H3"], target=72, max_new_tokens=0,
     ...                        progress=False)
     >>> result.n_removed, result.removed_heads
     ([0, 1, 2], ['', 'L1H0', 'L0H3'])
     """
-    _check_sweep_arguments(
-        prompt, reference_prompt, engine, every, track_top_k, generate_tokens, batch_size
-    )
-    if influential_k is not None and influential_k < 1:
-        raise ValueError(f"influential_k must be positive, got {influential_k}")
+    config = configure(SweepConfig, config, options, "removal_sweep")
+    check_prompt(prompt, "the prompt")
+    if reference_prompt is not None:
+        check_prompt(reference_prompt, "reference_prompt (None skips the similarity)")
+    track_top_k, generate_tokens = config.track_top_k, config.max_new_tokens
+    every, batch_size, influential_k = config.every, config.batch_size, config.influential_k
+    engine = config.engine
+    chat = has_chat_template(model.tokenizer) if config.chat is None else config.chat
     if target is None and track_top_k == 0:
-        raise ValueError("nothing to track: pass target= or track_top_k > 0")
+        raise InputError("nothing to track: pass target= or track_top_k > 0")
     if track_top_k:
         check_top_k(model, track_top_k, "track_top_k")
     run_chunks = _ENGINES[engine]
@@ -441,7 +443,7 @@ def removal_sweep(
     gains: dict[str, int] = {}
     if influential or influential_k is not None:
         if target_id is None:
-            raise ValueError("the influential order ranks heads by the target's rank: pass target=")
+            raise InputError("the influential order ranks heads by the target's rank: pass target=")
         k = len(heads) if influential_k is None else min(influential_k, len(heads))
         heads, gains = _influence_order(
             model, prompt_ids, heads, k, target_id, batch_size, run_chunks
@@ -449,7 +451,7 @@ def removal_sweep(
 
     steps = _steps(len(heads), every)
     rows = _Rows(reference=_reference_states(model, reference_prompt, chat))
-    bar = tqdm(total=len(steps), desc="removal sweep", disable=not progress, leave=False)
+    bar = tqdm(total=len(steps), desc="removal sweep", disable=not config.progress, leave=False)
     try:
         chunks = run_chunks(
             model,
@@ -473,7 +475,7 @@ def removal_sweep(
     metadata = {
         "chat": chat,
         "every": every,
-        "generate_tokens": generate_tokens,
+        "max_new_tokens": generate_tokens,
         "track_top_k": track_top_k,
         "batch_size": batch_size,
         "engine": engine,
@@ -504,32 +506,6 @@ def removal_sweep(
         attn_similarity=torch.cat(rows.attn) if rows.attn else None,
         metadata=metadata,
     )
-
-
-def _check_sweep_arguments(
-    prompt: Any,  # checked here: a clear error for None or a number
-    reference_prompt: Any,
-    engine: str,
-    every: int,
-    track_top_k: int,
-    generate_tokens: int,
-    batch_size: int | None,
-) -> None:
-    if engine not in _ENGINES:
-        raise ValueError(f"engine must be 'batched' or 'naive', got {engine!r}")
-    check_prompt(prompt, "the prompt")
-    if reference_prompt is not None:
-        check_prompt(reference_prompt, "reference_prompt (None skips the similarity)")
-    if isinstance(every, bool) or every < 1:
-        raise ValueError(f"every must be a positive number of heads, got {every}")
-    if track_top_k < 0:
-        raise ValueError(f"track_top_k must be >= 0, got {track_top_k}")
-    if generate_tokens < 0:
-        raise ValueError(
-            f"generate_tokens must be >= 0 (0: no continuations), got {generate_tokens}"
-        )
-    if batch_size is not None and batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
 
 
 def _reference_states(

@@ -16,6 +16,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from lens_heads.core.errors import InputError, MissingFileError
 from lens_heads.core.storage import save_figures, write_atomic, write_atomic_with
 
 __all__ = ["SIMILARITY_KINDS", "SweepResult", "plot_sweeps"]
@@ -82,16 +83,16 @@ class SweepResult:
         }
         wrong = {name: n for name, n in lengths.items() if n != n_steps}
         if wrong:
-            raise ValueError(f"ranks has {n_steps} steps but {wrong}")
+            raise InputError(f"ranks has {n_steps} steps but {wrong}")
         if not len(self.token_ids) == len(self.tokens) == len(self.roles) == n_tracked:
-            raise ValueError(
+            raise InputError(
                 f"{n_tracked} tracked columns but {len(self.token_ids)} token ids, "
                 f"{len(self.tokens)} tokens and {len(self.roles)} roles"
             )
         for name in ("resid_similarity", "attn_similarity"):
             value = getattr(self, name)
             if value is not None and value.shape[0] != n_steps:
-                raise ValueError(f"{name} has {value.shape[0]} steps, expected {n_steps}")
+                raise InputError(f"{name} has {value.shape[0]} steps, expected {n_steps}")
 
     @classmethod
     def example(cls) -> SweepResult:
@@ -130,7 +131,7 @@ class SweepResult:
     def target_ranks(self) -> list[int]:
         """The target's rank at every step."""
         if self.target_id is None:
-            raise ValueError("this sweep tracked no target; pass target= to removal_sweep")
+            raise InputError("this sweep tracked no target; pass target= to removal_sweep")
         return self.ranks[:, self.roles.index("target")].tolist()
 
     def switch_step(self, stay: int = 3) -> int | None:
@@ -142,7 +143,7 @@ class SweepResult:
         True
         """
         if stay < 1:
-            raise ValueError(f"stay must be at least 1 step, got {stay}")
+            raise InputError(f"stay must be at least 1 step, got {stay}")
         top = [rank == 1 for rank in self.target_ranks]
         for index in range(len(top) - stay + 1):
             if all(top[index : index + stay]):
@@ -274,7 +275,7 @@ class SweepResult:
         from lens_heads.heads_up.figures import sweep_similarity_figure
 
         if self.resid_similarity is None and self.attn_similarity is None:
-            raise ValueError("this sweep has no similarities: pass reference_prompt=")
+            raise InputError("this sweep has no similarities: pass reference_prompt=")
         title = f"{self.prompt!r} vs {self.reference_prompt!r} on {self.model}"
         return sweep_similarity_figure(self.similarity_frame(), title=title)
 
@@ -345,14 +346,14 @@ class SweepResult:
         paths = [folder / "sweep.json", folder / "sweep.safetensors"]
         missing = [p.name for p in paths if not p.is_file()]
         if missing:
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"{folder} holds no saved sweep (missing {', '.join(missing)}); write one with "
                 "SweepResult.save()"
             )
         try:
             info = json.loads(paths[0].read_text(encoding="utf-8"))
             if info.get("format") != _FORMAT:
-                raise ValueError(f"format tag {info.get('format')!r}, expected {_FORMAT!r}")
+                raise InputError(f"format tag {info.get('format')!r}, expected {_FORMAT!r}")
             tensors = load_file(str(paths[1]))
             return cls(
                 model=info["model"],
@@ -376,7 +377,7 @@ class SweepResult:
                 metadata=dict(info["metadata"]),
             )
         except (ValueError, KeyError, TypeError) as error:
-            raise ValueError(
+            raise InputError(
                 f"{folder} is not a readable sweep ({type(error).__name__}: {error}); re-create "
                 "it with SweepResult.save()"
             ) from error
@@ -412,10 +413,10 @@ def plot_sweeps(
         ]
         sweeps = dict(zip(labels, sweeps, strict=True))
     if not sweeps:
-        raise ValueError("no sweeps to plot: pass {label: SweepResult, ...}")
+        raise InputError("no sweeps to plot: pass {label: SweepResult, ...}")
     untracked = [label for label, sweep in sweeps.items() if sweep.target_id is None]
     if untracked:
-        raise ValueError(
+        raise InputError(
             f"sweeps {untracked} tracked no target; run removal_sweep with target=... to plot "
             "the target's rank"
         )

@@ -7,3 +7,31 @@ It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another
 * language_experiments -- cross-language perplexity and attention transfer (x3/x5, x0)
 * soft_mask_experiment, soft_mask_result -- a soft mask on a language's top heads vs random heads
 """
+
+from lens_heads.lahis.importance import HeadImportance, head_importance
+from lens_heads.lahis.language_experiments import (
+    TransferConfig,
+    TransferResult,
+    attention_transfer,
+)
+from lens_heads.lahis.languages import LanguageHeads, language_heads
+from lens_heads.lahis.soft_mask_experiment import (
+    SoftMaskConfig,
+    SoftMaskExperiment,
+    soft_mask_config,
+    soft_mask_experiment,
+)
+
+__all__ = [
+    "HeadImportance",
+    "LanguageHeads",
+    "SoftMaskConfig",
+    "SoftMaskExperiment",
+    "TransferConfig",
+    "TransferResult",
+    "attention_transfer",
+    "head_importance",
+    "language_heads",
+    "soft_mask_config",
+    "soft_mask_experiment",
+]

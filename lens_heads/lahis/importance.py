@@ -39,7 +39,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.core.checks import check_context, check_int
-from lens_heads.core.errors import LensHeadsError
+from lens_heads.core.errors import ComputationError, InputTypeError, LensHeadsError, NonFiniteError
 from lens_heads.core.hooks import MaskLike, mask_hooks
 from lens_heads.core.logits import answer_logits, partial_unembed_works
 from lens_heads.core.masks import HeadMask, format_head
@@ -219,7 +219,7 @@ def encode_documents(
     if isinstance(texts, str):
         raise ImportanceInputError("texts must be a list of documents, not one string")
     if not isinstance(texts, Sequence):
-        raise TypeError(f"texts must be a list of documents, got {type(texts).__name__}")
+        raise InputTypeError(f"texts must be a list of documents, got {type(texts).__name__}")
     if len(texts) == 0:
         raise ImportanceInputError("texts is empty: give at least one document")
     if max_tokens is not None:
@@ -227,7 +227,7 @@ def encode_documents(
     encoded = []
     for index, text in enumerate(texts):
         if not isinstance(text, str):
-            raise TypeError(f"document {index} must be a string, got {type(text).__name__}")
+            raise InputTypeError(f"document {index} must be a string, got {type(text).__name__}")
         if not text.strip():
             raise ImportanceInputError(f"document {index} is empty; remove it or give its text")
         ids = list(model.tokenizer(text).input_ids)
@@ -376,7 +376,7 @@ def head_importance(
             with torch.enable_grad(), _autocast(dtype, device):
                 per_doc = _losses(model, tokens, valid, mask_hooks(ones, model), partial)
                 if not bool(torch.isfinite(per_doc).all()):
-                    raise FloatingPointError(
+                    raise NonFiniteError(
                         f"non-finite loss in the importance pass (dtype {dtype}); use "
                         "dtype='float32'"
                     )
@@ -388,7 +388,7 @@ def head_importance(
             parameter.requires_grad_(True)
     leaked = [p for p in parameters if p.grad is not None and id(p) not in had_grad]
     if leaked:  # pragma: no cover - a guard, never expected
-        raise RuntimeError(f"{len(leaked)} model parameters received a gradient")
+        raise ComputationError(f"{len(leaked)} model parameters received a gradient")
     n_tokens = sum(len(d) - 1 for d in encoded)
     return HeadImportance(
         scores=scores_from_gradients(gradients, method),

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import pandas as pd
 import torch
 
+from lens_heads.core.checks import check_int, check_number, own_checks
 from lens_heads.core.generation import generate
 from lens_heads.core.language_id import identify_language
 from lens_heads.core.masks import HeadMask, MaskShapeError
@@ -26,6 +27,7 @@ from lens_heads.core.metrics import chrf_pp
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.prompts import PromptFormat, sample_shots
 from lens_heads.core.scales import HeadScale
+from lens_heads.core.settings import configure
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import ParallelCorpus, Task, parallel_corpus
@@ -34,9 +36,9 @@ from lens_heads.lahis.languages import LanguageHeads, load_texts_by_language
 
 __all__ = [
     "PerplexityExperiment",
+    "TransferConfig",
     "TransferResult",
     "attention_transfer",
-    "check_transfer",
     "perplexity_experiment",
 ]
 
@@ -373,87 +375,116 @@ def _weakened(heads: LanguageHeads, target: str, weaken: str) -> list[str]:
 MAX_TRANSFER_FACTOR = 100.0
 
 
-def check_transfer(
-    heads: LanguageHeads | Sequence[str] | None,
-    source: str,
-    target: str,
-    weaken: str | None,
-    factors: Sequence[float],
-    n_eval: int,
-    corpus: ParallelCorpus | None = None,
-    shots: int = 0,
-) -> Task:
-    """Check the arguments of :func:`attention_transfer` without a model (``heads``: the
-    language heads, or only their languages, None when not computed yet); returns the
-    translation task."""
-    languages = heads.languages if isinstance(heads, LanguageHeads) else heads
-    if source == target:
-        raise ImportanceInputError(
-            f"source and target are both {source!r}: attention transfer translates between two "
-            "languages"
-        )
-    corpus = corpus or parallel_corpus()
-    for name, lang in (("source", source), ("target", target)):
-        if lang not in corpus.languages:
+@own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
+@dataclass(frozen=True)
+class TransferConfig:
+    """The settings of :func:`attention_transfer`."""
+
+    source: str = "en"
+    """The language translated from."""
+    target: str = "fr"
+    """The language translated into: its specific heads are strengthened."""
+    weaken: str | None = "source"
+    """The language whose specific heads are zeroed: source (the default), a language, or None."""
+    factors: Sequence[float] = (3.0, 5.0)
+    """The scales of the target's specific heads, one run each (LAHIS: x3 and x5)."""
+    n_eval: int = 20
+    """Translate the last N sentences of the corpus."""
+    shots: int = 0
+    """Demonstrations (other sentences of the corpus) before each prompt."""
+    max_new_tokens: int = 32
+    """Greedy tokens per translation."""
+    batch_size: int = 8
+    """Prompts decoded together."""
+    progress: bool = False
+    """Show a progress bar."""
+
+    def __post_init__(self) -> None:
+        if self.source == self.target:
             raise ImportanceInputError(
-                f"{name} {lang!r} is not a language of the corpus ({', '.join(corpus.languages)})"
+                f"source and target are both {self.source!r}: attention transfer translates "
+                "between two languages"
             )
-    weakened = source if weaken == "source" else weaken
-    for name, lang in (("target", target), ("weaken", weakened)):
-        if lang is not None and languages is not None and lang not in languages:
+        if isinstance(self.factors, (str, bytes)) or not isinstance(self.factors, Sequence):
+            raise ImportanceInputError(f"factors must be a list of numbers, got {self.factors!r}")
+        if not self.factors:
+            raise ImportanceInputError("factors is empty: give at least one scale, e.g. [3.0]")
+        for factor in self.factors:
+            check_number("each factor", factor)
+            if not 0 < factor <= MAX_TRANSFER_FACTOR:
+                raise ImportanceInputError(
+                    f"factor {factor:g} is outside (0, {MAX_TRANSFER_FACTOR:g}]: a head's output "
+                    "scaled further swamps the residual stream (LAHIS strengthens x3 and x5)"
+                )
+        object.__setattr__(self, "factors", tuple(float(f) for f in self.factors))
+        check_int("n_eval", self.n_eval, minimum=1)
+        check_int("shots", self.shots, minimum=0)
+        check_int("max_new_tokens", self.max_new_tokens, minimum=1)
+        check_int("batch_size", self.batch_size, minimum=1)
+
+    @property
+    def weakened(self) -> str | None:
+        """The language whose heads are zeroed (``weaken="source"`` resolved)."""
+        return self.source if self.weaken == "source" else self.weaken
+
+    def check(
+        self, heads: LanguageHeads | Sequence[str] | None, corpus: ParallelCorpus | None = None
+    ) -> Task:
+        """The settings against ``heads`` (the language heads, or only their languages, None
+        when not computed yet) and the corpus, without a model; returns the translation task."""
+        languages = heads.languages if isinstance(heads, LanguageHeads) else heads
+        corpus = corpus or parallel_corpus()
+        for name, lang in (("source", self.source), ("target", self.target)):
+            if lang not in corpus.languages:
+                raise ImportanceInputError(
+                    f"{name} {lang!r} is not a language of the corpus "
+                    f"({', '.join(corpus.languages)})"
+                )
+        for name, lang in (("target", self.target), ("weaken", self.weakened)):
+            if lang is not None and languages is not None and lang not in languages:
+                raise ImportanceInputError(
+                    f"no language {lang!r} ({name}) in these heads ({list(languages)})"
+                )
+        if isinstance(heads, LanguageHeads) and self.target in heads.languages:
+            transfer_scale(heads, self.target, None, 1.0)  # the target has heads to scale
+        task = corpus.translation_task(self.source, self.target)
+        if not self.n_eval < len(task):
             raise ImportanceInputError(
-                f"no language {lang!r} ({name}) in these heads ({list(languages)})"
+                f"n_eval must lie in [1, {len(task) - 1}], got {self.n_eval}"
             )
-    if isinstance(heads, LanguageHeads) and target in heads.languages:
-        transfer_scale(heads, target, None, 1.0)  # the target has specific heads to scale
-    if not factors:
-        raise ImportanceInputError("factors is empty: give at least one scale, e.g. [3.0]")
-    for factor in factors:
-        if not (math.isfinite(factor) and 0 < factor <= MAX_TRANSFER_FACTOR):
+        if self.shots > len(task) - self.n_eval:
             raise ImportanceInputError(
-                f"factor {factor:g} is outside (0, {MAX_TRANSFER_FACTOR:g}]: a head's output "
-                "scaled further swamps the residual stream (LAHIS strengthens x3 and x5)"
+                f"shots must lie in [0, {len(task) - self.n_eval}] (the sentences not "
+                f"evaluated), got {self.shots}"
             )
-    task = corpus.translation_task(source, target)
-    if not 1 <= n_eval < len(task):
-        raise ImportanceInputError(f"n_eval must lie in [1, {len(task) - 1}], got {n_eval}")
-    if not 0 <= shots <= len(task) - n_eval:
-        raise ImportanceInputError(
-            f"shots must lie in [0, {len(task) - n_eval}] (the sentences not evaluated), got "
-            f"{shots}"
-        )
-    return task
+        return task
 
 
 def attention_transfer(
     model: ModelLike,
     heads: LanguageHeads,
     *,
-    source: str = "en",
-    target: str = "fr",
-    weaken: str | None = "source",
-    factors: Sequence[float] = (3.0, 5.0),
     corpus: ParallelCorpus | None = None,
-    n_eval: int = 20,
-    shots: int = 0,
-    max_new_tokens: int = 32,
-    batch_size: int = 8,
-    progress: bool = False,
+    config: TransferConfig | None = None,
+    **options: Any,
 ) -> TransferResult:
     """Translate the last ``n_eval`` sentences of ``corpus`` (the built-in one by default) from
     ``source`` into ``target`` with the task's instruction and ``shots`` demonstrations, greedy,
     without and with attention transfer (:func:`transfer_scale` for each factor; ``weaken=
-    "source"`` zeroes the source language's specific heads, ``None`` none). The output's first
-    line is scored: off-target rate by :func:`identify_language` among the corpus languages,
-    chrF++ against the reference."""
+    "source"`` zeroes the source language's specific heads, ``None`` none). ``config`` (a
+    :class:`TransferConfig`; its fields also as keywords) holds these settings. The output's
+    first line is scored: off-target rate by :func:`identify_language` among the corpus
+    languages, chrF++ against the reference."""
+    config = configure(TransferConfig, config, options, "attention_transfer")
     if heads.shape != head_shape(model):
         raise MaskShapeError(
             f"these language heads are for a {heads.shape[0]}x{heads.shape[1]} model "
             f"({heads.model}), not {model_name(model)}; compute them for this model"
         )
     corpus = corpus or parallel_corpus()
-    task = check_transfer(heads, source, target, weaken, factors, n_eval, corpus, shots)
-    weaken = source if weaken == "source" else weaken
+    task = config.check(heads, corpus)
+    source, target, weaken = config.source, config.target, config.weakened
+    n_eval, shots, factors = config.n_eval, config.shots, config.factors
     evaluation = task.examples[-n_eval:]
     pool = [(example.input, example.output) for example in task.examples[:-n_eval]]
     prompts = []
@@ -473,10 +504,10 @@ def attention_transfer(
         generated = generate(
             model,
             prompts,
-            max_new_tokens=max_new_tokens,
+            max_new_tokens=config.max_new_tokens,
             mask=scale,
-            batch_size=batch_size,
-            progress=progress,
+            batch_size=config.batch_size,
+            progress=config.progress,
         )
         texts = [g.text.strip().split("\n")[0].strip() for g in generated]
         found = identify_language(texts, candidates)

@@ -28,6 +28,7 @@ from jaxtyping import Bool, Float
 from torch import Tensor
 
 from lens_heads.core.checks import read_text_file
+from lens_heads.core.errors import MissingFileError, UnknownNameError
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import ModelLike, model_name
 from lens_heads.core.storage import FolderResult
@@ -74,9 +75,7 @@ def load_texts_by_language(
         elif path.is_file():
             texts = dict(load_parallel_tsv(path).sentences)
         else:
-            raise FileNotFoundError(
-                f"{path} is neither a folder of <lang>.txt files nor a TSV file"
-            )
+            raise MissingFileError(f"{path} is neither a folder of <lang>.txt files nor a TSV file")
     if not texts:
         raise ImportanceInputError("no languages given: texts_by_language is empty")
     for lang, values in texts.items():
@@ -187,7 +186,7 @@ class LanguageHeads(FolderResult):
 
     def _index(self, language: str) -> int:
         if language not in self.languages:
-            raise KeyError(f"no language {language!r}; this result has {self.languages}")
+            raise UnknownNameError(f"no language {language!r}; this result has {self.languages}")
         return self.languages.index(language)
 
     def specific_mask(self, language: str) -> HeadMask:

@@ -11,35 +11,40 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 import torch
 from torch import Tensor
 
-from lens_heads.core.checks import check_int
+from lens_heads.core.checks import check_int, own_checks
+from lens_heads.core.errors import InputError
 from lens_heads.core.masks import MaskShapeError, format_head, parse_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.scales import HeadScale
-from lens_heads.core.storage import check_settings, record_settings
+from lens_heads.core.settings import configure, seeds_from_count
+from lens_heads.core.storage import record_settings
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine import (
+    EvaluationConfig,
     EvaluationResult,
     MaskTrainingResult,
     TrainingConfig,
     evaluate,
     train_mask,
+    train_or_resume,
 )
 from lens_heads.lahis.importance import HeadImportance
 from lens_heads.lahis.languages import LanguageHeads
 from lens_heads.lahis.soft_mask_result import SoftMaskExperiment
 
 __all__ = [
+    "SoftMaskConfig",
     "SoftMaskExperiment",
-    "check_soft_mask_experiment",
     "random_heads",
     "soft_mask_config",
     "soft_mask_experiment",
@@ -77,13 +82,17 @@ def soft_mask_config(**overrides: Any) -> TrainingConfig:
 
 # -- the head sets ------------------------------------------------------------------------------
 def _n_top(fraction: float, n_total: int) -> int:
+    _check_fraction(fraction)
+    return max(1, round(fraction * n_total))
+
+
+def _check_fraction(fraction: Any) -> None:
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
-        raise ValueError(f"fraction must be a number in (0, 1], got {fraction!r}")
+        raise InputError(f"fraction must be a number in (0, 1], got {fraction!r}")
     if not 0 < fraction <= 1:
-        raise ValueError(
+        raise InputError(
             f"fraction must lie in (0, 1] (0.02 = the top 2 % of heads, LAHIS's), got {fraction}"
         )
-    return max(1, round(fraction * n_total))
 
 
 def top_heads(
@@ -111,18 +120,18 @@ def top_heads(
         if isinstance(ranking, HeadImportance):
             return ranking.ranking()[:k]
         if language is None or language not in ranking.languages:
-            raise ValueError(
+            raise InputError(
                 f"language heads rank heads per language: pass language= one of "
                 f"{ranking.languages} (got {language!r})"
             )
         return ranking.ranking(language)[:k]
     if isinstance(ranking, str):
-        raise ValueError("ranking must be a list of head labels like ['L3H7'], not one string")
+        raise InputError("ranking must be a list of head labels like ['L3H7'], not one string")
     labels = [format_head(*parse_head(label, n_layers, n_heads)) for label in ranking]
     if len(set(labels)) != len(labels):
-        raise ValueError(f"the ranking names a head twice: {labels}")
+        raise InputError(f"the ranking names a head twice: {labels}")
     if len(labels) < k:
-        raise ValueError(
+        raise InputError(
             f"the ranking has {len(labels)} heads but the top {fraction:g} of {n_layers * n_heads} "
             f"heads is {k}; give a longer ranking or a smaller fraction"
         )
@@ -145,7 +154,7 @@ def random_heads(exclude: Sequence[str], shape: tuple[int, int], k: int, seed: i
         if (layer, head) not in excluded
     ]
     if k > len(candidates):
-        raise ValueError(
+        raise InputError(
             f"cannot draw {k} random heads outside the {len(excluded)} top heads: only "
             f"{len(candidates)} heads remain; use a smaller fraction"
         )
@@ -160,7 +169,7 @@ def random_heads(exclude: Sequence[str], shape: tuple[int, int], k: int, seed: i
 def _split(task: Task, n_train: int, n_eval: int, split_seed: int | None) -> tuple[Task, Task]:
     """``(pool, held_out)``: the task's training split and its last ``n_eval`` examples."""
     if len(task) < 2 * n_eval or len(task) - n_eval < n_train:
-        raise ValueError(
+        raise InputError(
             f"task {task.name!r} has {len(task)} examples: too few for n_eval={n_eval} held-out "
             f"and n_train={n_train} training examples (it needs max(n_train + n_eval, "
             f"2 * n_eval) = {max(n_train + n_eval, 2 * n_eval)}); lower n_train or n_eval, or "
@@ -188,30 +197,94 @@ def _epoch_losses(history: pd.DataFrame, per_epoch: int) -> tuple[float, float]:
     return sum(first) / len(first), sum(last) / len(last)
 
 
-def _checked_config(
-    config: TrainingConfig | None, n_random_seeds: int, n_train: int, n_eval: int, epochs: Any
-) -> TrainingConfig:
-    """The soft training config, after checking the experiment's counts against it."""
-    check_int("n_random_seeds", n_random_seeds, minimum=1)
-    check_int("n_train", n_train, minimum=1)
-    check_int("n_eval", n_eval, minimum=1)
-    if epochs is not None:
-        check_int("epochs", epochs, minimum=1)
-    base = soft_mask_config() if config is None else config
-    if not base.soft:
-        raise ValueError(
-            "the experiment trains soft masks: pass a config with soft=True (soft_mask_config())"
+@own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
+@dataclass(frozen=True)
+class SoftMaskConfig:
+    """The settings of :func:`soft_mask_experiment`."""
+
+    fraction: float = 0.02
+    """The share of heads trained: the top ``fraction`` of the ranking (at least one head)."""
+    random_seeds: Sequence[int] = (0, 1)
+    """One soft mask on as many random heads (outside the top set) per seed."""
+    n_train: int = 200
+    """Training examples (the same for every condition)."""
+    epochs: int | None = 2
+    """Passes over the training examples (None: the training config's own steps)."""
+    training: TrainingConfig | None = None
+    """The soft training schedule (default: soft_mask_config(); its trainable heads are set per
+    condition)."""
+    n_eval: int = 20
+    """Held-out examples evaluated (the same for every condition)."""
+    split_seed: int | None = None
+    """Shuffle the task with this seed before splitting (default: the file's order)."""
+    batch_size: int = 16
+    """Prompts decoded together in the evaluation."""
+    max_new_tokens: int | None = None
+    """Greedy tokens per output (default: the task's)."""
+    progress: bool = True
+    """Show progress bars."""
+
+    RENAMED: ClassVar[dict[str, str]] = {"eval_batch_size": "batch_size"}
+
+    def __post_init__(self) -> None:
+        _check_fraction(self.fraction)
+        if isinstance(self.random_seeds, (str, bytes)) or not isinstance(
+            self.random_seeds, Sequence
+        ):
+            raise InputError(f"random_seeds must be a list of integers, got {self.random_seeds!r}")
+        for seed in self.random_seeds:
+            check_int("each of random_seeds", seed)
+        if not self.random_seeds:
+            raise InputError("random_seeds is empty: the experiment needs at least one random mask")
+        object.__setattr__(self, "random_seeds", tuple(self.random_seeds))
+        check_int("n_train", self.n_train, minimum=1)
+        check_int("n_eval", self.n_eval, minimum=1)
+        check_int("batch_size", self.batch_size, minimum=1)
+        if self.epochs is not None:
+            check_int("epochs", self.epochs, minimum=1)
+        if self.split_seed is not None:
+            check_int("split_seed", self.split_seed)
+        if self.max_new_tokens is not None:
+            check_int("max_new_tokens", self.max_new_tokens, minimum=1)
+        base = self.base()
+        if not base.soft:
+            raise InputError(
+                "the experiment trains soft masks: pass a training config with soft=True "
+                "(soft_mask_config())"
+            )
+        if base.trainable is not None:
+            raise InputError(
+                "the experiment chooses the trainable heads itself: leave training.trainable None"
+            )
+        if self.n_train < base.batch_size:
+            raise InputError(
+                f"n_train={self.n_train} is smaller than the batch size {base.batch_size}: no "
+                "full batch to train on; raise n_train or lower training.batch_size"
+            )
+
+    def base(self) -> TrainingConfig:
+        """The soft training config before the trainable heads are set."""
+        return soft_mask_config() if self.training is None else self.training
+
+    def check(self, task: Task) -> None:
+        """The split against ``task``, without a model (the command line calls it first)."""
+        _split(task, self.n_train, self.n_eval, self.split_seed)
+
+
+def _old_options(options: dict[str, Any], config: Any) -> tuple[dict[str, Any], Any]:
+    """Before 0.2.0 ``config`` was the training config and ``n_random_seeds=k`` the seeds
+    ``0 .. k - 1``; both still work, with a :class:`DeprecationWarning`."""
+    options = dict(options)
+    if isinstance(config, TrainingConfig):
+        warnings.warn(
+            "soft_mask_experiment: config= is now the experiment's SoftMaskConfig; pass the "
+            "training config as training=; the old use goes away in lens_heads 0.3.0",
+            DeprecationWarning,
+            stacklevel=3,
         )
-    if base.trainable is not None:
-        raise ValueError(
-            "the experiment chooses the trainable heads itself: leave config.trainable None"
-        )
-    if n_train < base.batch_size:
-        raise ValueError(
-            f"n_train={n_train} is smaller than the batch size {base.batch_size}: no full batch "
-            "to train on; raise n_train or lower config.batch_size"
-        )
-    return base
+        options["training"], config = config, None
+    options = seeds_from_count(options, "soft_mask_experiment", "n_random_seeds", 2, first=None)
+    return options, config
 
 
 @dataclass
@@ -222,7 +295,7 @@ class _Runner:
     base: TrainingConfig
     train: Task
     evaluation_task: Task
-    evaluation_args: dict[str, Any]
+    evaluation: EvaluationConfig
     per_epoch: int
     folder: Path | None
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -233,28 +306,16 @@ class _Runner:
 
     def trained(self, name: str, heads: list[str]) -> MaskTrainingResult:
         config = replace(self.base, trainable=tuple(heads))
-        place = None if self.folder is None else self.folder / name
-        if place is not None and (place / "training.json").is_file():
-            done = MaskTrainingResult.load(place)
-            check_settings(
-                {"trainable": done.config.trainable, "steps": done.config.steps},
-                {"trainable": config.trainable, "steps": config.steps},
-                where=place,
-                what="a soft mask",
-                remedy="delete it or choose another out folder",
-            )
-            return done
-        result = train_mask(
+        if self.folder is None:
+            return train_mask(self.model, self.train, config, progress=self.evaluation.progress)
+        return train_or_resume(
             self.model,
             self.train,
             config,
-            checkpoint_dir=None if place is None else place / "checkpoints",
-            resume=place is not None,
-            progress=bool(self.evaluation_args["progress"]),
+            self.folder / name,
+            progress=self.evaluation.progress,
+            remedy="delete it or choose another out folder",
         )
-        if place is not None:
-            result.save(place)
-        return result
 
     def evaluated(self, name: str, mask: HeadScale | None) -> EvaluationResult:
         place = None if self.folder is None else self.folder / name / "evaluation"
@@ -262,7 +323,7 @@ class _Runner:
             return EvaluationResult.load(place)
         setting = "original" if mask is None else "mask"
         task = self.evaluation_task
-        result = evaluate(self.model, task, [setting], mask=mask, **self.evaluation_args)
+        result = evaluate(self.model, task, [setting], mask=mask, config=self.evaluation)
         if place is not None:
             result.save(place)
         return result
@@ -302,55 +363,32 @@ class _Runner:
         self.outputs.append(records.assign(condition=condition, seed=seed))
 
 
-def check_soft_mask_experiment(
-    task: Task,
-    config: TrainingConfig | None = None,
-    *,
-    n_random_seeds: int = 2,
-    n_train: int = 200,
-    epochs: int | None = 2,
-    n_eval: int = 20,
-    split_seed: int | None = None,
-) -> TrainingConfig:
-    """Check the counts of :func:`soft_mask_experiment` against the config and the task
-    without a model (the command line calls it before the model loads); returns the config."""
-    base = _checked_config(config, n_random_seeds, n_train, n_eval, epochs)
-    _split(task, n_train, n_eval, split_seed)
-    return base
-
-
 def soft_mask_experiment(
     model: ModelLike,
     task: Task | str | os.PathLike[str],
     ranking: HeadImportance | LanguageHeads | Sequence[str],
     *,
     language: str | None = None,
-    fraction: float = 0.02,
-    n_random_seeds: int = 2,
-    config: TrainingConfig | None = None,
-    n_train: int = 200,
-    epochs: int | None = 2,
-    n_eval: int = 20,
-    split_seed: int | None = None,
-    eval_batch_size: int = 16,
-    max_new_tokens: int | None = None,
     out: str | os.PathLike[str] | None = None,
-    progress: bool = True,
+    config: SoftMaskConfig | None = None,
+    **options: Any,
 ) -> SoftMaskExperiment:
     """LAHIS's soft-mask experiment: train a soft mask on the top ``fraction`` of heads of
-    ``ranking`` (at least one head) and, for each of ``n_random_seeds`` seeds (0, 1, ...), one on
-    as many random heads drawn outside that top set, all on the same ``n_train`` training
+    ``ranking`` (at least one head) and, for each seed of ``random_seeds``, one on as many
+    random heads drawn outside that top set, all on the same ``n_train`` training
     examples of ``task``; then evaluate no mask and every trained mask on the same ``n_eval``
     held-out examples (greedy, the first line scored: answer CE, and chrF++/BLEU/ROUGE-L for a
     translation task).
 
     ``ranking``: a :class:`HeadImportance`, a :class:`LanguageHeads` (``language``'s ranking;
     default: the task's target language) or head labels ordered most important first.
-    ``config`` is a soft :class:`TrainingConfig` (default :func:`soft_mask_config`: AdamW at a
+    ``config`` (a :class:`SoftMaskConfig`; its fields also as keywords) holds the settings; its
+    ``training`` is a soft :class:`TrainingConfig` (default :func:`soft_mask_config`: AdamW at a
     constant lr 1e-2, batch 8); the experiment sets its ``trainable`` heads per condition,
     ``n_eval=0`` (it holds the examples out itself) and, with ``epochs``, ``steps = epochs *
     (n_train // batch_size)`` -- the paper's "2 epochs of 200 examples" is 50 steps at batch 8.
-    ``config.shots``, ``chat`` and ``separator`` shape the training and the evaluation prompts.
+    The training config's ``shots``, ``chat`` and ``separator`` shape the training and the
+    evaluation prompts.
 
     With ``out`` every piece is saved as it is done and reused by a later call with the same
     arguments: ``out/none``, ``out/top`` and ``out/random-<seed>`` hold each condition's
@@ -365,32 +403,35 @@ def soft_mask_experiment(
     >>> result = soft_mask_experiment(model, "en-fr", importance, out="runs/soft")  # doctest: +SKIP
     >>> result.to_frame()  # doctest: +SKIP
     """
+    options, config = _old_options(options, config)
+    config = configure(SoftMaskConfig, config, options, "soft_mask_experiment")
     task = task if isinstance(task, Task) else get_task(task)
     shape = head_shape(model)
-    base = _checked_config(config, n_random_seeds, n_train, n_eval, epochs)
+    n_train, n_eval, fraction = config.n_train, config.n_eval, config.fraction
+    base = config.base()
     per_epoch = n_train // base.batch_size
-    steps = base.steps if epochs is None else epochs * per_epoch
+    steps = base.steps if config.epochs is None else config.epochs * per_epoch
     base = replace(base, steps=steps, n_eval=0, split_seed=None)
     language = language or task.target_lang
     top = top_heads(ranking, shape, fraction, language=language)
-    seeds = list(range(n_random_seeds))
+    seeds = list(config.random_seeds)
     randoms = [random_heads(top, shape, len(top), seed) for seed in seeds]
-    pool, held_out = _split(task, n_train, n_eval, split_seed)
+    pool, held_out = _split(task, n_train, n_eval, config.split_seed)
     runner = _Runner(
         model=model,
         base=base,
         train=replace(pool.head(n_train), name=f"{task.name}:train{n_train}"),
         # evaluate() holds out the last n_eval examples: the pool (demonstrations), the held-out
         evaluation_task=replace(task, examples=pool.examples + held_out.examples),
-        evaluation_args={
-            "n_eval": len(held_out),
-            "batch_size": eval_batch_size,
-            "chat": base.chat,
-            "shots": base.shots,
-            "separator": base.separator,
-            "max_new_tokens": max_new_tokens,
-            "progress": progress,
-        },
+        evaluation=EvaluationConfig(
+            n_eval=len(held_out),
+            batch_size=config.batch_size,
+            chat=base.chat,
+            shots=base.shots,
+            separator=base.separator,
+            max_new_tokens=config.max_new_tokens,
+            progress=config.progress,
+        ),
         per_epoch=per_epoch,
         folder=None if out is None else Path(out),
     )
@@ -408,8 +449,8 @@ def soft_mask_experiment(
             "random_heads": randoms,
             "n_train": n_train,
             "n_eval": n_eval,
-            "split_seed": split_seed,
-            "max_new_tokens": max_new_tokens,
+            "split_seed": config.split_seed,
+            "max_new_tokens": config.max_new_tokens,
             "config": base.to_dict(),
         }
         _check_plan(runner.folder, plan)

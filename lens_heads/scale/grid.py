@@ -47,7 +47,7 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from lens_heads.core.errors import LensHeadsError
+from lens_heads.core.errors import LensHeadsError, MissingFileError
 from lens_heads.core.locks import CLAIM, Heartbeat, claim, release
 from lens_heads.core.storage import check_settings, read_json, write_atomic
 from lens_heads.core.tables import markdown_table
@@ -157,34 +157,22 @@ def _log(folder: Path, run_id: str) -> None:
 
 def _compute(config: GridConfig, cell: Cell, folder: Path) -> dict[str, Any]:
     from lens_heads.core.tasks import get_task
-    from lens_heads.engine import EvaluationResult, MaskTrainingResult, evaluate, train_mask
+    from lens_heads.engine import EvaluationResult, evaluate, train_or_resume
 
     model = _cached_model(cell.model, config.device, config.dtype)
     task = get_task(config.task_spec(cell.task))
-    device = next(iter(model.parameters())).device if hasattr(model, "parameters") else "cpu"
     wanted = config.training_config(cell)
-    if (folder / "training.json").is_file():
-        training = MaskTrainingResult.load(folder)
-        check_settings(
-            training.config.to_dict(),
-            wanted.resolve_dtype(device).to_dict(),
-            where=folder,
-            what="a training",
-            remedy="delete the folder to retrain it, or give the grid another --out",
-            error=GridCellError,
-        )
-    else:
-        training = train_mask(
-            model,
-            task,
-            wanted,
-            checkpoint_dir=folder / "checkpoints",
-            checkpoint_every=config.checkpoint_every,
-            resume=True,
-            progress=False,
-        )
-        training.save(folder)
-        training.save_figures(folder)
+    training = train_or_resume(
+        model,
+        task,
+        wanted,
+        folder,
+        progress=False,
+        checkpoint_every=config.checkpoint_every,
+        figures=True,
+        remedy="delete the folder to retrain it, or give the grid another --out",
+        error=GridCellError,
+    )
     evaluation = None
     if config.evaluate is not None:
         if (folder / "eval" / "result.json").is_file():
@@ -229,7 +217,7 @@ def _sweeps(model: Any, task: Any, training: Any, config: GridConfig, folder: Pa
                 training.W,
                 target=example.output,
                 every=config.sweep["every"],
-                generate_tokens=config.sweep["generate_tokens"],
+                max_new_tokens=config.sweep["max_new_tokens"],
                 track_top_k=config.sweep.get("track_top_k", 5),
                 chat=has_chat_template(model.tokenizer),
                 progress=False,
@@ -408,7 +396,7 @@ class GridResult:
         folder = Path(directory)
         meta = read_json(folder / "grid_result.json")
         if meta is None:
-            raise FileNotFoundError(f"{folder} has no grid_result.json; is it a grid output?")
+            raise MissingFileError(f"{folder} has no grid_result.json; is it a grid output?")
         failures = (
             pd.read_csv(folder / "failures.csv")
             if (folder / "failures.csv").stat().st_size > 1

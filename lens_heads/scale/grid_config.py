@@ -23,12 +23,13 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lens_heads.core.checks import read_text_file
-from lens_heads.core.errors import LensHeadsError
+from lens_heads.core.errors import LensHeadsError, MissingFileError
 from lens_heads.engine import TrainingConfig
 
 __all__ = ["Cell", "GridConfig", "GridConfigError"]
@@ -46,7 +47,7 @@ _TOP_KEYS = {
     "checkpoint_every",
 }
 _EVALUATE_KEYS = {"settings", "n_eval", "random_seeds", "batch_size"}
-_SWEEP_KEYS = {"examples", "every", "generate_tokens", "track_top_k"}
+_SWEEP_KEYS = {"examples", "every", "max_new_tokens", "generate_tokens", "track_top_k"}
 _RESOURCE_KEYS = {"num_cpus", "num_gpus", "retries", "stale_after"}
 _MODEL_KEYS = {"device", "dtype"}
 _TINY = re.compile(r"^tiny-(\d+)x(\d+)(?:-seed(\d+))?$")
@@ -174,7 +175,7 @@ class GridConfig:
         """Read a ``.toml`` or ``.yaml``/``.yml`` grid config and validate it."""
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"grid config {path} does not exist")
+            raise MissingFileError(f"grid config {path} does not exist")
         suffix = path.suffix.lower()
         if suffix not in (".toml", ".yaml", ".yml"):
             raise GridConfigError(
@@ -488,8 +489,16 @@ class _Validator:
         if not values.get("sweep"):
             return None
         section = self.section(values, "sweep", _SWEEP_KEYS)
-        for key, default in (("examples", 1), ("every", 1), ("generate_tokens", 0)):
+        if "generate_tokens" in section:  # the name before 0.2.0
+            warnings.warn(
+                "sweep.generate_tokens is now sweep.max_new_tokens; the old name goes away in "
+                "lens_heads 0.3.0",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            section.setdefault("max_new_tokens", section.pop("generate_tokens"))
+        for key, default in (("examples", 1), ("every", 1), ("max_new_tokens", 0)):
             value = section.setdefault(key, default)
-            if not isinstance(value, int) or value < (0 if key == "generate_tokens" else 1):
+            if not isinstance(value, int) or value < (0 if key == "max_new_tokens" else 1):
                 self.fail(f"sweep.{key} must be a positive integer", key=key)
         return section

@@ -17,7 +17,7 @@ N = 12  # sentence pairs scored (teacher forced, two-shot)
 
 @pytest.fixture(scope="module")
 def en_fr(gemma):
-    return lh.translation_scores(gemma, "en-fr", n=N)
+    return lh.translation_scores(gemma, "en-fr", n_eval=N)
 
 
 def _strongest_head_p(scores) -> float:
@@ -39,7 +39,7 @@ def test_alignment_heads_are_sparse_for_en_fr_and_en_de(gemma, en_fr):
     8 % on models of 448 to 1,536 heads; 8 of 72 here, docs/alignment.md); the two pairs share
     their strongest heads: 3 or more of the top 6 of 72 happen for unrelated sets with
     hypergeometric probability 0.006 < :data:`tests.claims.LEVEL`."""
-    en_de = lh.translation_scores(gemma, "en-de", n=N)
+    en_de = lh.translation_scores(gemma, "en-de", n_eval=N)
     for scores in (en_fr, en_de):
         heads = scores.alignment_heads(0.1)
         assert 1 <= len(heads) < 72 / 4, heads
@@ -59,7 +59,7 @@ def test_masking_top_heads_hurts_more_than_random_heads(gemma, en_fr):
         "en-fr",
         en_fr.top(6),
         exclude=en_fr.alignment_heads(0.1),
-        random_controls=2,
+        random_seeds=(0, 1),
         n_eval=12,
         progress=False,
     )

@@ -64,7 +64,7 @@ def test_demo_evaluation_records_how_outputs_ended(demo_run):
 def test_cli_figure4_over_many_prompts(demo_report, tmp_path, capsys):
     out = tmp_path / "fig4"
     argv = ["similarity", "--model", "smollm2-135m-instruct", "--task", "capitalize"]
-    argv += ["--n-prompts", "12", "--mask", str(demo_report / "training"), "--out", str(out)]
+    argv += ["--n-eval", "12", "--mask", str(demo_report / "training"), "--out", str(out)]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "paired t-test" in printed and "12 prompts" in printed

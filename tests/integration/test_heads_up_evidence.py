@@ -42,7 +42,7 @@ def test_analysis_modules_run_on_the_demo_mask(demo_report, tmp_path, capsys):
     training = str(demo_report / "training")
     common = ["--mask", training, "--no-progress"]
     out = tmp_path / "figure2"
-    argv = [*common, "--every", "30", "--generate-tokens", "0", "--out", str(out)]
+    argv = [*common, "--every", "30", "--max-new-tokens", "0", "--out", str(out)]
     assert figure2_sweep.main(argv) == 0
     numbers = json.loads((out / "numbers.json").read_text())
     assert numbers["heads_in_order"] == 270 and numbers["target_rank_start"] > 1

@@ -32,10 +32,10 @@ TOO_SLOW = {
     "about 5 minutes; the demo (run once per session) trains the same mask on the CI schedule",
     "lens-heads eval": "7 settings x 89 held-out country-capital examples (the README's default "
     "--n-eval 100, halved by the split): about 90 s; the --mask folder form it uses is tested "
-    "through the CLI on the tiny model (tests/unit/test_rough_edges.py)",
+    "through the CLI on the tiny model (tests/unit/cli/test_rough_edges.py)",
     "lens-heads grid": "four 200-step SmolLM2 trainings with evaluations: about 10 minutes; "
     "tests/integration/test_grid.py runs a two-task grid through the same command on small "
-    "settings, and tests/unit/test_grid.py validates the documented configs",
+    "settings, and tests/unit/scale/test_grid.py validates the documented configs",
     "lens-heads sweep": "a 270-step removal sweep with 20-token continuations: about 70 s "
     "(bench_sweep); tests/integration/test_sweep.py runs it with --every 2",
 }

@@ -23,7 +23,7 @@ def test_ablation_runs_the_three_settings(tiny, tmp_path):
         tiny,
         "en-fr",
         ["L0H1", "L1H2"],
-        random_controls=3,
+        random_seeds=(0, 1, 2),
         exclude=["L0H0"],
         n_eval=3,
         max_new_tokens=4,
@@ -46,7 +46,7 @@ def test_ablation_runs_the_three_settings(tiny, tmp_path):
 
 def test_ablation_matches_evaluate_with_the_complement_mask(tiny):
     result = lh.ablate_heads(
-        tiny, "en-fr", ["L1H0"], random_controls=0, n_eval=2, max_new_tokens=4, progress=False
+        tiny, "en-fr", ["L1H0"], random_seeds=(), n_eval=2, max_new_tokens=4, progress=False
     )
     mask = lh.HeadMask.from_heads(["L1H0"], n_layers=2, n_heads=4).complement()
     direct = lh.evaluate(

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import lens_heads as lh
+from lens_heads.alignment import scores as scores_module
 from lens_heads.alignment.aligners import (
     AlignmentError,
     SimAligner,
@@ -18,10 +19,16 @@ from lens_heads.alignment.aligners import (
     parse_alignment,
     split_words,
 )
-from lens_heads.alignment.scores import TranslationScores, _prepare
+from lens_heads.alignment.scores import TranslationScores
 from lens_heads.core.generation import greedy_generate
 
 HEAD = (1, 2)  # the head whose pattern the tests replace
+
+
+def _prepare(model, pairs, alignments=None, aligner=None, **options):
+    """The sentences as translation_scores encodes them (its private step), options as keywords."""
+    config = lh.alignment.ScoreConfig(**options)
+    return scores_module._prepare(model, pairs, alignments, None, None, aligner, config)
 
 
 def replacing_hook(items, rows_to):
@@ -57,7 +64,7 @@ def uniform(item, index):
 @pytest.mark.parametrize("argmax_over", ["sequence", "source"])
 @pytest.mark.parametrize("average", ["per_sentence", "pooled"])
 def test_gold_pattern_scores_one_and_uniform_scores_chance(tiny, query, argmax_over, average):
-    settings = dict(n=3, shots=1, query=query, argmax_over=argmax_over, average=average)
+    settings = dict(n_eval=3, shots=1, query=query, argmax_over=argmax_over, average=average)
     items = _prepare(tiny, "en-fr", **settings).items
     with tiny.hooks(fwd_hooks=replacing_hook(items, gold)):
         scores = lh.translation_scores(tiny, "en-fr", batch_size=1, **settings)
@@ -80,7 +87,7 @@ def test_gold_pattern_scores_one_on_greedy_outputs(tiny):
     prepared = _prepare(
         tiny,
         "en-fr",
-        n=3,
+        n_eval=3,
         shots=1,
         decoding="greedy",
         aligner=every_word_to_the_first,
@@ -151,7 +158,7 @@ def test_decoding_choice_scores_the_reference_or_the_model_output(tiny):
     def align_all(source_words, target_words):
         return [(0, j) for j in range(len(target_words))]
 
-    settings = dict(n=2, shots=1, aligner=align_all, max_new_tokens=8)
+    settings = dict(n_eval=2, shots=1, aligner=align_all, max_new_tokens=8)
     forced = lh.translation_scores(tiny, "en-fr", decoding="teacher_forced", **settings)
     greedy_prep = _prepare(tiny, "en-fr", decoding="greedy", **settings)
     greedy = lh.translation_scores(tiny, "en-fr", decoding="greedy", **settings)
@@ -179,7 +186,7 @@ def test_decoding_choice_scores_the_reference_or_the_model_output(tiny):
 @pytest.mark.parametrize("query", ["token", "predicting"])
 @pytest.mark.parametrize("argmax_over", ["sequence", "source"])
 def test_batched_equals_one_at_a_time(tiny, query, argmax_over):
-    settings = dict(n=10, shots=2, query=query, argmax_over=argmax_over)
+    settings = dict(n_eval=10, shots=2, query=query, argmax_over=argmax_over)
     batched = lh.translation_scores(tiny, "en-fr", batch_size=16, **settings)
     single = lh.translation_scores(tiny, "en-fr", batch_size=1, **settings)
     assert torch.equal(batched.sentence_hits, single.sentence_hits)
@@ -189,7 +196,7 @@ def test_batched_equals_one_at_a_time(tiny, query, argmax_over):
 def test_greedy_translations_batched_equal_one_at_a_time(tiny):
     """decoding="greedy": the model's own translations, generated in left-padded batches of
     sources of different lengths, then aligned and scored, as with batch size 1."""
-    settings = dict(n=6, shots=0, decoding="greedy", max_new_tokens=6)
+    settings = dict(n_eval=6, shots=0, decoding="greedy", max_new_tokens=6)
     batched = lh.translation_scores(tiny, "en-de", batch_size=16, **settings)
     single = lh.translation_scores(tiny, "en-de", batch_size=1, **settings)
     assert batched.targets == single.targets and len(set(batched.targets)) > 1
@@ -200,7 +207,7 @@ def test_greedy_translations_batched_equal_one_at_a_time(tiny):
 
 
 def test_result_views_and_save_load(tiny, tmp_path):
-    scores = lh.translation_scores(tiny, "en-de", n=4, shots=1)
+    scores = lh.translation_scores(tiny, "en-de", n_eval=4, shots=1)
     frame = scores.to_frame()
     assert len(frame) == 8 and list(frame.index[:3]) == scores.top(3)
     assert frame["score"].is_monotonic_decreasing
@@ -332,11 +339,11 @@ def test_model_without_hook_pattern():
 def test_consistency_matrix(tiny, tmp_path):
     from lens_heads.alignment.consistency import Consistency, alignment_consistency
 
-    result = alignment_consistency(tiny, ["en", "fr", "zh"], k=3, n=2, shots=1)
+    result = alignment_consistency(tiny, ["en", "fr", "zh"], k=3, n_eval=2, shots=1)
     matrix = result.jaccard
     assert list(matrix.index) == ["en-fr", "en-zh", "fr-en", "fr-zh", "zh-en", "zh-fr"]
     assert (matrix.to_numpy().diagonal() == 1).all() and (matrix == matrix.T).all().all()
-    scores = lh.translation_scores(tiny, "fr-zh", n=2, shots=1)
+    scores = lh.translation_scores(tiny, "fr-zh", n_eval=2, shots=1)
     assert result.top["fr-zh"] == scores.top(3)
     a = lh.HeadMask.from_heads(result.top["en-fr"], n_layers=2, n_heads=4)
     b = lh.HeadMask.from_heads(result.top["zh-en"], n_layers=2, n_heads=4)
@@ -352,7 +359,7 @@ def test_across_models(tiny):
     from lens_heads.alignment.consistency import alignment_heads_across_models
 
     other = lh.tiny_model(n_layers=3, n_heads=2, seed=1)
-    result = alignment_heads_across_models([tiny, other], "en-de", threshold=0.0, n=2, shots=1)
+    result = alignment_heads_across_models([tiny, other], "en-de", threshold=0.0, n_eval=2, shots=1)
     frame = result.to_frame()
     assert list(frame["n_heads"]) == [8, 6]
     for row in result.rows:

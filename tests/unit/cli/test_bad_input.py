@@ -20,7 +20,8 @@ from safetensors.torch import save_file
 
 import lens_heads as lh
 import lens_heads.cli.common as common
-from lens_heads.cli import COMMANDS, build_parser, main
+from lens_heads.cli import COMMANDS, EXAMPLES, build_parser, main
+from lens_heads.cli.common import Examples
 from lens_heads.core.checks import InputWarning
 from lens_heads.core.locks import CLAIM, claim
 from lens_heads.core.tasks import Example, Task
@@ -122,68 +123,14 @@ def _one_line_error(command, argv, capsys) -> str:
 
 
 # -- every command: a bad argument, refused in one line before the model loads ------------------
-BAD = {
-    "models": (["--prepare", "no-such-alias"], "unknown alias 'no-such-alias'"),
-    "generate": (["--model", "{M}", "--prompt", "apple", "--mask", "{nan}"], "NaN"),
-    "doctor": (["{out}/no-model.gguf"], "does not exist"),
-    "tasks": (["--kind", "sentence"], "invalid choice: 'sentence'"),
-    "eval": (["--model", "{M}", "--task", "{dup}", "--out", "{out}"], "examples 0 and 1 repeat"),
-    "train-mask": (
-        ["--model", "{M}", "--task", "capitalize", "--lr", "1e6", "--out", "{out}"],
-        "lr=1e+06 is far above",
-    ),
-    "sweep": (
-        ["--model", "{M}", "--prompt", "apple", "--heads", "l0h1", "--out", "{out}"],
-        "'l0h1' is not of the form 'L<layer>H<head>'",
-    ),
-    "logit-lens": (
-        ["--model", "{M}", "--prompt", "apple", "--top-k", "1000", "--out", "{out}"],
-        "vocabulary of 261 tokens",
-    ),
-    "similarity": (
-        "--model {M} --prompt a --instruction b --mask {mask} --layers 1- --out {out}".split(),
-        "--layers must look like 15-29 (first-last, both given)",
-    ),
-    "attention": (  # 15 of its 281 answers happen to occur in the input
-        ["--model", "{M}", "--task", "antonym", "--out", "{out}"],
-        "'antonym' is not extractive (a choose-a-word task): the answer is a word of the input in "
-        "0 of its 281 examples",
-    ),
-    "demo": (["--model", "{M}", "--task", "{one}", "--out", "{out}"], "has 1 examples"),
-    "grid": (["{grid_yaml}", "--out", "{out}"], "not valid YAML (line 3, column"),
-    "importance": (
-        ["--model", "{M}", "--texts", "{latin1}", "--out", "{out}"],
-        "latin1.txt is not UTF-8 text (byte 6",
-    ),
-    "language-heads": (
-        ["--model", "{M}", "--languages", "fr", "--out", "{out}"],
-        "min_languages=4 exceeds the 1 language(s)",
-    ),
-    "language-perplexity": (
-        ["--model", "{M}", "--heads", "{wide_heads}", "--out", "{out}"],
-        "holds heads of a 3x4 model",
-    ),
-    "transfer": (["--model", "{M}", "--factors", "3,1e30", "--out", "{out}"], "factor 1e+30"),
-    "soft-mask-experiment": (
-        ["--model", "{M}", "--language", "xx", "--out", "{out}"],
-        "--language 'xx' is not in the built-in corpus",
-    ),
-    "translation-scores": (
-        ["--model", "{M}", "--pairs", "{pairs}", "--alignments", "{bad_json}", "--out", "{out}"],
-        "align.json:1: not valid JSON",
-    ),
-    "ablate-heads": (
-        ["--model", "{M}", "--task", "en-fr", "--heads", "L2H0", "--out", "{out}"],
-        "head L2H0 is out of range for a model with 2 layers x 4 heads",
-    ),
-    "trater": (
-        ["--model", "{M}", "--texts", "{empty}", "--heads", "L0H1", "--out", "{out}"],
-        "empty.txt is empty",
-    ),
-}
+#: each command's bad argument and the message it gets, kept beside the command
+#: (lens_heads.cli.EXAMPLES, whose placeholders are the files of the fixture ``f``)
+BAD = {name: (example.bad, example.message) for name, example in EXAMPLES.items()}
 
 
 def _argv(command, template, f):
+    if isinstance(template, str):
+        return Examples.argv(command, template, **f)
     return [command, *[item.format(**f) for item in template]]
 
 
@@ -200,23 +147,8 @@ def test_every_command_refuses_a_bad_argument_before_the_model_loads(command, f,
 
 
 # -- every command that writes a folder locks it ------------------------------------------------
-GOOD = {
-    "eval": ["--model", "{M}", "--task", "capitalize", "--n-eval", "4"],
-    "train-mask": ["--model", "{M}", "--task", "capitalize", "--steps", "2"],
-    "sweep": ["--model", "{M}", "--prompt", "apple", "--heads", "L0H1", "--target", "A"],
-    "logit-lens": ["--model", "{M}", "--prompt", "apple"],
-    "similarity": ["--model", "{M}", "--prompt", "a", "--instruction", "b", "--mask", "{mask}"],
-    "attention": ["--model", "{M}", "--task", "fruit_v_animal_3", "--n-eval", "4"],
-    "demo": ["--model", "{M}", "--task", "capitalize", "--steps", "2", "--n-eval", "4"],
-    "importance": ["--model", "{M}", "--language", "fr"],
-    "language-heads": ["--model", "{M}"],
-    "language-perplexity": ["--model", "{M}", "--heads", "{heads}", "--skip", "0"],
-    "transfer": ["--model", "{M}", "--heads", "{heads}"],
-    "soft-mask-experiment": ["--model", "{M}", "--n-train", "8", "--n-eval", "4"],
-    "translation-scores": ["--model", "{M}", "--pairs", "en-fr"],
-    "ablate-heads": ["--model", "{M}", "--task", "en-fr", "--heads", "L0H1", "--n-eval", "4"],
-    "trater": ["--model", "{M}", "--texts", "{texts}", "--heads", "L0H1"],
-}
+#: each command's valid call, kept beside the command (lens_heads.cli.EXAMPLES)
+GOOD = {name: example.good for name, example in EXAMPLES.items() if example.good is not None}
 
 
 def test_every_command_with_out_is_in_the_lock_test():
@@ -234,14 +166,14 @@ def test_every_command_with_out_is_in_the_lock_test():
 @pytest.mark.parametrize("command", sorted(GOOD))
 def test_every_command_refuses_a_folder_another_process_writes(command, f, capsys, no_load):
     assert claim(Path(f["out"]), "another-run")  # held by a live process (this one)
-    line = _one_line_error(command, _argv(command, [*GOOD[command], "--out", "{out}"], f), capsys)
+    line = _one_line_error(command, _argv(command, f"{GOOD[command]} --out {{out}}", f), capsys)
     assert f"--out {f['out']} is being written by process {os.getpid()} on " in line
     assert os.listdir(f["out"]) == [CLAIM], "nothing written"
 
 
 def test_a_command_releases_its_lock_on_success_and_on_error(f, tiny, monkeypatch, capsys):
     monkeypatch.setattr(common, "load_model", lambda args: tiny)
-    argv = _argv("logit-lens", [*GOOD["logit-lens"], "--out", "{out}"], f)
+    argv = _argv("logit-lens", f"{GOOD['logit-lens']} --out {{out}}", f)
     assert _run(argv, capsys)[0] == 0
     assert not os.path.exists(os.path.join(f["out"], CLAIM))
 
@@ -260,12 +192,12 @@ SILENT = [
      "n_eval=300 asks for at least every example of task 'upper', which has 25"),
     (["train-mask", "--model", "{M}", "--task", "{upper}", "--holdout", "0", "--n-eval", "5",
       "--out", "{out}"], "--holdout 0 trains on every example: pass --n-eval 0"),
-    (["similarity", "--model", "{M}", "--task", "{upper}", "--n-prompts", "40", "--mask",
-      "{mask}", "--instruction", "Up.", "--out", "{out}"], "--n-prompts 40 but task 'upper'"),
+    (["similarity", "--model", "{M}", "--task", "{upper}", "--n-eval", "40", "--mask",
+      "{mask}", "--instruction", "Up.", "--out", "{out}"], "--n-eval 40 but task 'upper'"),
     (["similarity", "--model", "{M}", "--task", "capitalize", "--instruction", "", "--mask",
       "{mask}", "--out", "{out}"], "--instruction: must not be empty or blank"),
-    (["similarity", "--model", "{M}", "--task", "{upper}", "--n-prompts", "1", "--mask",
-      "{mask}", "--out", "{out}"], "--n-prompts must be at least 2"),
+    (["similarity", "--model", "{M}", "--task", "{upper}", "--n-eval", "1", "--mask",
+      "{mask}", "--out", "{out}"], "--n-eval must be at least 2"),
     (["importance", "--model", "{M}", "--language", "fr", "--n-docs", "0", "--out", "{out}"],
      "--n-docs: must be at least 1, got 0"),
     (["importance", "--model", "{M}", "--language", "fr", "--n-docs", "-1", "--out", "{out}"],

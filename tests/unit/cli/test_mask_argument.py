@@ -18,7 +18,7 @@ PROMPT = "pear, dog, kiwi"
 def _arguments(command: str, out: str) -> list[str]:
     return {
         "generate": ["--prompt", PROMPT, "--max-new-tokens", "2"],
-        "eval": ["--task", "capitalize", "--n", "4", "--max-new-tokens", "2", "--out", out],
+        "eval": ["--task", "capitalize", "--n-eval", "4", "--max-new-tokens", "2", "--out", out],
         "sweep": ["--prompt", PROMPT, "--out", out],
         "logit-lens": ["--prompt", PROMPT, "--out", out],
         "similarity": ["--prompt", PROMPT, "--instruction", "Say it.", "--out", out],

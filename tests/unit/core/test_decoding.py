@@ -157,9 +157,7 @@ def test_per_example_masks_share_no_prefix(tiny, encoded, monkeypatch):
     masks = torch.stack(
         [HeadMask.zeros(tiny).values, HeadMask.ones(tiny).values, HeadMask.ones(tiny).values]
     ).float()
-    decoded = decode_greedy(
-        tiny, prompts, max_new_tokens=3, stops=[], batch_size=3, per_example_masks=masks
-    )
+    decoded = decode_greedy(tiny, prompts, max_new_tokens=3, stops=[], batch_size=3, mask=masks)
     assert fed[0] == (3, max(len(p) for p in prompts))  # whole prompts, no prefix pass
     alone = [reference_tokens(tiny, p, 3, HeadMask(m)) for p, m in zip(prompts, masks, strict=True)]
     assert decoded.new_tokens == alone

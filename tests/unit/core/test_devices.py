@@ -82,7 +82,7 @@ def test_every_result_keeps_its_tensors_on_the_models_device(device):
     results = {
         "train_mask": training,
         "removal_sweep": lh.removal_sweep(
-            model, "hi", training.W, target="H", generate_tokens=2, progress=False
+            model, "hi", training.W, target="H", max_new_tokens=2, progress=False
         ),
         "logit_lens": lh.logit_lens(model, "apple", mask=mask, instruction="Up.", targets=["A"]),
         "top_tokens": lh.top_tokens(model, "apple", mask=mask, instruction="Up."),

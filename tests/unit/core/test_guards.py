@@ -157,12 +157,12 @@ def test_evaluate_stops(fresh, broken_cache):
 def test_removal_sweep_stops(fresh, broken_cache):
     weights = torch.arange(8, dtype=torch.float32).reshape(2, 4)
     with pytest.raises(LibraryMismatchError):
-        lh.removal_sweep(fresh, "apple", weights, generate_tokens=3, progress=False)
+        lh.removal_sweep(fresh, "apple", weights, max_new_tokens=3, progress=False)
 
 
 def test_translation_scores_stop(fresh, broken_cache):
     with pytest.raises(LibraryMismatchError):
-        lh.translation_scores(fresh, "en-fr", n=2, shots=1)
+        lh.translation_scores(fresh, "en-fr", n_eval=2, shots=1)
 
 
 def test_the_demo_stops_before_writing_a_result(fresh, broken_cache, tmp_path):
@@ -179,7 +179,7 @@ def test_a_command_stops_with_one_line_before_writing(tiny_dir, broken_cache, tm
     from lens_heads.cli import main
 
     out = tmp_path / "eval"
-    code = main(["eval", "--model", str(tiny_dir), "--task", "capitalize", "--n", "4",
+    code = main(["eval", "--model", str(tiny_dir), "--task", "capitalize", "--n-eval", "4",
                  "--out", str(out)])  # fmt: skip
     assert code == 2
     error = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]

@@ -38,7 +38,7 @@ def capitalize_file(tmp_path):
     return str(path)
 
 
-SMALL = dict(steps=3, n_eval=4, sweep_every=3, generate_tokens=2, progress=False)
+SMALL = dict(steps=3, n_eval=4, sweep_every=3, max_new_tokens=2, progress=False)
 
 
 def test_demo_runs_every_stage_and_writes_the_report(loads, capitalize_file, tmp_path):

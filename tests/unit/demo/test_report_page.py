@@ -33,7 +33,7 @@ def report(tmp_path_factory):
     data.write_text(json.dumps([{"input": w, "output": w.capitalize()} for w in WORDS]))
     model = lh.tiny_model(n_layers=8, n_heads=4, n_kv_heads=2, seed=0)
     run_demo(folder / "demo", model=model, task=str(data), steps=3, n_eval=4, sweep_every=1,
-             generate_tokens=2, progress=False)  # fmt: skip
+             max_new_tokens=2, progress=False)  # fmt: skip
     return folder / "demo"
 
 

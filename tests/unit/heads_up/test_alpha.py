@@ -148,7 +148,7 @@ def test_prefix_runs_once_per_distinct_mask(tiny, mask, monkeypatch):
     factors = [mask.multiplier(), HeadMask.ones(tiny).multiplier()]
     per_row = torch.stack([factors[0]] * 3 + [factors[1]] * 3)
     decoded = decode_greedy(
-        tiny, prompts, max_new_tokens=3, stops=[], per_example_masks=per_row, prefix_per_mask=True
+        tiny, prompts, max_new_tokens=3, stops=[], mask=per_row, prefix_per_mask=True
     )
     prefix = shared_prefix_length(prompts)
     assert prefix > 0 and fed[0] == (2, prefix)  # one prefix row per distinct mask
@@ -165,7 +165,7 @@ def test_large_batches_drop_finished_rows_with_the_same_tokens(tiny, mask, monke
 
     prompts = [tiny.to_tokens(w, prepend_bos=False)[0].tolist() for w in WORDS[:6]]
     per_row = torch.stack([mask.with_alpha(a).multiplier() for a in (0.0, 1.0)] * 3)
-    run = dict(max_new_tokens=6, per_example_masks=per_row, prefix_per_mask=True)
+    run = dict(max_new_tokens=6, mask=per_row, prefix_per_mask=True)
     run["drop_finished"] = True
     free = decode_greedy(tiny, prompts, stops=[], **run).new_tokens
     stops = sorted({free[0][1], free[3][2]})  # rows finish at different steps
@@ -377,7 +377,7 @@ def test_plot_sweeps_overlays_target_ranks_and_marks_switch_steps():
 
 def test_plot_sweeps_of_real_sweeps_and_bad_input(tiny):
     weights = torch.tensor([[0.3, -1.0, 2.0, 0.1], [1.5, -0.2, 0.7, -3.0]])
-    run = dict(target="a", generate_tokens=0, progress=False)
+    run = dict(target="a", max_new_tokens=0, progress=False)
     ascending = lh.removal_sweep(tiny, "apple", weights, **run)
     influential = lh.removal_sweep(tiny, "apple", "influential", **run)
     figure = lh.plot_sweeps([ascending, influential])
@@ -385,7 +385,7 @@ def test_plot_sweeps_of_real_sweeps_and_bad_input(tiny):
     assert list(figure.data[1].y) == influential.target_ranks
     switches = [s.switch for s in (ascending, influential) if s.switch is not None]
     assert sorted(shape.x0 for shape in figure.layout.shapes) == sorted(switches)
-    untracked = lh.removal_sweep(tiny, "apple", weights, generate_tokens=0, progress=False)
+    untracked = lh.removal_sweep(tiny, "apple", weights, max_new_tokens=0, progress=False)
     with pytest.raises(ValueError, match="tracked no target"):
         lh.plot_sweeps({"no target": untracked})
     with pytest.raises(ValueError, match="no sweeps"):

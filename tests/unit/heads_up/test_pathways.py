@@ -46,7 +46,7 @@ def result(tiny) -> PathwaysResult:
     # seeds 1..3: independent draws, so on 8 heads two of the 28 pairs can coincide (seeds 0 and
     # 2 draw the same pair here); these three draw distinct sets of both sizes
     return lh.functional_pathways(
-        tiny, family(2), masks, n_random_seeds=3, seed=1, n_eval=2, progress=False
+        tiny, family(2), masks, random_seeds=(1, 2, 3), n_eval=2, progress=False
     )
 
 
@@ -161,8 +161,8 @@ def test_masks_and_tasks_that_do_not_fit(tiny, fake):
         lh.functional_pathways(tiny, bare, [MASKS["upper"], MASKS["title"]], progress=False)
     with pytest.raises(ValueError, match="tasks repeat"):
         lh.functional_pathways(tiny, [tasks[0], tasks[0]], MASKS, progress=False)
-    with pytest.raises(ValueError, match="n_random_seeds must be at least 1"):
-        lh.functional_pathways(tiny, tasks, MASKS, n_random_seeds=0, progress=False)
+    with pytest.raises(ValueError, match="random_seeds is empty"):
+        lh.functional_pathways(tiny, tasks, MASKS, random_seeds=(), progress=False)
     assert fake.calls == []
 
 
@@ -170,7 +170,7 @@ def test_masks_and_tasks_that_do_not_fit(tiny, fake):
 def test_an_empty_shared_set_repeats_the_full_run(tiny, fake):
     disjoint = {"upper": heads("L0H0"), "title": heads("L0H1")}
     result = lh.functional_pathways(
-        tiny, family(2), disjoint, n_random_seeds=2, n_eval=2, progress=False
+        tiny, family(2), disjoint, random_seeds=(0, 1), n_eval=2, progress=False
     )
     assert result.shared == [] and len(result.unused) == 6
     # per task: full, unused, 2 random unused; removing nothing is not evaluated again
@@ -188,25 +188,25 @@ def test_an_empty_shared_set_repeats_the_full_run(tiny, fake):
 def test_the_cache_resumes_and_recomputes_only_changed_runs(tiny, fake, tmp_path):
     masks = {name: MASKS[name] for name in ("upper", "title")}
     first = lh.functional_pathways(
-        tiny, family(2), masks, n_random_seeds=2, cache_dir=tmp_path, progress=False
+        tiny, family(2), masks, random_seeds=(0, 1), cache_dir=tmp_path, progress=False
     )
     assert len(fake.calls) == 2 * 7  # per task: full, (a), 2 random, (b), 2 random
     stored = json.loads((tmp_path / "upper" / "random_shared-seed1.json").read_text())
     assert stored["key"]["removed"] == first.random_sets["random_shared"][1]
     assert (tmp_path / "upper" / "full.csv").is_file()
     again = lh.functional_pathways(
-        tiny, family(2), masks, n_random_seeds=2, cache_dir=tmp_path, progress=False
+        tiny, family(2), masks, random_seeds=(0, 1), cache_dir=tmp_path, progress=False
     )
     assert len(fake.calls) == 14, "a second call reuses every run"
     pd.testing.assert_frame_equal(again.runs, first.runs)
     changed = {"upper": masks["upper"], "title": heads("L0H0", "L0H2", "L1H2", "L1H3")}
     lh.functional_pathways(
-        tiny, family(2), changed, n_random_seeds=2, cache_dir=tmp_path, progress=False
+        tiny, family(2), changed, random_seeds=(0, 1), cache_dir=tmp_path, progress=False
     )
     # the shared set is unchanged; the unused set lost L0H2: only its 3 runs per task are new
     assert len(fake.calls) == 14 + 2 * 3
     lh.functional_pathways(
-        tiny, family(2), masks, n_random_seeds=2, n_eval=3, cache_dir=tmp_path, progress=False
+        tiny, family(2), masks, random_seeds=(0, 1), n_eval=3, cache_dir=tmp_path, progress=False
     )
     assert len(fake.calls) == 20 + 14, "other settings are not reused"
 
@@ -252,7 +252,7 @@ def test_default_training_config_is_the_short_negative_init_schedule(tiny, tmp_p
         seen.append((config, options["resume"]))
         return MaskTrainingResult.example()
 
-    monkeypatch.setattr("lens_heads.engine.train_mask", train)
+    monkeypatch.setattr("lens_heads.engine.training_folder.train_mask", train)
     masks = lh.train_family_masks(tiny, family(1), tmp_path, progress=False)
     assert seen == [(lh.TrainingConfig.short(init_mean=-3.0), True)]
     assert (tmp_path / "upper" / "mask.safetensors").is_file() and list(masks) == ["upper"]

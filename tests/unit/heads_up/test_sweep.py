@@ -16,7 +16,7 @@ from lens_heads.engine import TrainingConfig
 from lens_heads.heads_up.sweep import SweepResult, removal_order, resolve_target
 
 WEIGHTS = torch.tensor([[0.3, -1.0, 2.0, 0.1], [1.5, -0.2, 0.7, -3.0]])  # every head distinct
-SWEEP = dict(target="a", generate_tokens=4, reference_prompt="please repeat: apple", progress=False)
+SWEEP = dict(target="a", max_new_tokens=4, reference_prompt="please repeat: apple", progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def test_removing_every_head_matches_an_all_zero_mask(tiny, naive):
 
 def test_similarity_with_itself_is_one(tiny):
     result = lh.removal_sweep(
-        tiny, "apple", WEIGHTS, target="a", reference_prompt="apple", generate_tokens=0,
+        tiny, "apple", WEIGHTS, target="a", reference_prompt="apple", max_new_tokens=0,
         progress=False,
     )  # fmt: skip
     torch.testing.assert_close(result.resid_similarity[0], torch.ones(2))
@@ -107,14 +107,14 @@ def test_orders_from_masks_weights_and_labels(tiny):
     # a binary mask: heads outside M first, then M, each in head-index order
     assert removal_order(tiny, mask)[-2:] == [(0, 0), (1, 1)]
     assert removal_order(tiny, ["L1H2", (0, 3)]) == [(1, 2), (0, 3)]
-    result = lh.removal_sweep(tiny, "apple", ["L1H2", "L0H3"], target="a", generate_tokens=0,
+    result = lh.removal_sweep(tiny, "apple", ["L1H2", "L0H3"], target="a", max_new_tokens=0,
                               progress=False)  # fmt: skip
     assert result.removed_heads == ["", "L1H2", "L0H3"]
 
 
 def test_influential_order_ranks_heads_by_their_single_removal_gain(tiny):
     result = lh.removal_sweep(
-        tiny, "apple", "influential", target="a", generate_tokens=0, progress=False
+        tiny, "apple", "influential", target="a", max_new_tokens=0, progress=False
     )
     gains = result.metadata["influence_gain"]
     prompt = torch.tensor([encode_text(tiny.tokenizer, "apple", chat=True)])
@@ -129,7 +129,7 @@ def test_influential_order_ranks_heads_by_their_single_removal_gain(tiny):
     assert ordered == sorted(ordered, reverse=True)
     assert sorted(result.order) == sorted(gains)
     # influential_k re-orders only the first k heads of another order
-    partial = lh.removal_sweep(tiny, "apple", WEIGHTS, target="a", generate_tokens=0,
+    partial = lh.removal_sweep(tiny, "apple", WEIGHTS, target="a", max_new_tokens=0,
                                influential_k=3, progress=False)  # fmt: skip
     base = [f"L{layer}H{head}" for layer, head in removal_order(tiny, WEIGHTS)]
     assert sorted(partial.order[:3]) == sorted(base[:3]) and partial.order[3:] == base[3:]
@@ -152,7 +152,7 @@ def test_switch_step_and_collapsed_outputs():
 
 
 def test_bad_input_gives_clear_errors(tiny):
-    run = dict(target="a", generate_tokens=0, progress=False)
+    run = dict(target="a", max_new_tokens=0, progress=False)
     with pytest.raises(ValueError, match="twice"):
         lh.removal_sweep(tiny, "apple", ["L0H1", "L1H0", "L0H1"], **run)
     with pytest.raises(ValueError, match="out of range"):
@@ -165,15 +165,15 @@ def test_bad_input_gives_clear_errors(tiny):
         with pytest.raises(ValueError, match="every"):
             lh.removal_sweep(tiny, "apple", WEIGHTS, every=every, **run)
     with pytest.raises(ValueError, match="empty"):
-        lh.removal_sweep(tiny, "apple", WEIGHTS, target=" ", generate_tokens=0, progress=False)
+        lh.removal_sweep(tiny, "apple", WEIGHTS, target=" ", max_new_tokens=0, progress=False)
     with pytest.raises(ValueError, match="out of range"):
-        lh.removal_sweep(tiny, "apple", WEIGHTS, target=10**6, generate_tokens=0, progress=False)
+        lh.removal_sweep(tiny, "apple", WEIGHTS, target=10**6, max_new_tokens=0, progress=False)
     with pytest.raises(MaskShapeError, match="layers"):
         lh.removal_sweep(tiny, "apple", torch.zeros(3, 4), **run)
     with pytest.raises(MaskShapeError):
         lh.removal_sweep(tiny, "apple", lh.HeadMask.ones(2, 5), **run)
     with pytest.raises(ValueError, match="influential"):
-        lh.removal_sweep(tiny, "apple", "influential", generate_tokens=0, progress=False)
+        lh.removal_sweep(tiny, "apple", "influential", max_new_tokens=0, progress=False)
     with pytest.raises(ValueError, match="unknown order"):
         lh.removal_sweep(tiny, "apple", "ascending", **run)
     with pytest.raises(ValueError, match="order is empty"):

@@ -4,7 +4,10 @@ say is checked against independent computations in ``test_analyses_numbers.py``.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -13,17 +16,25 @@ from analyses import __main__ as registry
 from analyses import (
     figure2_sweep,
     figure3_trajectories,
-    figure4_similarity,
-    figure5_sweep_similarity,
     figure7_mask_weights,
     figure8_9_orders,
-    logit_lens_tables,
     table3_few_shot,
     table7_attention,
 )
 from analyses._common import parse
 
+ROOT = Path(__file__).resolve().parents[3]
+
 TINY = ["--steps", "3", "--n-eval", "4", "--no-progress"]
+
+
+def _tiny_flags(config: type) -> list[str]:
+    """The flags of TINY that the analysis's Config has (an analysis that trains nothing takes
+    no --steps)."""
+    fields = {field.name for field in dataclasses.fields(config)}
+    pairs = [["--steps", "3"], ["--n-eval", "4"]]
+    kept = [flag for pair in pairs if pair[0][2:].replace("-", "_") in fields for flag in pair]
+    return [*kept, *(["--no-progress"] if "progress" in fields else [])]
 
 
 @pytest.fixture()
@@ -32,42 +43,24 @@ def tiny_everywhere(monkeypatch, tiny):
     return tiny
 
 
-CASES = [
-    (
-        figure2_sweep,
-        ["--task", "capitalize", "--every", "8", "--generate-tokens", "2"],
-        "figure2_ranks",
-    ),
-    (figure3_trajectories, ["--task", "capitalize"], "figure3_trajectories"),
-    (figure4_similarity, ["--task", "capitalize", "--n-prompts", "3"], "figure4_similarity"),
-    (
-        figure5_sweep_similarity,
-        ["--task", "capitalize", "--every", "8", "--generate-tokens", "0"],
-        "figure5_similarity",
-    ),
-    (figure7_mask_weights, ["--task", "capitalize"], "figure7_mask_weights"),
-    (
-        figure8_9_orders,
-        ["--task", "capitalize", "--every", "8", "--generate-tokens", "0", "--negative-steps", "3"],
-        "figure9_negative_init",
-    ),
-    (logit_lens_tables, ["--task", "capitalize"], "logit_lens"),
-    (table7_attention, ["--task", "fruit_v_animal_3", "--n-prompts", "3"], "table7_attention"),
-    (
-        table3_few_shot,
-        [
-            "--tasks",
-            "capitalize,next_item",
-            "--shots",
-            "1",
-            "--n-per-task",
-            "4",
-            "--random-seeds",
-            "0",
-        ],
-        "training_loss",
-    ),
-]
+def _analyses():
+    from analyses.__main__ import available
+
+    return [importlib.import_module(f"analyses.{name}") for name in available()]
+
+
+#: every analysis's tiny run, kept beside the analysis (its EXAMPLE: options and the figure)
+CASES = [(module, *module.EXAMPLE) for module in _analyses() if hasattr(module, "EXAMPLE")]
+
+
+def test_every_analysis_has_a_tiny_run_here_or_names_its_test():
+    for module in _analyses():
+        if hasattr(module, "EXAMPLE"):
+            continue
+        where = getattr(module, "TESTED_BY", None)
+        assert where, f"{module.__name__}: give it an EXAMPLE (tiny-run options) or TESTED_BY"
+        text = (ROOT / where).read_text(encoding="utf-8")
+        assert module.__name__.split(".")[-1] in text, f"{where} does not test {module.__name__}"
 
 
 @pytest.mark.parametrize(
@@ -77,7 +70,7 @@ def test_analysis_runs_from_its_command_line_and_resumes(
     tiny_everywhere, tmp_path, capsys, module, options, figure
 ):
     out = tmp_path / "out"
-    argv = [*TINY, *options, "--out", str(out)]
+    argv = [*_tiny_flags(module.Config), *options, "--out", str(out)]
     assert module.main(argv) == 0
     printed = capsys.readouterr().out
     summary = (out / "summary.md").read_text()
@@ -105,7 +98,7 @@ def test_reusing_a_trained_mask_skips_training(tiny_everywhere, tmp_path):
 
 def test_figure9_reuses_a_given_negative_init_mask(tiny_everywhere, tmp_path):
     first = tmp_path / "first"
-    argv = [*TINY, "--every", "8", "--generate-tokens", "0", "--negative-steps", "3"]
+    argv = [*TINY, "--every", "8", "--max-new-tokens", "0", "--negative-steps", "3"]
     assert figure8_9_orders.main([*argv, "--negative-init", "-1", "--out", str(first)]) == 0
     second = tmp_path / "second"
     given = ["--negative-mask", str(first / "training_negative"), "--out", str(second)]
@@ -155,13 +148,11 @@ def test_config_options_come_from_the_dataclass():
 
 def test_a_folder_refuses_a_run_with_other_settings(tiny_everywhere, tmp_path):
     out = tmp_path / "out"
-    argv = [*TINY, "--task", "capitalize", "--every", "8", "--generate-tokens", "0"]
+    argv = [*TINY, "--task", "capitalize", "--every", "8", "--max-new-tokens", "0"]
     assert figure2_sweep.main([*argv, "--out", str(out)]) == 0
     stored = json.loads((out / "config.json").read_text())
     assert stored["every"] == 8 and "out" not in stored and "progress" not in stored
     # its finished sweep would otherwise be reused as if it had been computed every 4 steps
     with pytest.raises(ValueError, match=r"other settings \(every: saved"):
-        figure2_sweep.main(
-            [*argv[:-4], "--every", "4", "--generate-tokens", "0", "--out", str(out)]
-        )
+        figure2_sweep.main([*argv[:-4], "--every", "4", "--max-new-tokens", "0", "--out", str(out)])
     assert figure2_sweep.main([*argv, "--progress", "--out", str(out)]) == 0, "not a setting"

@@ -20,7 +20,6 @@ RESULTS = ROOT / "results"
 #: transcribed records still kept (issue 33 replaces them by runs; the list may only shrink)
 TRANSCRIBED = {
     "alignment_extras/gemma-3-270m",
-    "demo/smollm2-135m-instruct-bfloat16",
     "figure4/smollm2-135m-instruct-bfloat16",
     "figure5/smollm2-135m-instruct-bfloat16",
     "figure6/smollm2-135m-instruct-bfloat16",

@@ -1,0 +1,80 @@
+"""The settings of translation scores (:func:`lens_heads.translation_scores`): the four open
+choices of the method, the prompts and the batching -- one object, validated once.
+
+>>> ScoreConfig(query="predicting", n_eval=8).query
+'predicting'
+>>> ScoreConfig(average="mean")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+lens_heads.core.errors.InputError: average must be one of per_sentence, pooled, got 'mean'
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from lens_heads.core.checks import check_int, own_checks
+from lens_heads.core.errors import InputError
+
+__all__ = ["CHOICES", "ScoreConfig"]
+
+#: the open choices of the translation score, each with its values (the first is the default)
+CHOICES: dict[str, tuple[str, ...]] = {
+    "decoding": ("teacher_forced", "greedy"),
+    "query": ("token", "predicting"),
+    "argmax_over": ("sequence", "source"),
+    "average": ("per_sentence", "pooled"),
+}
+
+
+@own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
+@dataclass(frozen=True)
+class ScoreConfig:
+    """How translation scores are computed."""
+
+    decoding: str = "teacher_forced"
+    """teacher_forced (the reference translation) or greedy (the model's own output)."""
+    query: str = "token"
+    """The query position: the target token itself (token) or the position predicting it."""
+    argmax_over: str = "sequence"
+    """Where the attention argmax is taken: the whole sequence or the source span only."""
+    average: str = "per_sentence"
+    """per_sentence (each sentence's score, then their mean) or pooled (over all queries)."""
+    shots: int = 2
+    """Demonstrations (other pairs of the corpus) before each prompt."""
+    shot_seed: int = 0
+    """Seed of the demonstrations drawn for each prompt."""
+    n_eval: int | None = None
+    """Score the first N sentence pairs (default: all)."""
+    chat: bool | None = None
+    """Wrap prompts in the chat template (default: when the tokenizer has one)."""
+    max_new_tokens: int = 64
+    """Greedy tokens per translation (greedy decoding only)."""
+    batch_size: int | None = None
+    """Sentences scored together (default 16; the scores do not depend on it)."""
+    progress: bool = False
+    """Show a progress bar."""
+
+    RENAMED: ClassVar[dict[str, str]] = {"n": "n_eval"}
+
+    def __post_init__(self) -> None:
+        for name, allowed in CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise InputError(
+                    f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
+                )
+        check_int("shots", self.shots, minimum=0)
+        check_int("shot_seed", self.shot_seed)
+        check_int("max_new_tokens", self.max_new_tokens, minimum=1)
+        for name in ("n_eval", "batch_size"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), minimum=1)
+        if self.chat is not None and not isinstance(self.chat, bool):
+            raise InputError(f"chat must be True, False or None (auto), got {self.chat!r}")
+
+    def stored(self) -> dict[str, Any]:
+        values = asdict(self)
+        for name in ("progress", "batch_size", "max_new_tokens", "n_eval"):
+            values.pop(name)
+        return values

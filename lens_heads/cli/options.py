@@ -1,0 +1,237 @@
+"""Command-line options generated from settings dataclasses: the one way every ``lens-heads``
+command and every ``python -m analyses.<name>`` builds its flags.
+
+A field ``n_eval: int = 100`` with a docstring under it becomes ``--n-eval N`` with that help;
+``bool`` fields are ``--x/--no-x``; ``bool | None`` (auto) fields take ``auto``, ``yes`` or ``no``;
+tuples and sequences are comma-separated; an ``X | None`` field accepts ``none``. The values are
+checked by the dataclass itself (``__post_init__``), before any model loads, and its error names
+the flag.
+
+>>> import argparse
+>>> from lens_heads.engine import EvaluationConfig
+>>> parser = argparse.ArgumentParser()
+>>> add_settings(parser, EvaluationConfig, only=("n_eval", "random_seeds", "chat"))
+>>> args = parser.parse_args(["--n-eval", "40", "--random-seeds", "3,4", "--chat", "no"])
+>>> config = settings_from(args, EvaluationConfig)
+>>> config.n_eval, config.random_seeds, config.chat
+(40, (3, 4), False)
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections.abc
+import dataclasses
+import re
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from lens_heads.core.errors import InputError, LensHeadsError
+from lens_heads.core.settings import field_docs
+
+__all__ = ["CHAT_CHOICES", "add_settings", "flag_of", "settings_from", "values_from"]
+
+#: the values of an auto/yes/no option (a ``bool | None`` field)
+CHAT_CHOICES = {"auto": None, "yes": True, "no": False}
+
+
+def flag_of(name: str, prefix: str = "", rename: Mapping[str, str] | None = None) -> str:
+    """``--prefix-name`` for the field ``name``.
+
+    >>> flag_of("n_eval"), flag_of("batch_size", "eval")
+    ('--n-eval', '--eval-batch-size')
+    """
+    name = (rename or {}).get(name, name)
+    return "--" + "-".join(part for part in (prefix, name) if part).replace("_", "-")
+
+
+def _dest(name: str, prefix: str, rename: Mapping[str, str] | None = None) -> str:
+    name = (rename or {}).get(name, name)
+    return f"{prefix}_{name}" if prefix else name
+
+
+def _inner(hint: Any) -> tuple[Any, bool]:
+    """The type inside ``X | None`` and whether None is allowed; a union with ``str`` (a name
+    or an object: ``str | Task``) is a string on the command line."""
+    arguments = typing.get_args(hint)
+    if typing.get_origin(hint) not in (typing.Union, types.UnionType):
+        return hint, False
+    rest = [a for a in arguments if a is not type(None)]
+    optional = len(rest) < len(arguments)
+    if len(rest) == 1:
+        return rest[0], optional
+    return (str if str in rest else Any), optional
+
+
+def _scalar(kind: Any, flag: str, optional: bool) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        if optional and text.strip().lower() == "none":
+            return None
+        try:
+            return kind(text)
+        except ValueError as error:
+            name = {int: "an integer", float: "a number"}.get(kind, kind.__name__)
+            raise argparse.ArgumentTypeError(f"{flag} must be {name}, got {text!r}") from error
+
+    return convert
+
+
+def _sequence(kind: Any, flag: str) -> Callable[[str], tuple[Any, ...]]:
+    item = _scalar(kind, flag, False)
+
+    def convert(text: str) -> tuple[Any, ...]:
+        return tuple(item(part.strip()) for part in text.split(",") if part.strip())
+
+    return convert
+
+
+def _is_sequence(hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    return origin in (tuple, list, collections.abc.Sequence)
+
+
+def add_settings(
+    parser: argparse.ArgumentParser | Any,
+    kind: type,
+    *,
+    only: Iterable[str] | None = None,
+    skip: Iterable[str] = (),
+    defaults: Mapping[str, Any] | None = None,
+    prefix: str = "",
+    helps: Mapping[str, str] | None = None,
+    rename: Mapping[str, str] | None = None,
+    choices: Mapping[str, Iterable[str]] | None = None,
+    check: bool = True,
+) -> None:
+    """Add one option per field of the dataclass ``kind`` (those in ``only``, or all but
+    ``skip``) to ``parser``; ``defaults`` replaces the dataclass's defaults (a field without
+    one is a required option), ``prefix`` goes before every flag (``--eval-batch-size``), ``helps``
+    replaces a field's docstring and ``rename`` gives a field the flag of the concept it is on
+    the command line (``TrainingConfig.n_eval`` is ``--holdout``); ``choices`` lists a string
+    field's values. With ``check`` (and a parser that runs checks, :class:`common.Parser`), the
+    settings object is built right after parsing, so a bad value is a usage error naming the
+    flag."""
+    hints = typing.get_type_hints(kind)
+    docs = field_docs(kind)
+    wanted = None if only is None else list(only)
+    fields = {field.name: field for field in dataclasses.fields(kind)}
+    names = wanted if wanted is not None else [n for n in fields if n not in set(skip)]
+    for name in names:
+        field = fields[name]
+        flag = flag_of(name, prefix, rename)
+        hint, optional = _inner(hints[name])
+        default = (defaults or {}).get(name, _default(field))
+        text = (helps or {}).get(name) or docs.get(name) or field.metadata.get("help", "")
+        dest = _dest(name, prefix, rename)
+        options: dict[str, Any] = {"dest": dest, "default": default}
+        no_default = (
+            field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+        )
+        if no_default and name not in (defaults or {}):
+            options = {"dest": dest, "required": True}
+        if hint is bool and optional:
+            options.update(choices=list(CHAT_CHOICES), nargs="?", const="yes")
+            if "default" in options:
+                options["default"] = {v: k for k, v in CHAT_CHOICES.items()}.get(default, default)
+            parser.add_argument(flag, help=f"{text}: auto, yes (or the bare flag) or no", **options)
+        elif hint is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, help=text, **options)
+        elif _is_sequence(hint):
+            arguments = [a for a in typing.get_args(hint) if a is not Ellipsis]
+            element = arguments[0] if arguments else str
+            shown = ",".join(str(v) for v in default) if default else "none"
+            parser.add_argument(
+                flag,
+                type=_sequence(element if element in (int, float) else str, flag),
+                help=f"{text} (comma-separated) [{shown}]",
+                **options,
+            )
+        elif hint is str and name in (choices or {}):
+            parser.add_argument(flag, choices=list((choices or {})[name]), help=text, **options)
+        elif hint in (int, float, str):
+            shown = f" [{default}]" if "default" in options and default is not None else ""
+            parser.add_argument(
+                flag, type=_scalar(hint, flag, optional), help=f"{text}{shown}", **options
+            )
+        else:
+            raise TypeError(
+                f"{kind.__name__}.{name}: a {hints[name]} field has no command-line form; "
+                "skip it and set it from the command's own options"
+            )
+    if check and hasattr(parser, "checks"):
+        parser.checks.append(lambda args: settings_from(args, kind, prefix=prefix, rename=rename))
+
+
+def _default(field: dataclasses.Field) -> Any:
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return None if field.default is dataclasses.MISSING else field.default
+
+
+def values_from(
+    args: argparse.Namespace,
+    kind: type,
+    *,
+    prefix: str = "",
+    rename: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The values the parsed ``args`` hold for the fields of ``kind`` that
+    :func:`add_settings` added (auto/yes/no as None/True/False)."""
+    values = {}
+    for field in dataclasses.fields(kind):
+        dest = _dest(field.name, prefix, rename)
+        if not hasattr(args, dest):
+            continue
+        value = getattr(args, dest)
+        if isinstance(value, str) and value in CHAT_CHOICES and _is_auto(kind, field.name):
+            value = CHAT_CHOICES[value]
+        values[field.name] = value
+    return values
+
+
+def settings_from(
+    args: argparse.Namespace,
+    kind: type,
+    *,
+    prefix: str = "",
+    rename: Mapping[str, str] | None = None,
+    base: Any = None,
+    **fixed: Any,
+) -> Any:
+    """The ``kind`` instance the parsed ``args`` describe (the fields :func:`add_settings`
+    added, with ``prefix``), ``fixed`` fields set by the command; with ``base``, the given
+    values (not None) replace its fields. The dataclass checks the values and its error names
+    the flag."""
+    values = {**values_from(args, kind, prefix=prefix, rename=rename), **fixed}
+    try:
+        if base is not None:
+            given = {name: value for name, value in values.items() if value is not None}
+            return dataclasses.replace(base, **given)
+        return kind(**values)
+    except LensHeadsError as error:
+        raise InputError(_with_flags(str(error), kind, prefix, rename)) from error
+
+
+def _is_auto(kind: type, name: str) -> bool:
+    hint, optional = _inner(typing.get_type_hints(kind)[name])
+    return hint is bool and optional
+
+
+def _with_flags(
+    message: str, kind: type, prefix: str, rename: Mapping[str, str] | None = None
+) -> str:
+    """``n_eval must ...`` as ``--n-eval: must ...`` (as argparse names a flag): the field a
+    "must" message starts with, and any field with an underscore wherever it is named (not
+    ``chat`` in "chat template", not ``source`` in "source and target")."""
+    fields = sorted(dataclasses.fields(kind), key=lambda f: -len(f.name))
+    for field in fields:
+        if message.startswith(f"{field.name} must "):
+            message = f"{flag_of(field.name, prefix, rename)}:{message[len(field.name) :]}"
+            break
+    for field in fields:
+        if "_" in field.name:
+            flag = flag_of(field.name, prefix, rename)
+            message = re.sub(rf"(?<![\w-]){field.name}\b", flag, message)
+    return message

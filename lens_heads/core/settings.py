@@ -1,0 +1,138 @@
+"""Settings objects: the options that travel together, as one frozen dataclass validated once.
+
+Every public entry point that has more than a handful of options takes them as one settings
+object (``config=``) and, for a notebook's convenience, as keyword overrides of its fields;
+:func:`configure` turns the two into one validated object, so a typo is an error that names
+the valid options, and everything below the entry point passes the object whole. Each field
+carries its help as a docstring under it; :func:`field_docs` reads them (the command line
+and the docs are generated from them).
+
+>>> from dataclasses import dataclass
+>>> @dataclass(frozen=True)
+... class Example:
+...     steps: int = 10
+...     '''Training steps.'''
+>>> configure(Example, None, {"steps": 3}, "train")
+Example(steps=3)
+>>> configure(Example, None, {"step": 3}, "train")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+lens_heads.core.errors.InputError: train: unknown option 'step' (did you mean 'steps'?); ...
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import inspect
+import itertools
+import textwrap
+import warnings
+from collections.abc import Mapping
+from functools import cache
+from typing import Any, TypeVar
+
+from lens_heads.core.errors import InputError, InputTypeError
+
+__all__ = ["configure", "field_docs", "seeds_from_count"]
+
+T = TypeVar("T")
+
+
+def configure(kind: type[T], config: T | None, overrides: Mapping[str, Any], what: str) -> T:
+    """``config`` (default: ``kind()``) with ``overrides`` applied and validated (the dataclass's
+    ``__post_init__`` runs again). ``what`` names the caller in errors. A field renamed in this
+    release (``kind.RENAMED``: old name -> new name) is accepted under its old name with a
+    :class:`DeprecationWarning`."""
+    renamed: dict[str, str] = getattr(kind, "RENAMED", {})
+    if any(name in renamed for name in overrides):
+        overrides = dict(overrides)
+        for old, new in renamed.items():
+            if old in overrides:
+                warnings.warn(
+                    f"{what}: {old}= is now {new}=; the old name goes away in lens_heads 0.3.0",
+                    DeprecationWarning,
+                    stacklevel=3,
+                )
+                overrides[new] = overrides.pop(old)
+    if config is not None and not isinstance(config, kind):
+        raise InputTypeError(
+            f"{what}: config must be a {kind.__name__}, got {type(config).__name__}"
+        )
+    if not overrides:
+        return kind() if config is None else config
+    names = [field.name for field in dataclasses.fields(kind)]  # type: ignore[arg-type]
+    for name in overrides:
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InputError(
+                f"{what}: unknown option {name!r}{hint}; the options of {kind.__name__} are "
+                f"{', '.join(names)}"
+            )
+    if config is None:
+        return kind(**overrides)
+    return dataclasses.replace(config, **overrides)  # type: ignore[type-var]
+
+
+@cache
+def field_docs(kind: type) -> dict[str, str]:
+    """The docstring under each field of the dataclass ``kind`` (and of its bases), by name;
+    a field without one gets ``""``.
+
+    >>> from lens_heads.engine import EvaluationConfig
+    >>> field_docs(EvaluationConfig)["n_eval"].startswith("Evaluate the last")
+    True
+    """
+    docs: dict[str, str] = {}
+    for klass in reversed(kind.__mro__):
+        if not dataclasses.is_dataclass(klass) or klass is object:
+            continue
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+        except (OSError, TypeError):
+            continue
+        body = ast.parse(source).body[0]
+        statements = getattr(body, "body", [])
+        for statement, following in itertools.pairwise(statements):
+            if (
+                isinstance(statement, ast.AnnAssign)
+                and isinstance(statement.target, ast.Name)
+                and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)
+            ):
+                docs[statement.target.id] = " ".join(following.value.value.split())
+    return {field.name: docs.get(field.name, "") for field in dataclasses.fields(kind)}
+
+
+def seeds_from_count(
+    options: Mapping[str, Any], what: str, count: str, default: int, first: str | None = "seed"
+) -> dict[str, Any]:
+    """``count=k`` (and ``first=s``), how random controls were given before 0.2.0, as
+    ``random_seeds=(s, ..., s + k - 1)``, with a :class:`DeprecationWarning`; other options
+    pass through.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     seeds_from_count({"random_controls": 2, "seed": 5}, "f", "random_controls", 3)
+    {'random_seeds': (5, 6)}
+    """
+    if count not in options and (first is None or first not in options):
+        return dict(options)
+    old = f"{count}=" + (f" and {first}=" if first else "")
+    warnings.warn(
+        f"{what}: {old} are now random_seeds=(seed, seed + 1, ...); the old names go away in "
+        "lens_heads 0.3.0",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    options = dict(options)
+    number = options.pop(count, default)
+    start = options.pop(first, 0) if first else 0
+    if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+        raise InputError(f"{count} must be an integer >= 0, got {number!r}")
+    options["random_seeds"] = tuple(range(start, start + number))
+    return options

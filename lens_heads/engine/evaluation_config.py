@@ -1,0 +1,164 @@
+"""The evaluation settings: how :func:`lens_heads.evaluate` (and every analysis that evaluates)
+splits a task, builds its prompts, decodes and scores them -- one object, validated once, passed
+whole from the command line through the engine.
+
+>>> config = EvaluationConfig(n_eval=40, random_seeds=(0, 1))
+>>> config.n_eval, config.random_seeds
+(40, (0, 1))
+>>> EvaluationConfig(n_eval=0)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+lens_heads.core.errors.InputError: n_eval must be at least 1, got 0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from lens_heads.core.checks import check_int, own_checks
+from lens_heads.core.errors import InputError
+from lens_heads.core.tasks import Task
+from lens_heads.engine.evaluation_result import SETTINGS
+
+__all__ = ["INSTRUCTED", "MASK_SETTINGS", "EvaluationConfig"]
+
+#: the settings that need the trained mask M, and those that prompt with the instruction
+MASK_SETTINGS = ("random", "mask", "mask+instruction")
+INSTRUCTED = ("instruction", "mask+instruction")
+
+
+@own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
+@dataclass(frozen=True)
+class EvaluationConfig:
+    """How a task is evaluated: which examples, which prompts, how decoding runs."""
+
+    n_eval: int = 100
+    """Evaluate the last N examples of the task (held out of training)."""
+    split_seed: int | None = None
+    """Shuffle the task with this seed before splitting (default: the file's order)."""
+    random_seeds: Sequence[int] = (0, 1, 2)
+    """Seeds of the random masks of M's size (the 'w/ random M' row): one run per seed."""
+    batch_size: int = 16
+    """Prompts decoded together."""
+    chat: bool | None = None
+    """Wrap prompts in the chat template (default: when the tokenizer has one)."""
+    shots: int = 0
+    """Demonstrations from the training split before each prompt."""
+    shot_seed: int = 0
+    """Seed of the demonstrations drawn for each prompt."""
+    separator: str = "\n\n"
+    """What follows the input (and each demonstration) without a chat template."""
+    max_new_tokens: int | None = None
+    """Greedy tokens per output (default: the task's, 10 for words and 50 for sentences)."""
+    first_line: bool = True
+    """Score the output's first line and stop decoding at a newline."""
+    stack_masks: bool = False
+    """Decode the runs that share a prompt set in one pass, one mask per row."""
+    progress: bool = True
+    """Show a progress bar."""
+
+    def __post_init__(self) -> None:
+        check_int("n_eval", self.n_eval, minimum=1)
+        check_int("batch_size", self.batch_size, minimum=1)
+        check_int("shots", self.shots, minimum=0)
+        check_int("shot_seed", self.shot_seed)
+        for name in ("split_seed", "max_new_tokens"):
+            if getattr(self, name) is not None:
+                check_int(
+                    name, getattr(self, name), minimum=1 if name == "max_new_tokens" else None
+                )
+        if isinstance(self.random_seeds, (str, bytes)) or not isinstance(
+            self.random_seeds, Sequence
+        ):
+            raise InputError(f"random_seeds must be a list of integers, got {self.random_seeds!r}")
+        for seed in self.random_seeds:
+            check_int("each of random_seeds", seed)
+        object.__setattr__(self, "random_seeds", tuple(self.random_seeds))
+        if not isinstance(self.separator, str):
+            raise InputError(f"separator must be a string, got {self.separator!r}")
+        for name in ("first_line", "stack_masks", "progress"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.chat is not None and not isinstance(self.chat, bool):
+            raise InputError(f"chat must be True, False or None (auto), got {self.chat!r}")
+
+    def check(
+        self,
+        task: Task,
+        settings: Sequence[str] | str | None,
+        *,
+        mask_given: bool,
+        other_given: bool = False,
+        unseen: bool = False,
+    ) -> list[str]:
+        """The settings to run on ``task``, checked without a model: known, not repeated, each
+        with what it needs; ``n_eval`` and ``shots`` against the task's split (``unseen``: the
+        mask was trained on another task, so every example may evaluate). By default every
+        setting the given masks and the task's instruction allow. The command line calls it
+        before the model loads."""
+        if isinstance(settings, str):
+            settings = [s.strip() for s in settings.split(",") if s.strip()]
+        if settings is None:
+            chosen = ["original"] + (["instruction"] if task.instruction else [])
+            if mask_given:
+                chosen += ["random", "mask"] + (["mask+instruction"] if task.instruction else [])
+            chosen += ["other_mask"] if other_given else []
+        else:
+            chosen = list(settings)
+        if not chosen:
+            raise InputError(f"no settings to evaluate; choose from {', '.join(SETTINGS)}")
+        if len(set(chosen)) != len(chosen):
+            raise InputError(f"settings repeat: {chosen}")
+        for setting in chosen:
+            _check_setting(setting, task, mask_given, other_given, self.random_seeds)
+        train, _ = task.split(n_eval=self.n_eval, seed=self.split_seed, unseen=unseen)
+        left = 0 if train is None else len(train)
+        if self.shots > left:
+            raise InputError(
+                f"shots={self.shots} demonstrations, but only {left} examples are left for "
+                f"them after holding out n_eval; use at most {left} shots"
+            )
+        return chosen
+
+    @staticmethod
+    def unseen(task: Task, *masks: Any) -> bool:
+        """Whether every given mask records that it was trained on another task than ``task``
+        (then none of its examples needs holding out)."""
+        trained = [getattr(mask, "metadata", {}).get("task") for mask in masks if mask is not None]
+        return bool(trained) and all(name not in (None, task.name) for name in trained)
+
+    def stored(self) -> dict[str, Any]:
+        """The fields as stored with a result (a JSON-ready dict)."""
+        values = asdict(self)
+        values["random_seeds"] = list(self.random_seeds)
+        values.pop("progress")
+        return values
+
+
+def _check_setting(
+    setting: str, task: Task, mask_given: bool, other_given: bool, seeds: Sequence[int]
+) -> None:
+    if setting not in SETTINGS:
+        raise InputError(
+            f"unknown setting {setting!r}; choose from {', '.join(SETTINGS)} (comma-separated on "
+            "the command line)"
+        )
+    if setting in INSTRUCTED and not task.instruction:
+        raise InputError(
+            f"setting {setting!r} needs an instruction but task {task.name!r} has none; pass "
+            "instruction=... (--instruction on the command line)"
+        )
+    if setting in MASK_SETTINGS and not mask_given:
+        raise InputError(
+            f"setting {setting!r} needs the trained mask M: pass mask=HeadMask or a mask file "
+            "(--mask FILE on the command line)"
+        )
+    if setting == "other_mask" and not other_given:
+        raise InputError(
+            "setting 'other_mask' needs a mask trained on another model of the same shape: pass "
+            "other_mask= (--other-mask FILE on the command line)"
+        )
+    if setting == "random" and not seeds:
+        raise InputError("setting 'random' needs at least one seed in random_seeds")

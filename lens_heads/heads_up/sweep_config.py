@@ -1,0 +1,69 @@
+"""The settings of a removal sweep (:func:`lens_heads.removal_sweep`): what is tracked at each
+step, how the steps are generated and batched -- one object, validated once.
+
+>>> SweepConfig(every=2, max_new_tokens=0).every
+2
+>>> SweepConfig(engine="fast")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+lens_heads.core.errors.InputError: engine must be 'batched' or 'naive', got 'fast'
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from lens_heads.core.checks import check_int, own_checks
+from lens_heads.core.errors import InputError
+
+__all__ = ["ENGINES", "SweepConfig"]
+
+#: how steps are evaluated: batched (default) or the naive reference loop (same results)
+ENGINES = ("batched", "naive")
+
+
+@own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
+@dataclass(frozen=True)
+class SweepConfig:
+    """How a removal sweep runs."""
+
+    track_top_k: int = 5
+    """How many of the full model's most likely next tokens to track besides the target."""
+    max_new_tokens: int = 20
+    """Greedy tokens generated at each step (0: no continuations)."""
+    every: int = 1
+    """Evaluate every k-th step only (plus the last)."""
+    chat: bool | None = None
+    """Wrap the prompts in the chat template (default: when the tokenizer has one)."""
+    batch_size: int | None = None
+    """Steps evaluated together (default: as many as fit; results do not depend on it)."""
+    influential_k: int | None = None
+    """Re-order the first k heads by the gain in the target's rank each causes alone."""
+    engine: str = "batched"
+    """batched (default) or naive: the reference loop, one step at a time (for checking)."""
+    progress: bool = True
+    """Show a progress bar."""
+
+    RENAMED: ClassVar[dict[str, str]] = {"generate_tokens": "max_new_tokens"}
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise InputError(f"engine must be 'batched' or 'naive', got {self.engine!r}")
+        check_int("every", self.every, minimum=1)
+        check_int("track_top_k", self.track_top_k, minimum=0)
+        check_int("max_new_tokens", self.max_new_tokens, minimum=0)
+        if self.batch_size is not None:
+            check_int("batch_size", self.batch_size, minimum=1)
+        if self.influential_k is not None:
+            check_int("influential_k", self.influential_k, minimum=1)
+        if self.chat is not None and not isinstance(self.chat, bool):
+            raise InputError(f"chat must be True, False or None (auto), got {self.chat!r}")
+        if not isinstance(self.progress, bool):
+            raise InputError(f"progress must be True or False, got {self.progress!r}")
+
+    def stored(self) -> dict[str, Any]:
+        """The fields as stored with a result."""
+        values = asdict(self)
+        values.pop("progress")
+        return values

@@ -1,0 +1,166 @@
+"""The public boundary (issue 34): ``lh.__all__`` and each subpackage's ``__all__`` are pinned
+(a change to the API is a change to this file, on purpose), every public function takes at most
+ten parameters (settings travel as objects), and ``lh.LensHeadsError`` catches every error the
+library raises on purpose, through each public entry point."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+import torch
+
+import lens_heads as lh
+
+ROOT = Path(__file__).resolve().parents[3]
+MAX_PARAMETERS = 10
+
+API = {
+    "lens_heads": [
+        "MODEL_ALIASES", "AblationResult", "AlphaCurve", "EvaluationConfig", "EvaluationResult",
+        "Generation", "GridConfig", "GridResult", "HeadImportance", "HeadMask", "HeadScale",
+        "LanguageHeads", "LensHeadsError", "MaskStatistics", "MaskTrainingResult",
+        "PathwaysResult", "PromptFormat", "ScoreConfig", "SimilarityStats", "SweepConfig",
+        "SweepResult", "TRaterResult", "Task", "TasksPerHead", "TrainingConfig",
+        "TranslationScores", "ablate_heads", "alpha_curve", "apply_mask", "attention_on_target",
+        "evaluate", "expected_random_jaccard", "figure4_similarity", "functional_pathways",
+        "generate", "get_task", "greedy_generate", "head_importance", "head_shape", "jaccard",
+        "language_heads", "layer_similarity", "list_tasks", "load_masks", "load_model",
+        "logit_lens", "mask_hooks", "mask_statistics", "plot_sweeps", "removal_sweep",
+        "run_grid", "tasks_per_head", "tiny_model", "top_tokens", "train_family_masks",
+        "train_mask", "translation_scores", "trater_scores", "verify_model",
+    ],
+    "lens_heads.core": [
+        "MODEL_ALIASES", "Generation", "HeadMask", "HeadScale", "LensHeadsError",
+        "LibraryMismatchError", "PromptFormat", "Task", "apply_mask", "configure",
+        "expected_random_jaccard", "field_docs", "generate", "get_task", "greedy_generate",
+        "head_shape", "jaccard", "library_versions", "list_tasks", "load_model", "mask_hooks",
+        "tiny_model", "verify_model",
+    ],
+    "lens_heads.engine": [
+        "METRICS", "SETTINGS", "TRANSLATION_METRICS", "WORD_METRICS", "CheckpointError",
+        "EvaluationConfig", "EvaluationResult", "EvaluationRun", "MaskTrainer",
+        "MaskTrainingResult", "TrainingConfig", "check_training", "evaluate",
+        "evaluation_figure", "mask_info", "native_bf16", "run_plan", "train_mask",
+        "train_or_resume", "with_overrides",
+    ],
+    "lens_heads.heads_up": [
+        "AlphaCurve", "AttentionResult", "LogitLensResult", "MaskStatistics", "PathwaysResult",
+        "ReadoutConfig", "SimilarityResult", "SimilarityStats", "SweepConfig", "SweepResult",
+        "TasksPerHead", "alpha_curve", "attention_on_target", "figure4_similarity",
+        "figure4_stats", "functional_pathways", "layer_similarity", "load_masks", "logit_lens",
+        "mask_statistics", "plot_sweeps", "removal_sweep", "table8", "tasks_per_head",
+        "top_tokens", "train_family_masks",
+    ],
+    "lens_heads.alignment": [
+        "AblationResult", "AlignmentError", "EflomalAligner", "ScoreConfig", "SimAligner",
+        "TRaterResult", "TranslationScores", "ablate_heads", "alignment_consistency",
+        "alignment_heads_across_models", "translation_scores", "trater_scores",
+    ],
+    "lens_heads.lahis": [
+        "HeadImportance", "LanguageHeads", "SoftMaskConfig", "SoftMaskExperiment",
+        "TransferConfig", "TransferResult", "attention_transfer", "head_importance",
+        "language_heads", "soft_mask_config", "soft_mask_experiment",
+    ],
+    "lens_heads.scale": ["GridConfig", "GridConfigError", "GridResult", "run_grid"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("package", sorted(API))
+def test_each_api_is_pinned_and_resolves(package):
+    module = importlib.import_module(package)
+    assert sorted(module.__all__) == sorted(API[package]), (
+        f"{package}.__all__ changed: update API here if the change is meant"
+    )
+    missing = [name for name in module.__all__ if not hasattr(module, name)]
+    assert not missing
+
+
+def _public_functions(root: Path, base: Path = ROOT):
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(
+                node, ast.FunctionDef | ast.AsyncFunctionDef
+            ) and not node.name.startswith("_"):
+                arguments = node.args
+                names = [
+                    a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+                ]
+                count = len(names) - (names[:1] in (["self"], ["cls"]))
+                count += (arguments.vararg is not None) + (arguments.kwarg is not None)
+                yield path.relative_to(base), node.name, count
+
+
+def test_no_public_function_takes_more_than_ten_parameters():
+    long = [
+        f"{path}:{name} ({count})"
+        for root in ("lens_heads", "analyses")
+        for path, name, count in _public_functions(ROOT / root)
+        if count > MAX_PARAMETERS
+    ]
+    assert not long, f"more than {MAX_PARAMETERS} parameters (use a settings object): {long}"
+
+
+def test_the_count_sees_a_long_signature(tmp_path):
+    (tmp_path / "m.py").write_text("def f(self, a, b, c, d, e, f, g, h, i, j, *k, l=1): pass\n")
+    [(_, name, count)] = _public_functions(tmp_path, base=tmp_path)
+    assert (name, count) == ("f", 12)
+
+
+# -- one error to catch ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def model():
+    return lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=0)
+
+
+def _bad_calls(model):
+    mask = lh.HeadMask.from_heads(["L0H1"], n_layers=2, n_heads=4)
+    weights = torch.zeros(2, 4)
+    return {
+        "load_model": lambda: lh.load_model("no-such-model"),
+        "tiny_model": lambda: lh.tiny_model(n_layers=0),
+        "get_task": lambda: lh.get_task("no-such-task"),
+        "HeadMask.from_heads": lambda: lh.HeadMask.from_heads(["L9H0"], n_layers=2, n_heads=4),
+        "HeadScale": lambda: lh.HeadScale(torch.full((2, 4), -1.0)),
+        "apply_mask": lambda: lh.apply_mask(model, lh.HeadMask.ones(3, 4)).__enter__(),
+        "jaccard": lambda: lh.jaccard(mask, lh.HeadMask.ones(3, 4)),
+        "generate": lambda: lh.generate(model, []),
+        "greedy_generate": lambda: lh.greedy_generate(model, [[1, 2]], max_new_tokens=0),
+        "TrainingConfig": lambda: lh.TrainingConfig(steps=0),
+        "train_mask": lambda: lh.train_mask(model, "capitalize", lh.TrainingConfig(n_eval=10**6)),
+        "evaluate": lambda: lh.evaluate(model, "capitalize", n_eval=0),
+        "evaluate (option)": lambda: lh.evaluate(model, "capitalize", n_evl=4),
+        "removal_sweep": lambda: lh.removal_sweep(model, "apple", weights, every=0),
+        "alpha_curve": lambda: lh.alpha_curve(model, "capitalize", mask, alphas=[2.0]),
+        "figure4_similarity": lambda: lh.figure4_similarity(model, "apple", None, mask),
+        "logit_lens": lambda: lh.logit_lens(model, "apple", top_k=10**6),
+        "attention_on_target": lambda: lh.attention_on_target(model, ["a b"], ["a", "b"]),
+        "translation_scores": lambda: lh.translation_scores(model, "en-fr", query="middle"),
+        "ablate_heads": lambda: lh.ablate_heads(model, "en-fr", []),
+        "trater_scores": lambda: lh.trater_scores(model, [], ["L0H1"]),
+        "head_importance": lambda: lh.head_importance(model, []),
+        "language_heads": lambda: lh.language_heads(model, quantile=2.0),
+        "functional_pathways": lambda: lh.functional_pathways(model, ["capitalize"], {}),
+        "mask_statistics": lambda: lh.mask_statistics({}),
+        "run_grid": lambda: lh.run_grid("no-such-grid.toml", "unused"),
+        "verify_model on a broken model": None,  # tests/unit/core/test_guards.py
+    }
+
+
+def test_lens_heads_error_catches_every_deliberate_error(model):
+    escaped = {}
+    for name, call in _bad_calls(model).items():
+        if call is None:
+            continue
+        try:
+            call()
+        except lh.LensHeadsError:
+            continue
+        except Exception as error:  # a deliberate error that is not a LensHeadsError
+            escaped[name] = f"{type(error).__name__}: {error}"
+        else:
+            escaped[name] = "no error at all"
+    assert not escaped, escaped

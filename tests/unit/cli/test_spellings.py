@@ -1,0 +1,86 @@
+"""One spelling per concept across every ``lens-heads`` command (issue 34): the test walks every
+subcommand's parser. A concept (an option's destination) has one flag in every command that has
+it, and of each group of known synonyms at most one spelling is live anywhere; the others may
+only survive as deprecated aliases (their help says so) until lens_heads 0.3.0."""
+
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+
+import pytest
+
+from lens_heads.cli import build_parser
+
+#: spellings of one concept; at most one of each group may be a live flag
+SYNONYMS = (
+    {"--n", "--n-eval", "--n-prompts"},
+    {"--seeds", "--random-seeds", "--random-controls", "--n-random-seeds"},
+    {"--precision", "--compute-dtype"},
+    {"--max-new-tokens", "--generate-tokens"},
+    {"--chat", "--no-chat"},
+)
+
+
+def _flags() -> dict[str, list[tuple[str, str, bool]]]:
+    """flag -> [(command, destination, deprecated)] over every subcommand."""
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    found: dict[str, list[tuple[str, str, bool]]] = defaultdict(list)
+    for name, sub in commands.items():
+        for action in sub._actions:
+            deprecated = isinstance(action.help, str) and action.help.startswith("deprecated")
+            for flag in action.option_strings:
+                if flag.startswith("--") and flag != "--help":
+                    found[flag].append((name, action.dest, deprecated))
+    return found
+
+
+def test_a_concept_has_one_flag_in_every_command():
+    spellings: dict[str, set[str]] = defaultdict(set)
+    for flag, uses in _flags().items():
+        for _, dest, deprecated in uses:
+            if not deprecated and not flag.startswith("--no-"):
+                spellings[dest].add(flag)
+    twice = {dest: sorted(flags) for dest, flags in spellings.items() if len(flags) > 1}
+    assert not twice, f"one concept, several flags: {twice}"
+
+
+@pytest.mark.parametrize("group", SYNONYMS, ids=lambda group: "/".join(sorted(group)))
+def test_of_each_group_of_synonyms_one_spelling_is_live(group):
+    flags = _flags()
+    live = sorted(
+        flag for flag in group if any(not deprecated for _, _, deprecated in flags.get(flag, []))
+    )
+    assert len(live) <= 1, f"{live} are all live spellings of one concept"
+
+
+def test_a_flag_means_one_thing_in_every_command():
+    meanings = {
+        flag: {dest for _, dest, deprecated in uses if not deprecated}
+        for flag, uses in _flags().items()
+    }
+    # --heads names heads everywhere; the commands keep it under one destination
+    mixed = {flag: sorted(dests) for flag, dests in meanings.items() if len(dests) > 1}
+    assert not mixed, f"one flag, several destinations: {mixed}"
+
+
+def test_the_check_catches_a_second_spelling(monkeypatch):
+    """Plant ``--n`` as a live flag beside ``--n-eval``: the synonym check must fail."""
+    import lens_heads.cli.heads_up as heads_up
+
+    original = heads_up._add_logit_lens
+
+    def planted(sub: argparse._SubParsersAction) -> None:
+        original(sub)
+        sub.choices["logit-lens"].add_argument("--n", dest="n_eval", type=int)
+
+    monkeypatch.setattr(
+        "lens_heads.cli.COMMANDS",
+        [
+            (n, planted if n == "logit-lens" else a, r)
+            for n, a, r in __import__("lens_heads.cli", fromlist=["COMMANDS"]).COMMANDS
+        ],
+    )
+    with pytest.raises(AssertionError, match="live spellings"):
+        test_of_each_group_of_synonyms_one_spelling_is_live(SYNONYMS[0])
