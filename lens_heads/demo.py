@@ -37,6 +37,7 @@ from lens_heads.engine import (
     evaluate,
     train_or_resume,
 )
+from lens_heads.engine.training_config import PRECISIONS
 from lens_heads.heads_up.lens import LogitLensResult, logit_lens
 from lens_heads.heads_up.similarity import SimilarityResult, figure4_similarity
 from lens_heads.heads_up.sweep import SweepResult, removal_sweep
@@ -44,7 +45,6 @@ from lens_heads.heads_up.sweep import SweepResult, removal_sweep
 __all__ = ["DemoConfig", "DemoReport", "run_demo"]
 
 _ANSWER_ENDS = ("auto", "turn", "eos", "separator", "none")
-_PRECISIONS = ("auto", "float32", "bfloat16")
 
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
@@ -71,8 +71,8 @@ class DemoConfig:
     answer_end: str = "auto"
     """What closes each training target (see TrainingConfig.answer_end)."""
     precision: str = "auto"
-    """Training precision: auto (bf16 autocast where the CPU computes it natively), float32 or
-    bfloat16."""
+    """Training precision: auto (bf16 autocast where the CPU computes it natively), float32 (fp32)
+    or bfloat16 (bf16); the short spellings are stored as the long ones."""
     progress: bool = True
     """Show progress bars."""
 
@@ -85,11 +85,12 @@ class DemoConfig:
         check_int("seed", self.seed)
         if check_number("lr", self.lr) <= 0:
             raise InputError(f"lr must be positive, got {self.lr}")
-        for name, choices in (("answer_end", _ANSWER_ENDS), ("precision", _PRECISIONS)):
+        for name, choices in (("answer_end", _ANSWER_ENDS), ("precision", tuple(PRECISIONS))):
             if getattr(self, name) not in choices:
                 raise InputError(
                     f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}"
                 )
+        object.__setattr__(self, "precision", PRECISIONS[self.precision])
 
 
 @dataclass

@@ -24,7 +24,8 @@ from lens_heads.core.errors import InputError
 from lens_heads.core.masks import parse_head
 from lens_heads.core.prompts import ANSWER_ENDS
 
-_DTYPES = {
+#: accepted spellings of a training precision and the name each stands for
+PRECISIONS = {
     "auto": "auto",
     "bfloat16": "bfloat16",
     "bf16": "bfloat16",
@@ -176,10 +177,10 @@ class TrainingConfig:
         )
         need(self.sparsity >= 0, f"sparsity must be >= 0, got {self.sparsity}")
         need(
-            self.dtype in _DTYPES,
+            self.dtype in PRECISIONS,
             f"dtype must be 'auto', 'bfloat16' (autocast) or 'float32', got {self.dtype!r}",
         )
-        object.__setattr__(self, "dtype", _DTYPES[self.dtype])
+        object.__setattr__(self, "dtype", PRECISIONS[self.dtype])
         need(self.n_eval >= 0, f"n_eval must be >= 0, got {self.n_eval}")
         need(self.shots >= 0, f"shots must be >= 0, got {self.shots}")
         _check_soft(self)

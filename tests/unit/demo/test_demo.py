@@ -97,3 +97,15 @@ def test_cli_demo(loads, capitalize_file, tiny_dir, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "switch step:" in printed and "report.md" in printed
     assert (tmp_path / "cli" / "report.html").is_file()
+
+
+@pytest.mark.parametrize(("given", "stored"), [("fp32", "float32"), ("bf16", "bfloat16")])
+def test_demo_precision_takes_the_short_spellings_training_takes(given, stored):
+    """``lens-heads demo --precision fp32`` (the README's spelling) means what
+    ``train-mask --precision fp32`` means; a CI run once failed on it at the flag check."""
+    from lens_heads.demo import DemoConfig
+    from lens_heads.engine import TrainingConfig
+
+    assert DemoConfig(precision=given).precision == stored == TrainingConfig(dtype=given).dtype
+    with pytest.raises(lh.LensHeadsError, match="fp16"):
+        DemoConfig(precision="fp16")
