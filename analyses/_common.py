@@ -38,6 +38,7 @@ DEFAULT_MODEL = "smollm2-135m-instruct"
 _COMMAND: list[str] | None = None  # the command line of the analysis running from a shell
 _STARTED: float | None = None  # when that command started (time.monotonic)
 _PRECISION = "auto"  # the training precision the running command asked for
+_MASK_PRECISIONS: set[str] = set()  # the precisions the command computed in (its masks' and own)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -49,9 +50,11 @@ __all__ = [
     "help_of",
     "markdown_table",
     "mask_of",
+    "note_mask_precision",
     "parse",
     "precision_field",
     "provenance_of",
+    "record_precision",
     "stages_of",
     "trained_mask",
     "write_outputs",
@@ -94,6 +97,7 @@ def command_line(
     def main(argv: Sequence[str] | None = None) -> int:
         global _COMMAND, _STARTED, _PRECISION
         _STARTED = time.monotonic()
+        _MASK_PRECISIONS.clear()
         code_version()  # hash the source as the command starts, not after edits made meanwhile
         arguments = list(sys.argv[1:] if argv is None else argv)
         stem = Path(sys.modules[run.__module__].__file__ or "analysis").stem
@@ -182,13 +186,35 @@ def trained_mask(
                 f"{folder} is not a training folder (no training.json); pass the folder "
                 "`lens-heads train-mask --out` or an analysis's training/ folder wrote"
             )
-        return MaskTrainingResult.load(folder)
+        return note_mask_precision(MaskTrainingResult.load(folder))
 
     def train(where: Path) -> MaskTrainingResult:
         schedule = lh.TrainingConfig.short(steps=steps, lr=lr, seed=seed, **config)
         return train_or_resume(model(), task, schedule, where, progress=progress, figures=True)
 
-    return stages(name, train, MaskTrainingResult.load)
+    return note_mask_precision(stages(name, train, MaskTrainingResult.load))
+
+
+def note_mask_precision(source: Any) -> Any:
+    """Record, for the result's provenance, the precision the mask of ``source`` (a
+    :class:`MaskTrainingResult`, or a mask file or training folder, whose ``training.json`` says)
+    was trained in; returns ``source``. A command that used masks records their precision, not
+    the CPU's: the forward passes of an analysis run in float32."""
+    if isinstance(source, MaskTrainingResult):
+        record_precision(source.config.dtype)
+    elif isinstance(source, (str, os.PathLike)):
+        folder = Path(source)
+        folder = folder.parent if folder.is_file() else folder
+        record = folder / "training.json"
+        if record.is_file():
+            record_precision(MaskTrainingResult.load(folder).config.dtype)
+    return source
+
+
+def record_precision(dtype: str) -> None:
+    """Record ``dtype`` as a precision the running command computed in (its provenance lists
+    every one recorded; an analysis that trains nothing and never autocasts records float32)."""
+    _MASK_PRECISIONS.add(dtype)
 
 
 def write_outputs(
@@ -221,10 +247,13 @@ def provenance_of(argv: Sequence[str], started: float | None = None) -> dict[str
     """What a stored result records of how it was made: the command, the code version, the
     machine, the training precision and (when known) the command's wall time so far."""
     provenance = {"command": " ".join(argv), "code": code_version(), "machine": machine()}
-    # what the command asked for, or what training resolves dtype="auto" to here; inference
-    # always runs in float32
+    # the precision of the masks the command used; else what it asked for, or what training (and
+    # LAHIS importance) resolves "auto" to here; the forward passes run in float32
     native = "bfloat16" if provenance["machine"]["native_bf16"] else "float32"
-    provenance["precision"] = native if _PRECISION == "auto" else _PRECISION
+    if _MASK_PRECISIONS:
+        provenance["precision"] = "+".join(sorted(_MASK_PRECISIONS))
+    else:
+        provenance["precision"] = native if _PRECISION == "auto" else _PRECISION
     started = _STARTED if started is None else started
     if started is not None:  # this invocation only: finished stages it reused cost nothing
         provenance["seconds"] = round(time.monotonic() - started, 1)

@@ -29,6 +29,7 @@ from analyses._common import (
     command_line,
     help_of,
     markdown_table,
+    record_precision,
     stages_of,
     write_outputs,
 )
@@ -69,6 +70,7 @@ def _failure_shares(result: AblationResult) -> dict[str, dict[str, float]]:
 
 def run(config: Config) -> dict[str, Any]:
     stages, model = stages_of(config), LazyModel(config.model)
+    record_precision("float32")  # scores and ablations: float32 forwards, nothing trained
     scores = {}
     for source in config.languages:
         for target in config.languages:

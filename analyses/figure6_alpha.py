@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import lens_heads as lh
-from analyses._common import check_config, provenance_of
+from analyses._common import check_config, note_mask_precision, provenance_of
 from lens_heads.core.checks import resolve_mask
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.storage import write_atomic
@@ -139,7 +139,7 @@ def _mask(config: Config, model: Any, out: Path) -> HeadMask:
     """The mask: given (a file or a train-mask folder), or trained, resumably, in
     ``<out>/mask``."""
     if not config.trains:
-        return resolve_mask(config.mask, model)
+        return resolve_mask(note_mask_precision(config.mask), model)
     schedule = lh.TrainingConfig.short(
         steps=config.steps,
         batch_size=config.train_batch_size,
@@ -151,7 +151,7 @@ def _mask(config: Config, model: Any, out: Path) -> HeadMask:
     result = train_or_resume(
         model, task, schedule, out / "mask", progress=config.progress, figures=True
     )
-    return result.mask
+    return note_mask_precision(result).mask
 
 
 def _cached(folder: Path, compute: Any) -> AlphaCurve:

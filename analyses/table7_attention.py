@@ -34,6 +34,7 @@ from analyses._common import (
     help_of,
     markdown_table,
     mask_of,
+    note_mask_precision,
     stages_of,
     write_outputs,
 )
@@ -81,7 +82,7 @@ def _mask(config: Config, task: str, stages: Any, model: LazyModel) -> lh.HeadMa
     if config.mask is not None:  # one task: its training folder or mask file
         from lens_heads.core.checks import resolve_mask
 
-        return resolve_mask(config.mask, model())
+        return resolve_mask(note_mask_precision(config.mask), model())
     folder = Path(config.masks) if config.masks else MASKS / Path(config.model).name / "mask-table"
     path = folder / f"{task}.safetensors"
     if path.is_file():

@@ -272,7 +272,7 @@ def benchmark_table(results: Path) -> str:
         passed = passed and entry.get("same_outputs") is not False
         same = {True: "yes", False: "**no**", None: "—"}[entry.get("same_outputs")]
         timing = f"{entry['baseline_s']:.2f} s → {entry['candidate_s']:.2f} s"
-        ratio = f"{entry['ratio']:.2f}"
+        ratio = f"{entry['ratio']:.2f}" if entry["ratio"] >= 0.1 else f"{entry['ratio']:.1g}"
         if "(MiB" in entry["name"]:  # a memory bound: the ratio is MiB, the candidate the run
             timing, ratio = f"(the run took {entry['candidate_s']:.0f} s)", f"{ratio} MiB"
         lines.append(
@@ -288,7 +288,10 @@ def benchmark_table(results: Path) -> str:
         f"{'bfloat16' if m.get('native_bf16') else 'float32'}"
         for m in machines
     )
-    code = summary.get("code", {}).get("source", "?")
+    codes = sorted(
+        {(e.get("code") or summary.get("code", {})).get("source", "?") for e in summary["results"]}
+    )
+    code = ", ".join(codes)
     return "\n".join(lines) + (
         f"\n\nMeasured on {described} (source {code}); both sides of each ratio were timed in the "
         "same run on that machine. Stored result: "

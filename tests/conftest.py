@@ -41,6 +41,19 @@ def tiny_dir(tmp_path_factory) -> Path:
     return folder
 
 
+def run_command(argv: list[str]) -> None:
+    """``lens-heads ARGV`` in this process; a refused flag fails the fixture with the parser's
+    message (argparse exits with SystemExit, which pytest would not cache for a session fixture:
+    every later test would re-run the command)."""
+    from lens_heads.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        pytest.fail(f"lens-heads {' '.join(argv)} exited with {exit_.code} (see the output above)")
+    assert code == 0, f"lens-heads {' '.join(argv)} returned {code}"
+
+
 @pytest.fixture(scope="session")
 def demo_report(tmp_path_factory):
     """The README's first command, ``lens-heads demo``, run once on SmolLM2 into a fresh
@@ -49,10 +62,8 @@ def demo_report(tmp_path_factory):
     evaluates it, sweeps head removal and writes the report; tests of training, sweeps and the
     lens reuse its mask, and so do the notebooks, which run later in the session: the fixture
     points ``LENS_HEADS_DEMO_REPORT`` at the folder."""
-    from lens_heads.cli import main
-
     out = tmp_path_factory.mktemp("demo-report")
-    assert main(["demo", "--out", str(out)]) == 0
+    run_command(["demo", "--out", str(out)])
     os.environ["LENS_HEADS_DEMO_REPORT"] = str(out)
     return out
 
@@ -62,13 +73,12 @@ def demo_float32(demo_report, tmp_path_factory):
     """The demo's mask trained in float32 (issue 28): what a CPU without native bf16 trains.
     On such a CPU it is the demo itself; on one with bf16, ``lens-heads demo --precision fp32``
     runs once more (a few minutes), so the float32 path is checked on every machine."""
-    from lens_heads.cli import main
     from lens_heads.engine import MaskTrainingResult
 
     if MaskTrainingResult.load(demo_report / "training").config.dtype == "float32":
         return demo_report
     out = tmp_path_factory.mktemp("demo-float32")
-    assert main(["demo", "--precision", "fp32", "--out", str(out)]) == 0
+    run_command(["demo", "--precision", "fp32", "--out", str(out)])
     return out
 
 

@@ -9,7 +9,7 @@ each with its source; ours never are. ``scripts/update_docs.py`` renders the tab
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,24 @@ Load = Callable[[str], dict[str, Any]]
 #: The level of the verdict rule's one-sided tests (stated at the top of docs/reproduction.md;
 #: the same as ``analyses._common.LEVEL``).
 LEVEL = 0.01
+
+
+def holm(p_values: Mapping[str, float]) -> dict[str, float]:
+    """Holm-adjusted p-values of one family of tests (the multiplicity rule of the page: the
+    tests behind one verdict form a family); a test passes when its adjusted p is below
+    :data:`LEVEL`. The adjusted p of the i-th smallest of m is the running maximum of
+    ``(m - i) * p``, capped at 1.
+
+    >>> holm({"a": 0.001, "b": 0.02, "c": 0.04})
+    {'a': 0.003, 'b': 0.04, 'c': 0.04}
+    """
+    ordered = sorted(p_values.items(), key=lambda item: item[1])
+    adjusted, running = {}, 0.0
+    for rank, (name, value) in enumerate(ordered):
+        running = max(running, min(1.0, (len(ordered) - rank) * value))
+        adjusted[name] = running
+    return {name: adjusted[name] for name in p_values}
+
 
 SMOLLM2 = "SmolLM2-135M-Instruct (270 heads)"
 GEMMA = "Gemma 3 270M base (72 heads)"

@@ -306,7 +306,7 @@ HEADS_UP: list[tuple[str, Row]] = [
         Row(
             "Masking inside the softmax (query side) rarely triggers the task; FFN gates drop one "
             "layer on only 8 translation tasks, at a cost.",
-            "Table 39 (failure cases), Table 40 (en-X PPL 1.700-1.915 with FFN gates).",
+            "Table 39 (failure cases), Table 40 (en-X PPL 1.130-1.915 with FFN gates).",
             "Not run: `train_mask(..., site='query')` and `ffn=True` exist; no stored result.",
             "",
             NOT_COVERED,

@@ -84,10 +84,35 @@ def test_the_guards_run_once_per_model(fresh, monkeypatch):
     calls = []
     monkeypatch.setattr(kv_cache, "new_cache", lambda: calls.append(1) or DynamicCache())
     guards.verify_model(fresh)
+    guards.check_cached_decoding(fresh), guards.check_pattern_capture(fresh)
     assert calls == []
     guards.forget_checks(fresh)
-    guards.verify_model(fresh)
-    assert len(calls) >= 2  # both guards ran again
+    assert set(guards.verify_model(fresh)) == {"cache", "pattern"} and len(calls) == 1
+    guards.forget_checks(fresh)
+    guards.check_cached_decoding(fresh), guards.check_pattern_capture(fresh)
+    assert len(calls) == 3  # each alone builds its own cache
+
+
+def test_verify_model_shares_one_continuation_and_still_sees_each_defect(fresh, monkeypatch):
+    """On a new model both guards share one cached continuation (its last step's patterns
+    captured): a dropped cache is named as a cache defect, a wrong softmax as a pattern one."""
+    monkeypatch.setattr(kv_cache, "new_cache", DroppingCache)
+    with pytest.raises(LibraryMismatchError, match="KV-cached decoding disagrees") as error:
+        guards.verify_model(fresh)
+    _assert_names_the_fix(error)
+    monkeypatch.undo()
+    bridge = type(fresh.blocks[0].attn)
+    original = bridge._masked_softmax
+    monkeypatch.setattr(
+        bridge, "_masked_softmax", lambda self, scores, *a, **k: original(self, scores * 2, *a, **k)
+    )
+    guards.forget_checks(fresh)
+    with pytest.raises(LibraryMismatchError, match="hook_pattern disagrees") as error:
+        guards.verify_model(fresh)
+    assert "the last cached step" in str(error.value)
+    monkeypatch.undo()
+    guards.forget_checks(fresh)
+    assert max(guards.verify_model(fresh).values()) < 1e-5
 
 
 def test_the_guards_ignore_and_keep_the_callers_hooks(fresh):

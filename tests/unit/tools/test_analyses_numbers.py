@@ -274,13 +274,20 @@ CASES = [
     ("module", "options", "check"), CASES, ids=lambda v: getattr(v, "__name__", "")
 )
 def test_a_number_of_each_analysis_matches_an_independent_computation(
-    tiny_everywhere, planted, tmp_path, module, options, check
+    tiny_everywhere, planted, tmp_path, module, options, check, monkeypatch
 ):
+    from analyses import _common
+
+    # on a CPU with native bf16 too, a run that only uses a float32 mask records float32
+    measured = _common.machine
+    monkeypatch.setattr(_common, "machine", lambda: {**measured(), "native_bf16": True})
     out = tmp_path / "out"
     options = [str(planted) if option == "PLANTED" else option for option in options]
     assert module.main([*RUN, *options, "--mask", str(planted), "--out", str(out)]) == 0
     assert MaskTrainingResult.load(planted).mask.n_selected == 6
-    check(tiny_everywhere, out, json.loads((out / "numbers.json").read_text()))
+    numbers = json.loads((out / "numbers.json").read_text())
+    assert numbers["provenance"]["precision"] == "float32", "the mask's precision, not the CPU's"
+    check(tiny_everywhere, out, numbers)
 
 
 def test_table3_answer_ce_matches_a_teacher_forced_pass(tiny_everywhere, tmp_path):
