@@ -51,10 +51,20 @@ def load(path: str, results: Path) -> dict[str, Any]:
     return json.loads(file.read_text(encoding="utf-8"))
 
 
+def libraries(machine: dict[str, Any]) -> str:
+    """The library versions a machine record names (issue 32), as the docs print them."""
+    found = machine.get("libraries") or {}
+    names = ("torch", "transformers", "transformer-lens", "lens_heads")
+    return ", ".join(f"{name} {found[name]}" for name in names if name in found)
+
+
 def _machine(numbers: dict[str, Any]) -> str:
     machine = numbers.get("machine") or {}
     bf16 = "native bf16" if machine.get("native_bf16") else "no native bf16"
-    return f"{machine.get('cpu', 'unknown CPU')} ({bf16}, {machine.get('threads', '?')} threads)"
+    versions = libraries(machine)
+    versions = f"; {versions}" if versions else ""
+    threads = machine.get("threads", "?")
+    return f"{machine.get('cpu', 'unknown CPU')} ({bf16}, {threads} threads{versions})"
 
 
 # -- blocks ---------------------------------------------------------------------------------------
@@ -300,10 +310,11 @@ def benchmark_table(results: Path) -> str:
 
 
 def results_index(results: Path) -> str:
-    """Every stored result: its command, machine, precision, wall time and whether transcribed."""
+    """Every stored result: its command, machine, library versions, precision, wall time and
+    whether transcribed."""
     lines = [
-        "| result | command | machine | precision | wall time | kind |",
-        "|---|---|---|---|---|---|",
+        "| result | command | machine | libraries | precision | wall time | kind |",
+        "|---|---|---|---|---|---|---|",
     ]
     for file in sorted(results.glob("**/numbers.json")):
         numbers = json.loads(file.read_text(encoding="utf-8"))
@@ -316,7 +327,7 @@ def results_index(results: Path) -> str:
         kind = "transcribed" if numbers.get("source") else "stored run"
         where = file.parent.relative_to(results).as_posix() or "."
         cells = [f"`{where}`", f"`{command}`" if command else "", machine.get("cpu", "")]
-        cells += [precision or "", wall, kind]
+        cells += [libraries(machine) or "not recorded", precision or "", wall, kind]
         lines.append("| " + " | ".join(_escape(str(c)) for c in cells) + " |")
     return "\n".join(lines)
 

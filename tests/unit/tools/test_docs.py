@@ -141,3 +141,20 @@ def test_the_page_and_the_analyses_test_at_one_level(docs):
     from analyses._common import LEVEL
 
     assert sys.modules["reproduction"].LEVEL == LEVEL
+
+
+def test_the_results_index_names_the_libraries_of_every_stored_run(docs):
+    """Issue 32: where a number depends on the libraries, the docs say which made it."""
+    index = docs.results_index(ROOT / "results")
+    rows = [line.split(" | ") for line in index.splitlines()[2:]]
+    runs = [row for row in rows if row[-1].startswith("stored run")]
+    assert runs, "no stored run in the index"
+    for row in runs:
+        assert "transformers 5." in row[3] and "transformer-lens 4." in row[3], row[0]
+    record = {"machine": {"cpu": "X", "native_bf16": False, "threads": 2}}
+    assert "transformers" not in docs._machine(record)
+    record["machine"]["libraries"] = {"transformers": "5.24.0", "torch": "2.13.0+cpu"}
+    assert (
+        docs._machine(record)
+        == "X (no native bf16, 2 threads; torch 2.13.0+cpu, transformers 5.24.0)"
+    )
