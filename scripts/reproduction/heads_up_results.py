@@ -367,15 +367,48 @@ def table7(load: Load) -> str:
 
 
 def table7_verdict(load: Load) -> str:
-    tasks = [e for e in _t7(load).values() if isinstance(e, dict) and "claims" in e]
-    raised = sum(t["claims"]["(1) supported"] for t in tasks)
-    not_more = sum(t["claims"]["(2) supported (M not more)"] for t in tasks)
-    outside = sum(t["claims"]["(3) supported"] for t in tasks)
+    """The paper's three readings of Table 7, each from the tests (Holm over the row's family of
+    one-sided tests) and the direction of the means (the paper's own counts are directions):
+    (1) the instruction raises attention on the answer; (2) instructed, the heads in M attend no
+    more than those in 1-M (the paper: less on 3 of 4 tasks); (3) under M, the heads in 1-M attend
+    more than those in M (the paper: 3 of 4)."""
+    tasks = {name: e for name, e in _t7(load).items() if isinstance(e, dict) and "claims" in e}
+    family = {
+        f"{task} | {test}": p
+        for task, entry in tasks.items()
+        for test, p in entry["claims"].items()
+        if test.endswith(": p")
+    }
+    adjusted = holm(family)
     n = len(tasks)
+
+    def passes(test: str) -> int:
+        return sum(adjusted[f"{task} | {test}"] < LEVEL for task in tasks)
+
+    def direction(first: str, second: str) -> int:
+        return sum(entry["rows"][first] > entry["rows"][second] for entry in tasks.values())
+
+    raised = passes("(1) instruction raises attention: p")
+    m_more = passes("(2) instructed, M attends more than 1-M: p")
+    m_less = direction("w/ instruction, heads in 1-M", "w/ instruction, heads in M")
+    outside = passes("(3) under M, 1-M attends more than M: p")
+    outside_raw = direction("w/ M, heads in 1-M", "w/ M, heads in M")
+    parts = {
+        "(1)": raised == n,
+        "(2)": m_more == 0 and 2 * m_less > n,
+        "(3)": outside == n,
+    }
+    held = [name for name, holds in parts.items() if holds]
+    word = "reproduced" if len(held) == 3 else "partly" if held else "not reproduced"
+    holding = {0: "no reading holds", 1: f"reading {''.join(held)} holds"}.get(
+        len(held), f"readings {', '.join(held)} hold"
+    )
     return (
-        f"the conclusion **reproduced**: heads in M do not attend more ({not_more}/{n} tasks); the "
-        f"instruction raises attention on the answer ({raised}/{n}); the rise under M and 1-M "
-        f"above M there: not reproduced ({outside}/{n})"
+        f"{word} ({holding}; Holm over the {len(family)} one-sided tests): (1) the instruction raises attention on the answer on "
+        f"{raised} of {n} tasks; (2) instructed, M attends significantly more than 1-M on "
+        f"{m_more} and less in direction on {m_less} (the paper: less on 3 of 4); (3) under M, "
+        f"1-M attends significantly more than M on {outside} and more in direction on "
+        f"{outside_raw} (the paper: 3 of 4)"
     )
 
 

@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 
 from reproduction import LEVEL, holm
-from reproduction.heads_up_results import TABLE3, table3_verdict
+from reproduction.heads_up_results import TABLE3, table3_verdict, table7_verdict
 
 
 def test_holm_matches_the_step_down_rule_written_out():
@@ -63,3 +63,42 @@ def test_table3_counts_significance_after_holm_and_states_the_raw_count():
     assert "Holm over the 20" in text
     text = table3_verdict(_table3(1e-6, 1.0, 1e-5))
     assert "above the instruction on 5 (5 before the correction" in text
+
+
+def _table7(raise_p: float, m_more_p: float, outside_p: float, m_in: float, m_out: float):
+    """Three tasks with the same tests; ``m_in``/``m_out``: the mean attention of the heads in
+    M and in 1-M (instructed and under M alike)."""
+    rows = {
+        "w/ instruction, heads in M": m_in,
+        "w/ instruction, heads in 1-M": m_out,
+        "w/ M, heads in M": m_in,
+        "w/ M, heads in 1-M": m_out,
+    }
+    claims = {
+        "(1) instruction raises attention: p": raise_p,
+        "(2) instructed, M attends more than 1-M: p": m_more_p,
+        "(3) under M, 1-M attends more than M: p": outside_p,
+    }
+    numbers = {f"task{i}": {"rows": rows, "claims": claims} for i in range(3)}
+    numbers["model"] = "not a task"
+    return lambda path: numbers
+
+
+@pytest.mark.parametrize(
+    ("tests", "means", "start"),
+    [
+        ((1e-6, 0.9, 1e-6), (0.30, 0.35), "reproduced (readings (1), (2), (3) hold"),
+        ((1e-6, 0.9, 0.9), (0.35, 0.30), "partly (reading (1) holds"),
+        ((0.5, 1e-6, 0.9), (0.35, 0.30), "not reproduced (no reading holds"),
+        ((0.5, 0.9, 0.9), (0.30, 0.35), "partly (reading (2) holds"),
+    ],
+)
+def test_table7_verdict_follows_its_numbers(tests, means, start):
+    assert table7_verdict(_table7(*tests, *means)).startswith(start)
+
+
+def test_table7_does_not_read_a_failed_test_as_support():
+    """Instructed, M attending more in direction (no significant test either way) does not
+    support 'M attends no more than 1-M'."""
+    text = table7_verdict(_table7(0.5, 0.5, 0.9, 0.35, 0.30))
+    assert text.startswith("not reproduced") and "less in direction on 0" in text
