@@ -26,6 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproduction import alignment, heads_up, lahis  # noqa: E402  (docs/reproduction.md)
+from reproduction.heads_up_results import DEMO_RUNS  # noqa: E402
 
 RESULTS = ROOT / "results"
 DOCUMENTS = ("README.md", "docs/*.md")
@@ -68,7 +69,6 @@ def _machine(numbers: dict[str, Any]) -> str:
 
 
 # -- blocks ---------------------------------------------------------------------------------------
-DEMO_RUNS = ("demo/smollm2-135m-instruct-float32", "demo/smollm2-135m-instruct-bfloat16")
 _DEMO_COLUMNS = ("heads", "accuracy", "exact match", "echo rate", "answer CE (paper: PPL)")
 
 

@@ -10,6 +10,7 @@ from reproduction.heads_up_results import (
     figure3,
     figure3_verdict,
     figure4,
+    figure4_verdict,
     figure5,
     figure6_both,
     figure6_both_verdict,
@@ -113,7 +114,7 @@ HEADS_UP: list[tuple[str, Row]] = [
             "Llama3.1-8B-inst, one sentence, en-zh; curves only, no numbers.",
             figure4,
             "partly: same measure, word task, 40 words",
-            "reproduced (with the end-of-turn token in the targets only)",
+            figure4_verdict,
         ),
     ),
     (

@@ -102,3 +102,137 @@ def test_table7_does_not_read_a_failed_test_as_support():
     support 'M attends no more than 1-M'."""
     text = table7_verdict(_table7(0.5, 0.5, 0.9, 0.35, 0.30))
     assert text.startswith("not reproduced") and "less in direction on 0" in text
+
+
+@pytest.mark.parametrize(
+    ("active", "never", "word"),
+    [(0.5, 0.45, "reproduced"), (0.5, 0.2, "partly"), (0.1, 0.45, "partly"), (0.2, 0.8, "not")],
+)
+def test_activity_verdict_follows_its_numbers(active, never, word):
+    from reproduction.alignment import activity_verdict
+
+    shares = {"alignment heads": active / 2, "infrequently active": active / 2}
+    numbers = {"activity mean": {**shares, "never active": never}}
+    assert activity_verdict(lambda path: numbers).startswith(word)
+
+
+@pytest.mark.parametrize(
+    ("layers", "start"),
+    [
+        ({"a": [3, 5], "b": [2, 4]}, "reproduced"),
+        ({"a": [0, 5], "b": [2, 4]}, "partly: a head in layer 0 on a; none in the last three"),
+        ({"a": [3, 9], "b": [2, 4]}, "partly: none in layer 0; one in the last three layers on a"),
+        ({"a": [0, 9], "b": [0, 9]}, "not reproduced"),
+    ],
+)
+def test_layers_verdict_reads_both_ends(layers, start):
+    from reproduction.alignment import _layers_verdict
+
+    numbers = {"layers of heads above 0.1": layers, "layers": {"a": 10, "b": 10}}
+    assert _layers_verdict(lambda path: numbers).startswith(start)
+
+
+def _figure6(capitalize: tuple[float, float, float, float], pairs: list[tuple]):
+    """(α at the minimum, minimum, CE at α = 0, CE at α = 1) of the SmolLM2 run and of each
+    translation pair."""
+    from reproduction.heads_up_results import TABLE8
+
+    alpha, low, at0, at1 = capitalize
+    smollm2 = {"task": "capitalize", "alpha at the minimum": alpha, "minimum": low}
+    smollm2.update({"at alpha 0": at0, "instructed answer CE at alpha 1": at1})
+    numbers = {"figure6/smollm2-135m-instruct-bfloat16": smollm2}
+    for run, (alpha, low, at0, at1) in zip(TABLE8, pairs, strict=True):
+        numbers[run] = {"task": run, "best_alpha_on_curve": alpha, "answer_ce_best": low}
+        numbers[run].update({"answer_ce_alpha_0": at0, "answer_ce_alpha_1": at1})
+    return numbers.__getitem__
+
+
+def test_figure6_verdict_follows_its_numbers():
+    from reproduction.heads_up_results import TABLE8, figure6_verdict
+
+    small, late = (0.2, 1.0, 2.0, 3.0), (0.9, 1.0, 2.0, 1.1)
+    verdict = figure6_verdict(_figure6(small, [small] * len(TABLE8)))
+    assert verdict.startswith("reproduced") and f"below α = 1 on {len(TABLE8) + 1}" in verdict
+    assert figure6_verdict(_figure6(small, [late] * len(TABLE8))).startswith("partly: a small")
+    assert figure6_verdict(_figure6(late, [late] * len(TABLE8))).startswith("not reproduced")
+
+
+@pytest.mark.parametrize(("improved", "word"), [(9, "reproduced"), (6, "partly"), (1, "not")])
+def test_table6_unused_verdict_follows_its_numbers(improved, word):
+    from reproduction.heads_up_results import table6_unused_verdict
+
+    split = {"f1": {"unused: tasks improved": min(improved, 5), "tasks": 5}}
+    other = {"f2": {"unused: tasks improved": max(improved - 5, 0), "tasks": 4}}
+    numbers = {
+        "table6/smollm2-135m-instruct-init0-bfloat16": split,
+        "table6/gemma-3-270m-init0-bfloat16": other,
+    }
+    assert table6_unused_verdict(numbers.__getitem__).startswith(f"**{word}")
+
+
+def test_table4_with_one_size_is_not_measurable_whatever_it_shows():
+    from reproduction.heads_up_results import table4_verdict
+
+    for translated in (0, 16):
+        pair = {"masked outputs in the target language": translated, "sentences": 16}
+        numbers = {"table4/gemma-3-270m": {"en-fr": pair, "provenance": {}}}
+        verdict = table4_verdict(numbers.__getitem__)
+        assert verdict.startswith("not measurable here (one model size)")
+        assert f"({translated} of 16)" in verdict
+
+
+def _ablation(drop_alignment: float, drop_random: float):
+    row = {"heads ablated": 6}
+    rows = [
+        {**row, "setting": "unmasked", "chrf": 50.0},
+        {**row, "setting": "ablated", "chrf": 50.0 - drop_alignment},
+        {**row, "setting": "random", "chrf": 50.0 - drop_random},
+    ]
+    return lambda path: {"ablation": rows}
+
+
+@pytest.mark.parametrize(
+    ("drops", "word"),
+    [((30, 2), "reproduced"), ((30, 10), "partly"), ((10, 2), "partly"), ((10, 10), "not")],
+)
+def test_ablation_verdict_follows_its_numbers(drops, word):
+    from reproduction.alignment import ablation_ours_verdict
+
+    assert ablation_ours_verdict(_ablation(*drops)).startswith(word)
+
+
+@pytest.mark.parametrize(
+    ("shares", "word"),
+    [((0.5, 0.3, 0.2), "reproduced"), ((0.5, 0.2, 0.3), "partly"), ((0.2, 0.5, 0.3), "not")],
+)
+def test_failures_verdict_follows_its_numbers(shares, word):
+    from reproduction.alignment import PAPER_ORDER, failures_ours_verdict
+
+    ablated = {"damaged": 10, **dict(zip(PAPER_ORDER, shares, strict=True))}
+    numbers = {"failure shares": {"6": {"ablated": ablated}}}
+    assert failures_ours_verdict(lambda path: numbers).startswith(word)
+
+
+@pytest.mark.parametrize(
+    ("masked", "p", "word"),
+    [(0.9, 1e-6, "reproduced"), (0.9, 0.5, "partly"), (0.8, 1e-6, "partly"), (0.7, 1e-6, "not")],
+)
+def test_figure4_verdict_follows_its_numbers(masked, p, word):
+    """``masked`` is the demo runs' and the answer-only value (the Figure 4 run itself is closer
+    under the mask, except in the last case)."""
+    from reproduction.heads_up_results import DEMO_RUNS, figure4_verdict
+
+    run_closer = 0.7 if word == "not" else 0.9
+    numbers = {
+        "figure4/smollm2-135m-instruct-bfloat16": {
+            "masked~instructed": run_closer,
+            "original~instructed": 0.85,
+            "p": p,
+            "answer-only targets: masked~instructed": masked,
+            "answer-only targets: original~instructed": 0.85,
+        }
+    }
+    for run in DEMO_RUNS:
+        similarity = {"masked vs instructed": masked, "original vs instructed": 0.85}
+        numbers[run] = {"similarity_later_layers": similarity, "precision": run[-7:]}
+    assert figure4_verdict(numbers.__getitem__).startswith(word)
