@@ -81,7 +81,9 @@ def figure3(load: Load) -> str:
         numbers = load(f"figure3/smollm2-135m-instruct-{run}")
         dep = numbers["dependent changes"]
         parts.append(
-            f"{label}: {dep['dropped']} heads dropped after being selected, {dep['joined']} "
+            f"{label} (final loss {numbers['final_loss']:.2f}, {numbers['heads_kept']} of "
+            f"{numbers['heads_total']} heads kept): {dep['dropped']} heads dropped after being "
+            f"selected, {dep['joined']} "
             f"joined late, {dep['changed more than once']} crossed 0.5 more than once; crossings "
             f"coincide within {dep['window (steps)']} steps {dep['coincidence']:.1f}× on average "
             f"against {dep['coincidence, shifted at random (mean)']:.1f}× when shifted at random "

@@ -236,3 +236,20 @@ def test_figure4_verdict_follows_its_numbers(masked, p, word):
         similarity = {"masked vs instructed": masked, "original vs instructed": 0.85}
         numbers[run] = {"similarity_later_layers": similarity, "precision": run[-7:]}
     assert figure4_verdict(numbers.__getitem__).startswith(word)
+
+
+def test_the_figure3_row_reports_every_runs_final_loss():
+    """A run that did not learn (init -1: loss 10.3 against 0.85) is reported in the row."""
+    import json
+
+    from reproduction.heads_up_results import figure3
+
+    results = Path(__file__).resolve().parents[3] / "results"
+
+    def load(path: str) -> dict:
+        return json.loads((results / path / "numbers.json").read_text(encoding="utf-8"))
+
+    text = figure3(load)
+    for run in ("init4", "init-1"):
+        numbers = load(f"figure3/smollm2-135m-instruct-{run}")
+        assert f"final loss {numbers['final_loss']:.2f}, {numbers['heads_kept']} of" in text
