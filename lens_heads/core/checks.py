@@ -39,6 +39,7 @@ __all__ = [
     "check_numeric_fields",
     "check_prompt",
     "check_prompts",
+    "check_seeds",
     "check_top_k",
     "context_length",
     "each_warning_once",
@@ -239,6 +240,22 @@ def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise InputError(f"{name} must be at least {minimum}, got {value}")
     return value
+
+
+def check_seeds(name: str, value: Any) -> tuple[int, ...]:
+    """``value`` (a list of integer seeds) as a tuple; an error for a string, a single number or
+    a non-integer seed.
+
+    >>> check_seeds("random_seeds", [0, 1])
+    (0, 1)
+    >>> check_seeds("random_seeds", "01")
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.errors.InputError: random_seeds must be a list of integers, got '01'
+    """
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise InputError(f"{name} must be a list of integers, got {value!r}")
+    return tuple(check_int(f"each of {name}", seed) for seed in value)
 
 
 def check_number(name: str, value: Any) -> float:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lens_heads.core.checks import check_int, own_checks
+from lens_heads.core.checks import check_int, check_seeds, own_checks
 from lens_heads.core.errors import InputError
 from lens_heads.core.tasks import Task
 from lens_heads.engine.evaluation_result import SETTINGS
@@ -69,13 +69,8 @@ class EvaluationConfig:
                 check_int(
                     name, getattr(self, name), minimum=1 if name == "max_new_tokens" else None
                 )
-        if isinstance(self.random_seeds, (str, bytes)) or not isinstance(
-            self.random_seeds, Sequence
-        ):
-            raise InputError(f"random_seeds must be a list of integers, got {self.random_seeds!r}")
-        for seed in self.random_seeds:
-            check_int("each of random_seeds", seed)
-        object.__setattr__(self, "random_seeds", tuple(self.random_seeds))
+        seeds = check_seeds("random_seeds", self.random_seeds)
+        object.__setattr__(self, "random_seeds", seeds)
         if not isinstance(self.separator, str):
             raise InputError(f"separator must be a string, got {self.separator!r}")
         for name in ("first_line", "stack_masks", "progress"):

@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from lens_heads.core.checks import check_int, own_checks
+from lens_heads.core.checks import check_int, check_seeds, own_checks
 from lens_heads.core.errors import InputError
 from lens_heads.core.masks import MaskShapeError, format_head, parse_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
@@ -228,15 +228,10 @@ class SoftMaskConfig:
 
     def __post_init__(self) -> None:
         _check_fraction(self.fraction)
-        if isinstance(self.random_seeds, (str, bytes)) or not isinstance(
-            self.random_seeds, Sequence
-        ):
-            raise InputError(f"random_seeds must be a list of integers, got {self.random_seeds!r}")
-        for seed in self.random_seeds:
-            check_int("each of random_seeds", seed)
+        seeds = check_seeds("random_seeds", self.random_seeds)
         if not self.random_seeds:
             raise InputError("random_seeds is empty: the experiment needs at least one random mask")
-        object.__setattr__(self, "random_seeds", tuple(self.random_seeds))
+        object.__setattr__(self, "random_seeds", seeds)
         check_int("n_train", self.n_train, minimum=1)
         check_int("n_eval", self.n_eval, minimum=1)
         check_int("batch_size", self.batch_size, minimum=1)
