@@ -4,8 +4,11 @@ and the instructed run -- mean and 95 % interval over held-out inputs, and the p
 paper's claim (masked closer to instructed than the original is) over the later half of layers.
 
     python -m analyses.figure4_similarity --task capitalize --n-prompts 40 --out runs/figure4
+    python -m analyses.figure4_similarity --answer-end none --out runs/figure4-answer-only
 
-Resumable (training and similarity stages are reused).
+``--answer-end none`` trains the mask on the answer alone (no end-of-turn token in the target),
+the setting under which issue 12 saw the direction reverse. Resumable (training and
+similarity stages are reused).
 """
 
 from __future__ import annotations
@@ -29,12 +32,18 @@ from lens_heads.heads_up.similarity import SimilarityStats
 @dataclass
 class Config(MaskedTaskConfig):
     n_prompts: int = field(default=40, metadata=help_of("held-out inputs compared"))
+    answer_end: str = field(
+        default="auto",
+        metadata=help_of("what closes each training target: auto (end of turn) or none"),
+    )
     out: str = field(default="runs/figure4", metadata=help_of("output folder"))
 
 
 def run(config: Config) -> SimilarityStats:
     stages, model = stages_of(config), LazyModel(config.model)
-    training = mask_of(config, stages, model)
+    if config.answer_end != "auto" and config.mask is not None:
+        raise ValueError("--answer-end trains a mask; it cannot apply to a given --mask")
+    training = mask_of(config, stages, model, answer_end=config.answer_end)
 
     def compute(where: Path) -> SimilarityStats:
         task = config.task_object()

@@ -110,6 +110,47 @@ PLAN: tuple[Entry, ...] = (
         str(RUNS / "figure8-words-e2"),
     ),
     Entry(
+        "figure4/smollm2-135m-instruct",
+        _analysis("figure4_similarity", "figure4", "--mask", DEMO_MASK, precision=""),
+        str(RUNS / "figure4"),
+    ),
+    Entry(
+        "figure4/smollm2-135m-instruct-answer-only",
+        _analysis("figure4_similarity", "figure4-answer-only", "--answer-end", "none"),
+        str(RUNS / "figure4-answer-only"),
+    ),
+    Entry(
+        "figure5/smollm2-135m-instruct",
+        _analysis("figure5_sweep_similarity", "figure5", "--mask", DEMO_MASK, precision=""),
+        str(RUNS / "figure5"),
+    ),
+    Entry(
+        "figure6/smollm2-135m-instruct",
+        _analysis(
+            "figure6_alpha",
+            "figure6/smollm2-capitalize",
+            "--task",
+            "capitalize",
+            "--mask",
+            DEMO_MASK,
+            precision="",
+        ),
+        str(RUNS / "figure6/smollm2-capitalize"),
+    ),
+    Entry(
+        "figure9/smollm2-135m-instruct",
+        _analysis(
+            "figure8_9_orders",
+            "figure8-9",
+            "--mask",
+            DEMO_MASK,
+            "--negative-mask",
+            "data/masks/smollm2-135m-instruct/table6-init0/capitalize",
+            precision="",
+        ),
+        str(RUNS / "figure8-9"),
+    ),
+    Entry(
         "table7/smollm2-135m-instruct",
         _analysis("table7_attention", "table7"),
         str(RUNS / "table7"),

@@ -139,7 +139,8 @@ class SimilarityStats(FolderResult):
 
     def difference(self, hook: str = "hook_resid_post") -> dict[str, Any]:
         """The paired difference masked~instructed minus original~instructed over
-        ``later_layers`` (mean over prompts, 95 % t-interval, paired t-test, counts)."""
+        ``later_layers`` (mean over prompts, 95 % t-interval, paired t-test, counts), with the
+        two mean cosines it is the difference of."""
         from scipy import stats
 
         d = self._differences(hook).double()
@@ -151,10 +152,15 @@ class SimilarityStats(FolderResult):
             t, p = float(test.statistic), float(test.pvalue)
         else:
             t, p = math.nan, math.nan
+        h = self.hooks.index(hook)
+        later = self.cosine[:, :, h][..., self.later_layers].float().mean(dim=(0, -1))
+        means = {c: float(later[i]) for i, c in enumerate(self.comparisons)}
         return {
             "hook": HOOK_LABELS.get(hook, hook),
             "layers": f"{self.later_layers[0]}-{self.later_layers[-1]}",
             "n_prompts": n,
+            "masked vs instructed": means["masked vs instructed"],
+            "original vs instructed": means["original vs instructed"],
             "mean": mean,
             "ci95_low": mean - half,
             "ci95_high": mean + half,

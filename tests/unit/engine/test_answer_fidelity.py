@@ -245,6 +245,11 @@ def test_interval_and_paired_test_against_scipy(tiny):
     assert summary["mean"] == pytest.approx(differences.mean(), abs=1e-6)
     assert summary["p_value"] == pytest.approx(expected.pvalue, rel=1e-4)
     assert summary["n_positive"] + summary["n_negative"] <= 6
+    assert summary["masked vs instructed"] == pytest.approx(later[:, 1].mean().item(), abs=1e-6)
+    assert summary["original vs instructed"] == pytest.approx(later[:, 0].mean().item(), abs=1e-6)
+    assert summary["masked vs instructed"] - summary["original vs instructed"] == pytest.approx(
+        summary["mean"], abs=1e-6
+    )
     assert result.later_layers == [1]
     assert "paired t-test" in result.verdict()
 
