@@ -20,6 +20,9 @@ Base models (no chat template) get the ``{input}\\n\\n`` format, as the referenc
 
 from __future__ import annotations
 
+import json
+import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 import lens_heads as lh
-from analyses._common import DEFAULT_MODEL, help_of, parse
+from analyses._common import DEFAULT_MODEL, help_of, parse, precision_field, provenance_of
 from lens_heads.core.storage import write_atomic
 from lens_heads.scale.grid import GridConfig, GridResult, run_grid
 
@@ -70,15 +73,27 @@ def grid_config(
     )
 
 
-def summarize(rows: pd.DataFrame) -> dict[str, int]:
+#: the largest accuracy of the instructed model on a task it "cannot do" (the settings table's
+#: reading: the mask then does what the instruction does not)
+INSTRUCTED_FAILS = 0.15
+
+
+def summarize(rows: pd.DataFrame) -> dict[str, Any]:
     """The issue's goals: answer CE under M at most half the original's and below random M;
-    accuracy at least 0.3 above both Original and random M."""
+    accuracy at least 0.3 above both Original and random M; with the tasks that meet each, the
+    largest random-M accuracy and the tasks the instructed model fails
+    (accuracy <= :data:`INSTRUCTED_FAILS`)."""
     ce_goal = (rows["CE M"] <= 0.5 * rows["CE orig"]) & (rows["CE M"] < rows["CE rand"])
     acc_goal = (rows["acc M"] >= rows["acc orig"] + 0.3) & (rows["acc M"] >= rows["acc rand"] + 0.3)
+    fails = rows["acc instr"] <= INSTRUCTED_FAILS
     return {
         "tasks": len(rows),
         "CE goal met": int(ce_goal.sum()),
         "accuracy goal met": int(acc_goal.sum()),
+        "accuracy goal tasks": sorted(rows.loc[acc_goal, "task"]),
+        "CE goal tasks": sorted(rows.loc[ce_goal, "task"]),
+        "largest random-M accuracy": float(rows["acc rand"].max()),
+        "instructed accuracy at most 0.15": int(fails.sum()),
     }
 
 
@@ -147,6 +162,7 @@ class Config:
     n_eval: int = field(default=40, metadata=help_of("held-out examples evaluated"))
     holdout: int = field(default=100, metadata=help_of("examples held out of training"))
     seeds: tuple[int, ...] = field(default=(0, 1), metadata=help_of("seeds of the random masks"))
+    precision: str = precision_field()
     answer_end: str = field(
         default="auto",
         metadata=help_of(
@@ -163,8 +179,10 @@ class Config:
     out: str = field(default="runs/mask-table", metadata=help_of("output folder"))
 
 
-def run(config: Config) -> GridResult:
-    """Train and evaluate every task (resuming), write ``table.csv`` and ``table.md``."""
+def run(config: Config, command: Sequence[str] = ()) -> GridResult:
+    """Train and evaluate every task (resuming), write ``table.csv``, ``table.md`` and
+    ``numbers.json`` (every row, the goals and the provenance of ``command``)."""
+    started = time.monotonic()
     tasks = lh.list_tasks("word") if config.tasks == ("all",) else list(config.tasks)
     grid = grid_config(
         config.model,
@@ -176,6 +194,7 @@ def run(config: Config) -> GridResult:
         n_eval=config.n_eval,
         seeds=config.seeds,
         answer_end=config.answer_end,
+        dtype=config.precision,
     )
     out = Path(config.out)
     address = None if config.address == "ray" else config.address
@@ -184,12 +203,27 @@ def run(config: Config) -> GridResult:
     write_atomic(out / "table.csv", rows.to_csv(index=False))
     write_atomic(out / "table.md", to_markdown(rows, config.model, grid, result.failures))
     write_atomic(out / "summary.md", (out / "table.md").read_text(encoding="utf-8"))
+    if len(rows) and not len(result.failures):
+        provenance = provenance_of(command or ["(run from Python)"], started)
+        provenance["precision"] = "+".join(sorted(set(rows["dtype"])))
+        numbers = {
+            "model": config.model,
+            "steps": config.steps,
+            "lr": config.lr,
+            "answer_end": config.answer_end,
+            "n_eval": config.n_eval,
+            "goals": summarize(rows),
+            "rows": json.loads(rows.to_json(orient="records")),
+            "provenance": provenance,
+        }
+        write_atomic(out / "numbers.json", json.dumps(numbers, indent=2))
     return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = parse(Config, argv, __doc__)
-    result = run(config)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    config = parse(Config, arguments, __doc__)
+    result = run(config, ["python", "-m", "analyses.mask_table", *arguments])
     print((Path(config.out) / "table.md").read_text(encoding="utf-8"))
     return 1 if len(result.failures) else 0
 

@@ -151,6 +151,26 @@ PLAN: tuple[Entry, ...] = (
         str(RUNS / "figure8-9"),
     ),
     Entry(
+        "mask_table/smollm2-135m-instruct-bfloat16",
+        f"python -m analyses.mask_table --precision bfloat16 --out {RUNS / 'mask-table/smollm2'}",
+        str(RUNS / "mask-table/smollm2"),
+        bf16=True,
+    ),
+    Entry(
+        "mask_table/smollm2-135m-instruct-answer-only-bfloat16",
+        "python -m analyses.mask_table --precision bfloat16 --answer-end none "
+        f"--out {RUNS / 'mask-table/smollm2-answer-only'}",
+        str(RUNS / "mask-table/smollm2-answer-only"),
+        bf16=True,
+    ),
+    Entry(
+        "mask_table/gemma-3-270m-bfloat16",
+        "python -m analyses.mask_table --model gemma-3-270m --precision bfloat16 "
+        f"--out {RUNS / 'mask-table/gemma'}",
+        str(RUNS / "mask-table/gemma"),
+        bf16=True,
+    ),
+    Entry(
         "table7/smollm2-135m-instruct",
         _analysis("table7_attention", "table7"),
         str(RUNS / "table7"),

@@ -11,6 +11,13 @@ and its content is the block's function (``BLOCKS``) applied to the stored resul
 precision). ``python scripts/update_docs.py`` rewrites the blocks; ``--check`` writes nothing
 and exits 1 when a block differs from what its results give, or cites a result that is missing
 (the test suite runs it, so a number typed by hand into a block fails the tests).
+
+Numbers inside sentences are inline snippets (``<!-- value PATH KEY... -->``, see
+:mod:`prose_numbers`), rewritten the same way; ``--check`` also reports every measured-looking
+number typed in prose or in a notebook's markdown, and every notebook that holds outputs. A
+transcribed record (``source``: numbers once typed by hand, no run behind them) cannot be cited:
+a block that loads one fails, and a row of ``docs/reproduction.md`` says "not yet measured" with
+the command that would measure it.
 """
 
 from __future__ import annotations
@@ -25,11 +32,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reproduction import alignment, heads_up, lahis  # noqa: E402  (docs/reproduction.md)
+import prose_numbers  # noqa: E402
+from reproduction import NotMeasured, alignment, heads_up, lahis  # noqa: E402  (reproduction.md)
 from reproduction.heads_up_results import DEMO_RUNS  # noqa: E402
 
 RESULTS = ROOT / "results"
 DOCUMENTS = ("README.md", "docs/*.md")
+NOTEBOOKS = "notebooks/*.ipynb"
 _BLOCK = re.compile(
     r"(<!-- generated: (?P<name>[\w.-]+)(?: (?P<arg>[\w./-]+))? -->\n)(?P<body>.*?)"
     r"(?P<end><!-- end generated -->)",
@@ -43,13 +52,17 @@ class ResultMissing(LookupError):
 
 def load(path: str, results: Path) -> dict[str, Any]:
     """The stored ``results/<path>/numbers.json`` (``compatibility``: the matrix of the newest
-    stored transformers release)."""
+    stored transformers release); :class:`~reproduction.NotMeasured` for a transcription."""
     if path == COMPATIBILITY:
         return compatibility_runs(results)[-1]
     file = results / path / "numbers.json"
     if not file.is_file():
         raise ResultMissing(f"{file.relative_to(results.parent)} is missing")
-    return json.loads(file.read_text(encoding="utf-8"))
+    numbers = json.loads(file.read_text(encoding="utf-8"))
+    if numbers.get("source"):
+        command = numbers.get("provenance", {}).get("command", "")
+        raise NotMeasured(path, command)
+    return numbers
 
 
 def libraries(machine: dict[str, Any]) -> str:
@@ -400,11 +413,13 @@ def render(text: str, results: Path, where: str = "") -> tuple[str, list[str]]:
             changed.append(f"{where}: {name}" + (f" {arg}" if arg else ""))
         return match[1] + body + match["end"]
 
-    return _BLOCK.sub(replace, text), changed
+    text = _BLOCK.sub(replace, text)
+    text, values = prose_numbers.render_values(text, lambda path: load(path, results))
+    return text, changed + [f"{where}: value {spec}" for spec in values]
 
 
 _TABLE = re.compile(r"((?:^\|.*\|\n)+)", re.M)
-_NUMBER = re.compile(r"\d+\.\d+|\d+ ?%|\d+(?:\.\d+)?[x×]\b")
+_NUMBER = prose_numbers.MEASURED
 #: put on the line before a table of settings (not measurements) that holds numbers
 NOT_A_RESULT = "<!-- not a result:"
 
@@ -427,6 +442,29 @@ def documents(root: Path = ROOT) -> list[Path]:
     return sorted({path for pattern in DOCUMENTS for path in root.glob(pattern)})
 
 
+def typed_in_prose(root: Path = ROOT) -> list[str]:
+    """Measured-looking numbers typed in the prose of the documents and in the notebooks'
+    markdown (tables are :func:`hand_typed_tables`' part), and notebooks that hold outputs."""
+    found = []
+    for path in documents(root):
+        text = _TABLE.sub(lambda m: re.sub(r"[^\n]", " ", m[0]), path.read_text(encoding="utf-8"))
+        found += [
+            f"{path.relative_to(root)}:{line}: {number!r} typed in prose: {context[:70]}"
+            for line, number, context in prose_numbers.typed_numbers(text)
+        ]
+    for path in sorted(root.glob(NOTEBOOKS)):
+        where = path.relative_to(root)
+        found += [
+            f"{where} (markdown): {number!r} typed: {context[:70]}"
+            for _, number, context in prose_numbers.typed_numbers(
+                prose_numbers.notebook_markdown(path)
+            )
+        ]
+        if outputs := prose_numbers.notebook_outputs(path):
+            found.append(f"{where}: {outputs} stored outputs (CI executes it; clear them)")
+    return found
+
+
 def update(root: Path = ROOT, results: Path | None = None, *, check: bool = False) -> list[str]:
     """Rewrite (or with ``check`` only compare) every generated block under ``root``; the blocks
     that differ from their results."""
@@ -447,7 +485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         stale = update(check=args.check)
-    except (ResultMissing, KeyError) as error:
+    except (ResultMissing, NotMeasured, KeyError, prose_numbers.SnippetError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     for block in stale:
@@ -455,7 +493,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     typed = hand_typed_tables()
     for table in typed:
         print(table + " (store it under results/ and cite it with a generated block)")
-    return 1 if (args.check and stale) or typed else 0
+    prose = typed_in_prose()
+    for line in prose:
+        print(line + " (an inline value snippet, a paper snippet, code, or leave it out)")
+    return 1 if (args.check and stale) or typed or prose else 0
 
 
 if __name__ == "__main__":

@@ -15,6 +15,22 @@ from typing import Any
 
 Load = Callable[[str], dict[str, Any]]
 
+
+class NotMeasured(LookupError):
+    """A result that only a transcription holds (numbers once typed by hand, no run behind
+    them): what ``load`` raises for it, so that no cell shows its numbers. A row of the page
+    then says "not yet measured" with the command that would measure it."""
+
+    def __init__(self, path: str, command: str = "") -> None:
+        self.path, self.command = path, command
+        how = f"; run `{command}`" if command else ""
+        super().__init__(f"results/{path} is a transcription with no run behind it{how}")
+
+    def cell(self) -> str:
+        """What a row shows in place of the numbers."""
+        return f"not yet measured here (`{self.command}`)" if self.command else "not yet measured"
+
+
 #: The level of the verdict rule's one-sided tests (stated at the top of docs/reproduction.md;
 #: the same as ``analyses._common.LEVEL``).
 LEVEL = 0.01
@@ -62,11 +78,10 @@ def pval(value: float) -> str:
 
 
 def cite(load: Load, path: str) -> str:
-    """``(run: path, precision[, transcribed])`` for a cell."""
+    """``[results/path, precision]`` for a cell."""
     numbers = load(path)
     precision = numbers.get("precision") or numbers.get("provenance", {}).get("precision", "?")
-    flag = ", transcribed" if numbers.get("source") else ""
-    return f"[`results/{path}`, {precision}{flag}]"
+    return f"[`results/{path}`, {precision}]"
 
 
 NOT_COVERED = "not covered"
@@ -74,7 +89,10 @@ NOT_COVERED = "not covered"
 
 # -- rendering --------------------------------------------------------------------------------
 def _cell(value: Callable[[Load], str] | str, load: Load) -> str:
-    text = value(load) if callable(value) else value
+    try:
+        text = value(load) if callable(value) else value
+    except NotMeasured as missing:
+        text = missing.cell()
     return text.replace("|", "\\|").replace("\n", " ")
 
 

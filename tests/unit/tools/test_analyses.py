@@ -31,6 +31,11 @@ def test_mask_table_trains_evaluates_and_reuses_finished_tasks(tiny_everywhere, 
         assert (out / "capitalize" / name).is_file(), name
     table = (out / "table.csv").read_text()
     assert table.startswith("task,match,n_eval,heads kept,heads,acc orig")
+    numbers = json.loads((out / "numbers.json").read_text())
+    assert [row["task"] for row in numbers["rows"]] == ["capitalize"]
+    assert numbers["goals"]["tasks"] == 1 and numbers["steps"] == 3
+    assert numbers["provenance"]["precision"] in {"float32", "bfloat16"}
+    assert numbers["provenance"]["command"].startswith("python -m analyses.mask_table --tasks")
     stamp = (out / "capitalize" / "training.json").stat().st_mtime_ns
     assert mask_table.main(argv) == 0, "a second run reuses the finished task"
     assert (out / "capitalize" / "training.json").stat().st_mtime_ns == stamp
@@ -41,7 +46,9 @@ def test_goals_are_counted_per_the_issue():
 
     rows = pd.DataFrame(
         {
+            "task": ["a", "b", "c"],
             "acc orig": [0.0, 0.0, 0.5],
+            "acc instr": [0.1, 0.9, 0.15],
             "acc rand": [0.0, 0.1, 0.0],
             "acc M": [0.8, 0.3, 0.9],
             "CE orig": [4.0, 4.0, 2.0],
@@ -53,4 +60,8 @@ def test_goals_are_counted_per_the_issue():
         "tasks": 3,
         "CE goal met": 1,  # row 2: not below random M; row 3: not half the original
         "accuracy goal met": 2,  # row 2 is only 0.2 above random M
+        "accuracy goal tasks": ["a", "c"],
+        "CE goal tasks": ["a"],
+        "largest random-M accuracy": 0.1,
+        "instructed accuracy at most 0.15": 2,  # a and c (0.15 counts)
     }

@@ -1,0 +1,118 @@
+"""Numbers in prose: every measured-looking number in the README, the docs and the notebooks'
+markdown comes from a stored result through an inline snippet, or is marked as a paper's.
+
+A stored number sits in a sentence as an inline snippet that ``scripts/update_docs.py`` rewrites
+from ``results/<PATH>/numbers.json`` (keys, then an optional ``:format``)::
+
+    <!-- value figure4/smollm2-135m-instruct "masked vs instructed" :.3f -->0.878<!-- /value -->
+
+A number quoted from a paper is marked with where it stands there (it is not a measurement of
+ours, so nothing recomputes it)::
+
+    the paper keeps <!-- paper Heads up! Table 3 -->4 of 6<!-- /paper -->
+
+Everything else that looks measured -- a decimal, a percentage, a ratio (``3x``), a duration, a
+count ``N of M`` -- outside code, generated blocks and these snippets is reported by
+:func:`typed_numbers`, so a number typed (or changed) by hand fails ``update_docs.py --check``.
+Settings and versions are written as code (`` `--lr 0.1` ``, `` `transformers 5.24` ``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+VALUE = re.compile(r"(<!-- value (?P<spec>[^>]*?) -->)(?P<body>.*?)(<!-- /value -->)", re.S)
+PAPER = re.compile(r"<!-- paper (?P<where>[^>]*?) -->(?P<body>.*?)<!-- /paper -->", re.S)
+#: what a measured number looks like: a percentage, a decimal, a ratio, a duration or size, a
+#: count "N of M"
+MEASURED = re.compile(
+    r"(?<![\w\-§./#])(?:"
+    r"\d+(?:\.\d+)?\s?%"
+    r"|\d+(?:\.\d+)?\s?[x×](?![\w])"
+    r"|\d+(?:\.\d+)?\s?(?:ms|s|min|h|GFLOP/s|GFLOP|GiB|MiB|GB|MB)(?![\w])"
+    r"|\d+ of \d+"
+    r"|\d+\.\d+(?![\w.])"
+    r")"
+)
+_HIDDEN = (
+    re.compile(r"<!-- generated: .*?<!-- end generated -->", re.S),
+    re.compile(r"^(```|~~~).*?^\1", re.S | re.M),  # fenced code
+    re.compile(r"`[^`\n]*`"),  # inline code
+    re.compile(r"<!--.*?-->", re.S),  # comments (after the snippets are removed)
+    re.compile(r"\]\([^)]*\)"),  # link targets
+)
+
+
+class SnippetError(ValueError):
+    """An inline snippet is malformed or names a number its result does not hold."""
+
+
+def value_of(spec: str, load: Callable[[str], dict[str, Any]]) -> str:
+    """The text of the snippet ``<!-- value SPEC -->``: ``PATH KEY... [:FORMAT]``."""
+    parts = shlex.split(spec)
+    if len(parts) < 2:
+        raise SnippetError(f"value snippet {spec!r}: give a result path and at least one key")
+    path, *keys = parts
+    fmt = keys.pop()[1:] if keys[-1].startswith(":") else ""
+    found: Any = load(path)
+    for key in keys:
+        try:
+            found = found[int(key)] if isinstance(found, list) else found[key]
+        except (KeyError, IndexError, ValueError, TypeError) as error:
+            raise SnippetError(f"value snippet {spec!r}: results/{path} has no {key!r}") from error
+    return format(found, fmt) if fmt else str(found)
+
+
+def render_values(text: str, load: Callable[[str], dict[str, Any]]) -> tuple[str, list[str]]:
+    """``text`` with every value snippet rewritten from its result; the specs that changed."""
+    changed: list[str] = []
+
+    def replace(match: re.Match[str]) -> str:
+        body = value_of(match["spec"], load)
+        if body != match["body"]:
+            changed.append(match["spec"])
+        return match[1] + body + match[4]
+
+    return VALUE.sub(replace, text), changed
+
+
+def hidden(text: str) -> str:
+    """``text`` without what the check does not read: generated blocks, snippets, code,
+    comments and link targets (lines kept, so line numbers still point into the file)."""
+
+    def blank(match: re.Match[str]) -> str:
+        return re.sub(r"[^\n]", " ", match[0])
+
+    text = VALUE.sub(blank, text)
+    for where in PAPER.finditer(text):
+        if not where["where"].strip():
+            raise SnippetError(f"paper snippet {where[0][:60]!r}: say where in the paper")
+    text = PAPER.sub(blank, text)
+    for pattern in _HIDDEN:
+        text = pattern.sub(blank, text)
+    return text
+
+
+def typed_numbers(text: str) -> Iterator[tuple[int, str, str]]:
+    """(line number, number, the line) of every measured-looking number typed in ``text``."""
+    for number, line in enumerate(hidden(text).split("\n"), start=1):
+        for match in MEASURED.finditer(line):
+            yield number, match[0], line.strip()
+
+
+def notebook_markdown(path: Path) -> str:
+    """The markdown cells of a notebook, one after another."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
+def notebook_outputs(path: Path) -> int:
+    """How many outputs the notebook's code cells hold (CI executes the notebooks, so the
+    committed ones carry none: an output would go stale with the code)."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return sum(len(c.get("outputs", [])) for c in cells if c["cell_type"] == "code")
