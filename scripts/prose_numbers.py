@@ -30,13 +30,14 @@ VALUE = re.compile(r"(<!-- value (?P<spec>[^>]*?) -->)(?P<body>.*?)(<!-- /value 
 PAPER = re.compile(r"<!-- paper (?P<where>[^>]*?) -->(?P<body>.*?)<!-- /paper -->", re.S)
 #: what a measured number looks like: a percentage, a decimal, a ratio, a duration or size, a
 #: count "N of M"
+_INT = r"(?:\d{1,3}(?:,\d{3})+|\d+)"  # 1,024 or 1024
 MEASURED = re.compile(
-    r"(?<![\w\-§./#])(?:"
-    r"\d+(?:\.\d+)?\s?%"
-    r"|\d+(?:\.\d+)?\s?[x×](?![\w])"
-    r"|\d+(?:\.\d+)?\s?(?:ms|s|min|h|GFLOP/s|GFLOP|GiB|MiB|GB|MB)(?![\w])"
-    r"|\d+ of \d+"
-    r"|\d+\.\d+(?![\w.])"
+    r"(?<![\w§./#,])(?<![A-Za-z]-)(?:"
+    rf"{_INT}(?:\.\d+)?\s?%"
+    rf"|{_INT}(?:\.\d+)?\s?[x×](?![\w])"
+    rf"|{_INT}(?:\.\d+)?\s?(?:ms|s|min|h|GFLOP/s|GFLOP|GiB|MiB|GB|MB)(?![\w])"
+    rf"|{_INT} of {_INT}"
+    r"|\d+\.\d+(?!\.\d)(?![\w])"
     r")"
 )
 _HIDDEN = (

@@ -483,11 +483,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="compare only; exit 1 if stale")
     args = parser.parse_args(argv)
+    failed = False
     try:
         stale = update(check=args.check)
     except (ResultMissing, NotMeasured, KeyError, prose_numbers.SnippetError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        stale, failed = [], True
     for block in stale:
         print(("stale: " if args.check else "updated: ") + block)
     typed = hand_typed_tables()
@@ -496,7 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prose = typed_in_prose()
     for line in prose:
         print(line + " (an inline value snippet, a paper snippet, code, or leave it out)")
-    return 1 if (args.check and stale) or typed or prose else 0
+    return 2 if failed else 1 if (args.check and stale) or typed or prose else 0
 
 
 if __name__ == "__main__":
