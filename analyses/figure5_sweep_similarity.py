@@ -12,6 +12,7 @@ to reuse its sweep). Resumable.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from analyses import figure2_sweep
 from analyses._common import LazyModel, command_line, help_of, mask_of, stages_of, write_outputs
@@ -33,28 +34,34 @@ def run(config: Config) -> SweepResult:
     rows = table.iloc[:: max(1, len(table) // 10)].reset_index()
     rows["n_removed"] = rows["n_removed"].astype(int)
     n_layers = int(frame["layer"].max()) + 1
-    later = frame[frame["layer"] >= n_layers // 2].pivot_table(
-        index="n_removed", columns="kind", values="cosine"
-    )
     unselected = int(training.W.numel()) - training.mask.n_selected
-    before = later[later.index <= unselected]
-    at_switch = later.loc[later.index >= (sweep.switch or 0)].iloc[0]
-    numbers = {
-        "layers": f"{n_layers // 2}-{n_layers - 1} (mean)",
-        "start": later.iloc[0].round(4).to_dict(),
-        "at the switch step": at_switch.round(4).to_dict(),
-        f"max while removing the {unselected} heads outside M": before.max().round(4).to_dict(),
-        "argmax (heads removed)": {k: int(v) for k, v in before.idxmax().items()},
-        "end": later.iloc[-1].round(4).to_dict(),
-        "switch_step": sweep.switch,
-    }
+    numbers: dict[str, Any] = {"prompt": sweep.prompt, "target": sweep.target}
+    numbers |= {"switch_step": sweep.switch, "heads outside M": unselected}
+    halves = {"later": (n_layers // 2, n_layers - 1), "earlier": (0, n_layers // 2 - 1)}
+    for half, (first, last) in halves.items():
+        chosen = frame[frame["layer"].between(first, last)]
+        means = chosen.pivot_table(index="n_removed", columns="kind", values="cosine")
+        before = means[means.index <= unselected]
+        at_switch = means.loc[means.index >= (sweep.switch or 0)].iloc[0]
+        numbers[f"{half} layers"] = {
+            "layers": f"{first}-{last} (mean)",
+            "start": means.iloc[0].round(4).to_dict(),
+            "at the switch step": at_switch.round(4).to_dict(),
+            "with the heads outside M removed": before.iloc[-1].round(4).to_dict(),
+            "max while removing the heads outside M": before.max().round(4).to_dict(),
+            "argmax (heads removed)": {k: int(v) for k, v in before.idxmax().items()},
+            "end": means.iloc[-1].round(4).to_dict(),
+        }
     text = (
         f"Cosine similarity to the instructed prompt, mean over layers, every "
         f"{max(1, len(table) // 10)}-th evaluated step:\n\n"
         f"{markdown_table(rows, floatfmt='.4f', index=False)}\n\n"
-        f"Later half of the layers ({numbers['layers']}): "
-        + "; ".join(f"{key} {value}" for key, value in list(numbers.items())[1:])
-        + "."
+        + "\n\n".join(
+            f"{half.capitalize()} half of the layers ({numbers[half + ' layers']['layers']}): "
+            + "; ".join(f"{k} {v}" for k, v in list(numbers[half + " layers"].items())[1:])
+            + "."
+            for half in ("later", "earlier")
+        )
     )
     write_outputs(
         config.out,

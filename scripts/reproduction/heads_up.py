@@ -12,6 +12,7 @@ from reproduction.heads_up_results import (
     figure4,
     figure4_verdict,
     figure5,
+    figure5_verdict,
     figure6_both,
     figure6_both_verdict,
     figure7,
@@ -124,8 +125,8 @@ HEADS_UP: list[tuple[str, Row]] = [
             "settles once the heads outside M are gone; shallow layers fall slightly.",
             "Llama3.1-8B-inst: settles after 192 heads removed (= the heads outside M).",
             figure5,
-            "partly: one word; shallow layers not measured",
-            "partly: the rise is small and the shallow-layer fall is not measured",
+            "partly: one word and a smaller model",
+            figure5_verdict,
         ),
     ),
     (

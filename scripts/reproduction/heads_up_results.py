@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from reproduction import LEVEL, Load, cite, fmt, holm, pval
+from reproduction import LEVEL, Load, NotMeasured, cite, fmt, holm, pval
 
 
 # -- Heads up! --------------------------------------------------------------------------------
@@ -12,21 +13,39 @@ def _demo(load: Load) -> dict[str, Any]:
     return load("demo/smollm2-135m-instruct-float32")
 
 
+#: the stored 18-task mask tables of SmolLM2 (end-of-turn and answer-only targets) and Gemma
+MASK_TABLE = "mask_table/smollm2-135m-instruct-bfloat16"
+MASK_TABLE_ANSWER_ONLY = "mask_table/smollm2-135m-instruct-answer-only-bfloat16"
+MASK_TABLE_GEMMA = "mask_table/gemma-3-270m-bfloat16"
+
+
+def _or_not_measured(cell: Callable[[], str]) -> str:
+    """``cell()``, or what the page says where its result has no run behind it yet."""
+    try:
+        return cell()
+    except NotMeasured as missing:
+        return missing.cell()
+
+
 def demo_tasks(load: Load) -> str:
     demo = _demo(load)["evaluation"]
-    table = load("mask_table/smollm2-135m-instruct-bfloat16")
+    table = load(MASK_TABLE)
+    goals = table["goals"]
+
+    def answer_only() -> str:
+        other = load(MASK_TABLE_ANSWER_ONLY)["goals"]["accuracy goal met"]
+        return f"{other} {cite(load, MASK_TABLE_ANSWER_ONLY)}"
+
     return (
         f"SmolLM2, capitalize (demo, 40 words): accuracy {fmt(demo['Original']['accuracy'])} "
         f"original, {fmt(demo['w/ instruction']['accuracy'])} instructed, "
         f"{fmt(demo['w/ M']['accuracy'])} with M {cite(load, 'demo/smollm2-135m-instruct-float32')}"
-        f". 18 word tasks, {table['steps']} steps each: M beats the original model and random "
-        f"masks by at least 0.3 accuracy on {table['accuracy gain >= 0.3 over original and random M (tasks)']}"
-        f" of {table['tasks']} ({table['accuracy gain >= 0.3, answer-only targets (tasks)']} with "
-        "answer-only targets); answer CE at most half the original's and below random M on "
-        f"{table['answer CE at most half the original' + chr(39) + 's and below random M (tasks)']}; "
-        f"the instructed model itself scores at most 0.15 on "
-        f"{table['tasks the instructed model scores <= 0.15 on']} "
-        f"{cite(load, 'mask_table/smollm2-135m-instruct-bfloat16')}"
+        f". {goals['tasks']} word tasks, {table['steps']} steps each: M beats the original model "
+        f"and random masks by at least 0.3 accuracy on {goals['accuracy goal met']} of "
+        f"{goals['tasks']} (with answer-only targets: {_or_not_measured(answer_only)}); answer "
+        f"CE at most half the original's and below random M on {goals['CE goal met']}; the "
+        f"instructed model itself scores at most 0.15 on "
+        f"{goals['instructed accuracy at most 0.15']} {cite(load, MASK_TABLE)}"
     )
 
 
@@ -104,34 +123,44 @@ def figure3_verdict(load: Load) -> str:
     return "reproduced (the paper gives no counts)" if ok else "not reproduced"
 
 
+#: the stored Figure 4 runs: the demo's mask (end-of-turn targets) and one trained on the answer
+#: alone (the same schedule, ``--answer-end none``)
+FIGURE4_RUNS = {
+    "end-of-turn targets": "figure4/smollm2-135m-instruct",
+    "answer-only targets": "figure4/smollm2-135m-instruct-answer-only",
+}
+
+
+def _closer_p(n: dict[str, Any]) -> float:
+    """The one-sided p of "masked closer to instructed than the original" from a two-sided
+    paired t-test's p and the sign of the mean difference."""
+    p = n["p_value"]
+    return p / 2 if n["mean"] > 0 else 1 - p / 2
+
+
 def figure4(load: Load) -> str:
-    n = load("figure4/smollm2-135m-instruct-bfloat16")
-    return (
-        f"SmolLM2 capitalize, layers {n['layers']}, {n['words']} words: masked~instructed "
-        f"{n['masked~instructed']} vs original~instructed {n['original~instructed']} "
-        f"(p = {pval(n['p'])}, {n['words where masked is closer']} of {n['words']} words); with "
-        f"answer-only targets it reverses ({n['answer-only targets: masked~instructed']} vs "
-        f"{n['answer-only targets: original~instructed']}) "
-        f"{cite(load, 'figure4/smollm2-135m-instruct-bfloat16')}"
-    )
+    cells = []
+    for what, path in FIGURE4_RUNS.items():
+        n = load(path)
+        cells.append(
+            f"{what}: masked~instructed {fmt(n['masked vs instructed'])} vs original~instructed "
+            f"{fmt(n['original vs instructed'])} (closer on {n['n_positive']} of "
+            f"{n['n_prompts']} words, one-sided p = {pval(_closer_p(n))}) {cite(load, path)}"
+        )
+    layers = load(FIGURE4_RUNS["end-of-turn targets"])["layers"]
+    return f"SmolLM2 capitalize, decoder output, layers {layers}, " + "; ".join(cells)
 
 
 DEMO_RUNS = ("demo/smollm2-135m-instruct-float32", "demo/smollm2-135m-instruct-bfloat16")
 
 
-def _figure4_measurements(load: Load) -> list[tuple[str, float, float, bool]]:
-    """(what, masked~instructed, original~instructed, tested) in the later layers: the Figure 4
-    run, the same with answer-only targets, and each stored demo run (its own mask)."""
-    n = load("figure4/smollm2-135m-instruct-bfloat16")
-    found = [
-        ("Figure 4 run", n["masked~instructed"], n["original~instructed"], n["p"] < LEVEL),
-        (
-            "answer-only targets",
-            n["answer-only targets: masked~instructed"],
-            n["answer-only targets: original~instructed"],
-            False,
-        ),
-    ]
+def _figure4_measurements(load: Load) -> list[tuple[str, float, float, float | None]]:
+    """(what, masked~instructed, original~instructed, the one-sided p or None when untested) in
+    the later layers: the two Figure 4 runs and each stored demo run (its own mask, one word)."""
+    found: list[tuple[str, float, float, float | None]] = []
+    for what, path in FIGURE4_RUNS.items():
+        n = load(path)
+        found.append((what, n["masked vs instructed"], n["original vs instructed"], _closer_p(n)))
     for run in DEMO_RUNS:
         similarity = load(run)["similarity_later_layers"]
         precision = load(run)["precision"]
@@ -140,21 +169,23 @@ def _figure4_measurements(load: Load) -> list[tuple[str, float, float, bool]]:
                 f"{precision} demo",
                 similarity["masked vs instructed"],
                 similarity["original vs instructed"],
-                False,
+                None,
             )
         )
     return found
 
 
 def figure4_verdict(load: Load) -> str:
-    """Every measurement closer under the mask, the tested one significant: reproduced; some:
-    partly; none: not reproduced."""
+    """Every measurement closer under the mask and every tested one significant after Holm:
+    reproduced; some closer: partly; none: not reproduced."""
     found = _figure4_measurements(load)
     closer = [what for what, masked, original, _ in found if masked > original]
-    tested = all(significant for what, _, _, significant in found if what == "Figure 4 run")
+    tested = {what: p for what, _, _, p in found if p is not None}
+    adjusted = holm(tested)
+    significant = [what for what, p in adjusted.items() if p < LEVEL]
     word = (
         "reproduced"
-        if len(closer) == len(found) and tested
+        if len(closer) == len(found) and len(significant) == len(tested)
         else "partly"
         if closer
         else "not reproduced"
@@ -163,20 +194,55 @@ def figure4_verdict(load: Load) -> str:
         f"{what} {masked:.3f} vs {original:.3f}" for what, masked, original, _ in found
     )
     return (
-        f"{word}: the masked states are closer in {len(closer)} of {len(found)} measurements "
+        f"{word}: the masked states are closer in {len(closer)} of {len(found)} measurements, "
+        f"significantly (one-sided, Holm over {len(tested)}) in {len(significant)} "
         f"(masked~instructed vs original~instructed: {cells})"
     )
 
 
+FIGURE5 = "figure5/smollm2-135m-instruct"
+_DECODER = "decoder output"
+
+
+def _figure5_moves(load: Load) -> dict[str, tuple[float, float]]:
+    """Per half of the layers, the decoder output's cosine to the instructed run (start, with
+    the heads outside M removed)."""
+    n = load(FIGURE5)
+    return {
+        half: (
+            n[f"{half} layers"]["start"][_DECODER],
+            n[f"{half} layers"]["with the heads outside M removed"][_DECODER],
+        )
+        for half in ("later", "earlier")
+    }
+
+
 def figure5(load: Load) -> str:
-    n = load("figure5/smollm2-135m-instruct-bfloat16")
+    n = load(FIGURE5)
+    later, earlier = n["later layers"], n["earlier layers"]
+    moves = _figure5_moves(load)
     return (
-        f'SmolLM2 "{n["word"]}": later-half cosine to the instructed run '
-        f"{n['later-half cosine, full model']} (full) → {n['at the switch']} at the switch "
-        f"({n['switch (heads removed)']} removed) → largest {n['maximum']} at "
-        f"{n['maximum at (heads removed)']} (M removes {n['heads outside M']}) → "
-        f"{n['every head removed']} with every head removed; the earlier layers are not reported "
-        f"{cite(load, 'figure5/smollm2-135m-instruct-bfloat16')}"
+        f"SmolLM2 capitalize, one word ({n['target']!r}), decoder output's cosine to the "
+        f"instructed run: layers {later['layers']} {moves['later'][0]:.3f} (full) → "
+        f"{moves['later'][1]:.3f} with the {n['heads outside M']} heads outside M removed "
+        f"(largest {later['max while removing the heads outside M'][_DECODER]:.3f} at "
+        f"{later['argmax (heads removed)'][_DECODER]}; switch at {n['switch_step']}); layers "
+        f"{earlier['layers']} {moves['earlier'][0]:.3f} → {moves['earlier'][1]:.3f} "
+        f"{cite(load, FIGURE5)}"
+    )
+
+
+def figure5_verdict(load: Load) -> str:
+    """The paper shows one prompt: deeper layers closer to the instructed run once the heads
+    outside M are gone, shallower ones slightly farther. Both on our word: reproduced (one word,
+    as the paper); one: partly; neither: not reproduced."""
+    moves = _figure5_moves(load)
+    rises = moves["later"][1] > moves["later"][0]
+    falls = moves["earlier"][1] < moves["earlier"][0]
+    word = "reproduced" if rises and falls else "partly" if rises or falls else "not reproduced"
+    return (
+        f"{word} (one word, as the paper): the later layers move "
+        f"{'closer' if rises else 'away'}, the earlier ones {'away' if falls else 'closer'}"
     )
 
 
@@ -528,11 +594,11 @@ def table41_verdict(load: Load) -> str:
 
 
 def gemma_words(load: Load) -> str:
-    n = load("mask_table/gemma-3-270m-bfloat16")
+    goals = load(MASK_TABLE_GEMMA)["goals"]
     return (
         f"Gemma 3 270M word tasks: M beats the original and random masks by 0.3 accuracy on "
-        f"{n['accuracy gain >= 0.3 over original and random M (tasks)']} of {n['tasks']} "
-        f"{cite(load, 'mask_table/gemma-3-270m-bfloat16')}; translation: the Table 1 row"
+        f"{goals['accuracy goal met']} of {goals['tasks']} {cite(load, MASK_TABLE_GEMMA)}; "
+        "translation: the Table 1 row"
     )
 
 

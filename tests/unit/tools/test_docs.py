@@ -5,6 +5,7 @@ result that is missing."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 
@@ -41,6 +42,7 @@ def copy(tmp_path):
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
     shutil.copytree(ROOT / "results", tmp_path / "results")
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
     return tmp_path
 
 
@@ -158,3 +160,98 @@ def test_the_results_index_names_the_libraries_of_every_stored_run(docs):
         docs._machine(record)
         == "X (no native bf16, 2 threads; torch 2.13.0+cpu, transformers 5.24.0)"
     )
+
+
+# -- numbers in prose and notebooks (issue 33) ------------------------------------------------
+def test_no_number_is_typed_in_prose_or_notebook_markdown(docs):
+    assert docs.typed_in_prose(ROOT) == [], "python scripts/update_docs.py --check lists them"
+
+
+def test_a_number_changed_by_hand_in_prose_fails(docs, copy):
+    """A value snippet's number edited by hand is stale; a number added to a sentence, to a
+    notebook's markdown or an output left in a notebook is reported."""
+    cited = [
+        (page, snippet)
+        for page in docs.documents(copy)
+        if (snippet := docs.prose_numbers.VALUE.search(page.read_text()))
+    ]
+    assert cited, "the docs cite stored numbers in sentences"
+    page, snippet = cited[0]
+    where = page.relative_to(copy).as_posix()
+    page.write_text(page.read_text().replace(snippet[0], snippet[1] + "0.123" + snippet[4], 1))
+    stale = docs.update(copy, check=True)
+    assert stale == [f"{where}: value {snippet['spec']}"]
+    assert docs.update(copy) == stale and docs.update(copy, check=True) == []
+
+    page = copy / "docs" / "reproduction.md"
+    page.write_text(page.read_text() + "\nThe mask keeps 0.875 of the accuracy.\n")
+    assert docs.typed_in_prose(copy) == [
+        f"docs/reproduction.md:{len(page.read_text().splitlines())}: '0.875' typed in prose: "
+        "The mask keeps 0.875 of the accuracy."
+    ]
+    notebook = copy / "notebooks" / "figure7_mask_weights.ipynb"
+    cells = json.loads(notebook.read_text())
+    markdown = next(c for c in cells["cells"] if c["cell_type"] == "markdown")
+    markdown["source"] = ["It keeps 11 of 18 tasks."]
+    code = next(c for c in cells["cells"] if c["cell_type"] == "code")
+    code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["0.5"]}]
+    notebook.write_text(json.dumps(cells))
+    found = docs.typed_in_prose(copy)[1:]
+    assert found == [
+        "notebooks/figure7_mask_weights.ipynb (markdown): '11 of 18' typed: It keeps 11 of 18 "
+        "tasks.",
+        "notebooks/figure7_mask_weights.ipynb: 1 stored outputs (CI executes it; clear them)",
+    ]
+
+
+def test_settings_versions_and_marked_paper_numbers_are_not_measurements(docs):
+    typed = docs.prose_numbers.typed_numbers
+    text = (
+        "Train with `--lr 0.1` on Llama-3.1-8B under `transformers 5.24`; the paper keeps "
+        "<!-- paper Heads up! Table 3 -->4 of 6<!-- /paper --> (see [x](a/0.5.md)).\n"
+        "```\nlr = 0.2\n```\n"
+    )
+    assert list(typed(text)) == []
+    assert [n for _, n, _ in typed("about 3-4x slower, 5.8 s, 40 %, 1,320 of 1,024 heads.")] == [
+        "4x",
+        "5.8 s",
+        "40 %",
+        "1,320 of 1,024",
+    ]
+    with pytest.raises(docs.prose_numbers.SnippetError, match="say where in the paper"):
+        list(typed("<!-- paper  -->8 %<!-- /paper -->"))
+
+
+def test_a_value_snippet_reads_its_result(docs):
+    numbers = {"a": {"b c": [0.5, 0.25]}}
+    value_of = docs.prose_numbers.value_of
+    assert value_of('x a "b c" 1 :.1%', lambda path: numbers) == "25.0%"
+    assert value_of("x a", lambda path: numbers) == "{'b c': [0.5, 0.25]}"
+    with pytest.raises(docs.prose_numbers.SnippetError, match="has no 'd'"):
+        value_of("x a d", lambda path: numbers)
+
+
+def _transcribe(copy, path="figure7/smollm2-135m-instruct"):
+    file = copy / "results" / path / "numbers.json"
+    numbers = json.loads(file.read_text())
+    numbers["source"] = "typed by hand"
+    file.write_text(json.dumps(numbers))
+
+
+def test_a_doc_citing_a_transcription_fails(docs, copy):
+    """A transcribed record (``source``, no run behind it) cannot be cited by a block or a
+    snippet; a row of the reproduction page says it is not yet measured instead."""
+    page = copy / "docs" / "command-line.md"
+    page.write_text(
+        page.read_text()
+        + '\nKept: <!-- value figure7/smollm2-135m-instruct "heads kept" -->1<!-- /value -->.\n'
+    )
+    docs.update(copy)
+    _transcribe(copy)
+    with pytest.raises(docs.NotMeasured, match="figure7/smollm2-135m-instruct is a transcription"):
+        docs.update(copy, check=True)
+    load = lambda path: docs.load(path, copy / "results")  # noqa: E731
+    rows = docs.heads_up.heads_up_table(load).splitlines()
+    figure7 = next(line for line in rows if line.startswith("| Figure 7 |"))
+    assert "results/figure7" not in figure7
+    assert figure7.count("not yet measured here (`python -m analyses.figure7_mask_weights") == 2

@@ -218,24 +218,31 @@ def test_failures_verdict_follows_its_numbers(shares, word):
     [(0.9, 1e-6, "reproduced"), (0.9, 0.5, "partly"), (0.8, 1e-6, "partly"), (0.7, 1e-6, "not")],
 )
 def test_figure4_verdict_follows_its_numbers(masked, p, word):
-    """``masked`` is the demo runs' and the answer-only value (the Figure 4 run itself is closer
-    under the mask, except in the last case)."""
-    from reproduction.heads_up_results import DEMO_RUNS, figure4_verdict
+    """``masked`` is the demo runs' and the answer-only run's value; the end-of-turn run is
+    closer under the mask, except in the last case; ``p`` is every run's two-sided p."""
+    from reproduction.heads_up_results import DEMO_RUNS, FIGURE4_RUNS, figure4_verdict
 
-    run_closer = 0.7 if word == "not" else 0.9
-    numbers = {
-        "figure4/smollm2-135m-instruct-bfloat16": {
-            "masked~instructed": run_closer,
-            "original~instructed": 0.85,
-            "p": p,
-            "answer-only targets: masked~instructed": masked,
-            "answer-only targets: original~instructed": 0.85,
+    numbers = {}
+    for what, path in FIGURE4_RUNS.items():
+        value = masked if what == "answer-only targets" else 0.7 if word == "not" else 0.9
+        numbers[path] = {
+            "masked vs instructed": value,
+            "original vs instructed": 0.85,
+            "mean": value - 0.85,
+            "p_value": p,
         }
-    }
     for run in DEMO_RUNS:
         similarity = {"masked vs instructed": masked, "original vs instructed": 0.85}
         numbers[run] = {"similarity_later_layers": similarity, "precision": run[-7:]}
     assert figure4_verdict(numbers.__getitem__).startswith(word)
+
+
+def test_figure4_counts_a_significant_reversal_against_the_claim():
+    """A run significantly *farther* under the mask is not support: its one-sided p is near 1."""
+    from reproduction.heads_up_results import _closer_p
+
+    assert _closer_p({"p_value": 1e-6, "mean": 0.01}) == 5e-7
+    assert _closer_p({"p_value": 1e-6, "mean": -0.01}) > 0.99
 
 
 def test_the_figure3_row_reports_every_runs_final_loss():
@@ -253,3 +260,23 @@ def test_the_figure3_row_reports_every_runs_final_loss():
     for run in ("init4", "init-1"):
         numbers = load(f"figure3/smollm2-135m-instruct-{run}")
         assert f"final loss {numbers['final_loss']:.2f}, {numbers['heads_kept']} of" in text
+
+
+@pytest.mark.parametrize(
+    ("later_end", "earlier_end", "word"),
+    [(0.9, 0.5, "reproduced"), (0.9, 0.7, "partly"), (0.8, 0.5, "partly"), (0.8, 0.7, "not")],
+)
+def test_figure5_verdict_follows_its_numbers(later_end, earlier_end, word):
+    """Later layers start at 0.85 and earlier ones at 0.6: rising and falling are the claim."""
+    from reproduction.heads_up_results import FIGURE5, figure5_verdict
+
+    def half(start, end):
+        return {
+            "start": {"decoder output": start},
+            "with the heads outside M removed": {"decoder output": end},
+        }
+
+    numbers = {
+        FIGURE5: {"later layers": half(0.85, later_end), "earlier layers": half(0.6, earlier_end)}
+    }
+    assert figure5_verdict(numbers.__getitem__).startswith(word)
