@@ -109,7 +109,20 @@ def run(config: Config) -> dict[str, SweepResult]:
         title=f"Figures 8 and 9: removal orders ({config.task}, {positive.model})",
         markdown=text,
         figures=figures,
-        numbers={"rows": rows},
+        numbers={
+            "prompt": first.prompt,
+            "target": first.target,
+            "heads kept": {
+                "positive init": training.mask.n_selected,
+                f"init {negative.config.init_mean:g}": negative.mask.n_selected,
+            },
+            "final loss": {
+                "positive init": training.final_loss,
+                f"init {negative.config.init_mean:g}": negative.final_loss,
+            },
+            "heads": int(training.W.numel()),
+            "rows": rows,
+        },
     )
     return sweeps
 

@@ -2,7 +2,8 @@
 markdown comes from a stored result through an inline snippet, or is marked as a paper's.
 
 A stored number sits in a sentence as an inline snippet that ``scripts/update_docs.py`` rewrites
-from ``results/<PATH>/numbers.json`` (keys, then an optional ``:format``)::
+from ``results/<PATH>/numbers.json`` (keys, then an optional ``:format``; a list's element by
+``FIELD=PREFIX``, e.g. ``"name=TRater"``, or by index)::
 
     <!-- value figure4/smollm2-135m-instruct "masked vs instructed" :.3f -->0.878<!-- /value -->
 
@@ -63,10 +64,22 @@ def value_of(spec: str, load: Callable[[str], dict[str, Any]]) -> str:
     found: Any = load(path)
     for key in keys:
         try:
-            found = found[int(key)] if isinstance(found, list) else found[key]
+            found = _select(found, key) if isinstance(found, list) else found[key]
         except (KeyError, IndexError, ValueError, TypeError) as error:
             raise SnippetError(f"value snippet {spec!r}: results/{path} has no {key!r}") from error
     return format(found, fmt) if fmt else str(found)
+
+
+def _select(items: list[Any], key: str) -> Any:
+    """A list's element by ``FIELD=PREFIX`` (the one element whose ``FIELD`` starts with
+    ``PREFIX``: stable when the list is reordered) or by index."""
+    if "=" not in key:
+        return items[int(key)]
+    field, prefix = key.split("=", 1)
+    matches = [item for item in items if str(item.get(field, "")).startswith(prefix)]
+    if len(matches) != 1:
+        raise KeyError(f"{len(matches)} elements with {field} starting {prefix!r}")
+    return matches[0]
 
 
 def render_values(text: str, load: Callable[[str], dict[str, Any]]) -> tuple[str, list[str]]:

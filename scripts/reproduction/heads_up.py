@@ -20,6 +20,7 @@ from reproduction.heads_up_results import (
     figure8,
     figure8_verdict,
     figure9,
+    figure9_verdict,
     gemma_words,
     random_everywhere,
     random_everywhere_verdict,
@@ -182,7 +183,7 @@ HEADS_UP: list[tuple[str, Row]] = [
             "Llama3.1-8B-inst: the 355th head against the 162nd.",
             figure9,
             "no: init 0 (init -3 does not train here), one word",
-            "partly: later, on one word",
+            figure9_verdict,
         ),
     ),
     (

@@ -135,13 +135,12 @@ def test_layers_verdict_reads_both_ends(layers, start):
 def _figure6(capitalize: tuple[float, float, float, float], pairs: list[tuple]):
     """(α at the minimum, minimum, CE at α = 0, CE at α = 1) of the SmolLM2 run and of each
     translation pair."""
-    from reproduction.heads_up_results import TABLE8
+    from reproduction.heads_up_results import FIGURE6_SMOLLM2, TABLE8
 
-    alpha, low, at0, at1 = capitalize
-    smollm2 = {"task": "capitalize", "alpha at the minimum": alpha, "minimum": low}
-    smollm2.update({"at alpha 0": at0, "instructed answer CE at alpha 1": at1})
-    numbers = {"figure6/smollm2-135m-instruct-bfloat16": smollm2}
-    for run, (alpha, low, at0, at1) in zip(TABLE8, pairs, strict=True):
+    numbers = {}
+    for run, (alpha, low, at0, at1) in zip(
+        (FIGURE6_SMOLLM2, *TABLE8), [capitalize, *pairs], strict=True
+    ):
         numbers[run] = {"task": run, "best_alpha_on_curve": alpha, "answer_ce_best": low}
         numbers[run].update({"answer_ce_alpha_0": at0, "answer_ce_alpha_1": at1})
     return numbers.__getitem__
@@ -280,3 +279,18 @@ def test_figure5_verdict_follows_its_numbers(later_end, earlier_end, word):
         FIGURE5: {"later layers": half(0.85, later_end), "earlier layers": half(0.6, earlier_end)}
     }
     assert figure5_verdict(numbers.__getitem__).startswith(word)
+
+
+@pytest.mark.parametrize(
+    ("positive", "low", "word"),
+    [(24, 86, "reproduced"), (24, None, "reproduced"), (24, 20, "not"), (None, 20, "not")],
+)
+def test_figure9_verdict_follows_its_numbers(positive, low, word):
+    from reproduction.heads_up_results import FIGURE9, figure9_verdict
+
+    rows = [
+        {"order": "ascending weight", "switch step": positive},
+        {"order": "influential", "switch step": 3},
+        {"order": "mask from init 0", "switch step": low},
+    ]
+    assert figure9_verdict({FIGURE9: {"rows": rows}}.__getitem__).startswith(word)
