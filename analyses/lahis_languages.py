@@ -120,6 +120,7 @@ def run(config: Config) -> dict[str, Any]:
         "languages whose own perplexity rose most": int(direction["own_hurt_most"].sum()),
         "languages": len(direction),
         "transfer": {t: r.to_frame().to_dict(orient="records") for t, r in transfers.items()},
+        "transfer sentences": config.n_eval,
     }
     text = (
         f"{ppl.model}: heads from {config.n_docs} sentences per language (quantile "

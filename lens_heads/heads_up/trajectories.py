@@ -8,7 +8,11 @@ its probability is at least 0.5. Each head is ``stayed in``/``stayed out`` (neve
 The paper reads such changes as evidence that the heads depend on each other: a head is
 dropped as others join. :func:`dependent_changes` also tests that reading: do the crossings of
 different heads fall closer together in time than if each head's crossings were shifted at
-random along the training (a permutation test, each head shifted as a whole)?
+random along the training (a permutation test, each head shifted as a whole)? Shifting also
+moves crossings away from the schedule every head shares (the temperature and learning rate
+fall for all heads together), so it favours finding coincidences. The second null keeps that
+schedule: each head's crossings are redrawn from the pooled crossing times of all heads, as if
+the heads crossed independently under the same schedule; only coincidence beyond it counts.
 
 >>> import torch
 >>> from lens_heads.engine import MaskTrainingResult
@@ -32,7 +36,11 @@ from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
 from lens_heads.engine import MaskTrainingResult
 
-__all__ = ["KINDS", "DependentChanges", "dependent_changes"]
+__all__ = ["KINDS", "SCHEDULE_SPREAD", "DependentChanges", "dependent_changes"]
+
+#: how far (a share of the run's samples) a redrawn crossing may move from the pooled time it
+#: was drawn from: wide enough to dissolve coincidences of a window, narrow beside the schedule
+SCHEDULE_SPREAD = 0.1
 
 KINDS = ("stayed in", "stayed out", "joined", "dropped", "changed more than once")
 
@@ -51,13 +59,30 @@ def coincidence(events: list[list[int]], window: int) -> float:
     >>> coincidence([[10], [11], [50]], window=2)  # the first two heads cross together
     0.6666666666666666
     """
-    flat = [(head, t) for head, times in enumerate(events) for t in times]
-    if len(flat) < 2:
+    times = torch.tensor([t for ts in events for t in ts], dtype=torch.long)
+    if times.numel() < 2:
         return 0.0
-    near = 0
-    for head, t in flat:
-        near += sum(1 for other, u in flat if other != head and abs(u - t) <= window)
-    return near / len(flat)
+    heads = torch.tensor([h for h, ts in enumerate(events) for _ in ts], dtype=torch.long)
+    near = (times[:, None] - times[None, :]).abs() <= window
+    near &= heads[:, None] != heads[None, :]
+    return float(near.sum()) / times.numel()
+
+
+def _resampled(
+    events: list[list[int]], pool: Tensor, spread: int, length: int, generator: torch.Generator
+) -> list[list[int]]:
+    """Each head's crossings redrawn from the shared schedule: a crossing time of any head
+    (``pool``) moved by up to ``spread`` samples either way (so that the pool's own coincident
+    pairs do not carry over), kept inside the run: independent heads under one schedule."""
+    count = sum(map(len, events))
+    draws = pool[torch.randint(0, len(pool), (count,), generator=generator)]
+    moved = draws + torch.randint(-spread, spread + 1, (count,), generator=generator)
+    times, start = moved.clamp(0, length - 1).tolist(), 0
+    out = []
+    for head in events:
+        out.append(sorted(times[start : start + len(head)]))
+        start += len(head)
+    return out
 
 
 def _shifted(events: list[list[int]], length: int, generator: torch.Generator) -> list[list[int]]:
@@ -71,7 +96,9 @@ def _shifted(events: list[list[int]], length: int, generator: torch.Generator) -
 class DependentChanges(FolderResult):
     """Per head: its kind, its crossings of 0.5 (training steps) and its final probability;
     and the coincidence of the crossings against shifted ones (``p_value``: the share of
-    shuffles whose coincidence is at least the observed one)."""
+    shuffles whose coincidence is at least the observed one) and against crossings redrawn
+    under the shared schedule (``schedule_mean``, ``schedule_p_value``; None in results saved
+    before that null existed)."""
 
     _format: ClassVar[str] = "lens_heads.dependent_changes/1"
 
@@ -83,6 +110,8 @@ class DependentChanges(FolderResult):
     shuffled_mean: float
     p_value: float
     shuffles: int
+    schedule_mean: float | None = None
+    schedule_p_value: float | None = None
 
     def to_frame(self) -> pd.DataFrame:
         """The heads that crossed 0.5 at least once (``label, kind, crossings, steps, p``)."""
@@ -100,6 +129,10 @@ class DependentChanges(FolderResult):
             "coincidence": round(self.coincidence, 3),
             "coincidence, shifted at random (mean)": round(self.shuffled_mean, 3),
             "p (crossings coincide more than at random)": self.p_value,
+            "coincidence, same schedule (mean)": None
+            if self.schedule_mean is None
+            else round(self.schedule_mean, 3),
+            "p (crossings coincide more than under the shared schedule)": self.schedule_p_value,
         }
 
     def to_markdown(self) -> str:
@@ -132,7 +165,8 @@ class DependentChanges(FolderResult):
 
     def _to_saved(self) -> tuple[dict[str, Any], dict[str, Any]]:
         meta = {key: getattr(self, key) for key in (
-            "model", "task", "window_steps", "coincidence", "shuffled_mean", "p_value", "shuffles"
+            "model", "task", "window_steps", "coincidence", "shuffled_mean", "p_value", "shuffles",
+            "schedule_mean", "schedule_p_value",
         )}  # fmt: skip
         meta["heads"] = self.heads.to_dict(orient="list")
         return meta, {}
@@ -173,6 +207,16 @@ def dependent_changes(
         coincidence(_shifted(events, n_samples, generator), window) for _ in range(shuffles)
     ]
     at_least = sum(value >= observed for value in shuffled)
+    pool = torch.tensor([t for times in events for t in times], dtype=torch.long)
+    # the schedule moves on the scale of the whole run, a coincidence on the scale of the window
+    spread = max(2 * window + 1, round(SCHEDULE_SPREAD * n_samples))
+    redrawn = [
+        coincidence(_resampled(events, pool, spread, n_samples, generator), window)
+        if len(pool)
+        else 0.0
+        for _ in range(shuffles)
+    ]
+    schedule_at_least = sum(value >= observed for value in redrawn)
     step_size = (steps[-1] - steps[0]) / max(1, n_samples - 1)
     return DependentChanges(
         model=result.model,
@@ -183,4 +227,6 @@ def dependent_changes(
         shuffled_mean=sum(shuffled) / len(shuffled) if shuffled else 0.0,
         p_value=(at_least + 1) / (len(shuffled) + 1),
         shuffles=shuffles,
+        schedule_mean=sum(redrawn) / len(redrawn) if redrawn else 0.0,
+        schedule_p_value=(schedule_at_least + 1) / (len(redrawn) + 1),
     )

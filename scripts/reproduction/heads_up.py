@@ -5,6 +5,7 @@ from __future__ import annotations
 from reproduction import NOT_COVERED, Load, Row, table
 from reproduction.heads_up_results import (
     demo_tasks,
+    few_heads_verdict,
     figure2,
     figure2_verdict,
     figure3,
@@ -26,6 +27,7 @@ from reproduction.heads_up_results import (
     random_everywhere_verdict,
     table1,
     table1_verdict,
+    table2_verdict,
     table3,
     table3_verdict,
     table4,
@@ -41,6 +43,7 @@ from reproduction.heads_up_results import (
     table41,
     table41_verdict,
     tasks_per_head,
+    tasks_per_head_verdict,
 )
 
 HEADS_UP: list[tuple[str, Row]] = [
@@ -71,8 +74,7 @@ HEADS_UP: list[tuple[str, Row]] = [
             "Qwen2.5-7B-inst M is below the instruction on average: 0.64 vs 0.69 (Table 34).",
             demo_tasks,
             "no: 135M model that fails most tasks even when instructed",
-            "partly: above the original on the tasks the model knows; not above the instruction "
-            "where the instruction works",
+            table2_verdict,
         ),
     ),
     (
@@ -291,7 +293,7 @@ HEADS_UP: list[tuple[str, Row]] = [
             "No Gemma numbers; Qwen2.5-0.5B-inst M below the instruction on 7 of 42 pairs (Table 16).",
             gemma_words,
             "no: base model, word tasks",
-            "partly: masks train on the word tasks; for translation see the first row",
+            few_heads_verdict,
         ),
     ),
     (
@@ -301,7 +303,7 @@ HEADS_UP: list[tuple[str, Row]] = [
             "Qwen2.5-1.5B/3B/7B/14B, 28 tasks: 12.97 / 12.94 / 11.07 / 10.61 tasks per head.",
             tasks_per_head,
             "no: one size, denser masks (positive init)",
-            "not measurable here (one size)",
+            tasks_per_head_verdict,
         ),
     ),
     (

@@ -4,17 +4,34 @@ from __future__ import annotations
 
 from typing import Any
 
-from reproduction import LEVEL, NOT_COVERED, Load, Row, cite, pval, table
+from reproduction import LEVEL, NOT_COVERED, Load, Row, cite, holm, pval, table
 
 
 # -- LAHIS (the repository README; it reports no numbers) ----------------------------------------
-def _gradient(load: Load) -> str:
-    n = load("compatibility")
-    rows = [row["results"]["gradient"] for row in n["rows"]]
+def _gradient_checks(load: Load) -> tuple[int, int, float]:
+    """(families whose mask gradient equals finite differences, families, largest error as a
+    share of the tolerance) from the newest compatibility matrix."""
+    rows = [row["results"]["gradient"] for row in load("compatibility")["rows"]]
     passed = sum(row["status"] == "pass" for row in rows)
-    worst = max(row["max_diff"] or 0.0 for row in rows)
+    return passed, len(rows), max(row["max_diff"] or 0.0 for row in rows)
+
+
+def _gradient_verdict(load: Load) -> str:
+    """The README gives the method and no numbers, so nothing of it can be reproduced; what can
+    be checked is that the score is the gradient it claims to be, on every family."""
+    passed, total, _ = _gradient_checks(load)
+    if passed == total:
+        return (
+            "not testable against the README (no numbers); the score is the exact mask gradient "
+            f"on {passed} of {total} families, and whether its ranks matter is the ppl row"
+        )
+    return f"not reproduced: the mask gradient is wrong on {total - passed} of {total} families"
+
+
+def _gradient(load: Load) -> str:
+    passed, total, worst = _gradient_checks(load)
     return (
-        f"The mask gradient equals central finite differences on {passed} of {len(rows)} model "
+        f"The mask gradient equals central finite differences on {passed} of {total} model "
         f"families (largest error {worst:.2f} of the tolerance) [`results/compatibility`]"
     )
 
@@ -26,6 +43,27 @@ def _language_heads(load: Load) -> str:
     return (
         f"Gemma, 16 sentences per language, quantile 0.9: general {general}; specific {specific} "
         f"{cite(load, 'lahis_languages/gemma-3-270m')}"
+    )
+
+
+def _language_heads_verdict(load: Load) -> str:
+    """Both kinds present (a head above the quantile for at least ``min_languages`` languages,
+    and heads above it for one language only): reproduced in kind; one kind: partly; neither:
+    not reproduced. Whether the specific heads matter for their language is the ppl row."""
+    heads = load("lahis_languages/gemma-3-270m")["heads"]
+    general = len(heads["general"])
+    specific = sum(bool(found) for found in heads["specific"].values())
+    languages = len(heads["specific"])
+    word = (
+        "reproduced in kind"
+        if general and specific
+        else "partly"
+        if general or specific
+        else "not reproduced"
+    )
+    return (
+        f"{word}: {general} general heads, specific heads for {specific} of {languages} "
+        "languages (no numbers to compare; the ppl row tests whether they matter)"
     )
 
 
@@ -102,24 +140,59 @@ def transfer_all(load: Load) -> str:
     )
 
 
-def transfer_all_verdict(load: Load) -> str:
+def _off_target_tests(load: Load) -> dict[tuple[str, str], tuple[int, int, int, float, float]]:
+    """Per (target, scaled setting): (off-target outputs without transfer, with it, sentences,
+    one-sided Fisher p for fewer, for more), from the stored rates and the sentence count."""
+    from scipy.stats import fisher_exact
+
     n = _languages(load)
-    fewer = lower_chrf = testable = 0
-    for rows in n["transfer"].values():
+    sentences = n["transfer sentences"]
+    tests = {}
+    for target, rows in n["transfer"].items():
         base = next(r for r in rows if r["setting"] == "original")
-        scaled = [r for r in rows if r["setting"] != "original"]
-        if base["off_target"] > 0:
-            testable += 1
-            fewer += any(r["off_target"] < base["off_target"] for r in scaled)
-        lower_chrf += all(r["chrf_pp"] < base["chrf_pp"] for r in scaled)
+        before = round(base["off_target"] * sentences)
+        for row in rows:
+            if row["setting"] == "original":
+                continue
+            after = round(row["off_target"] * sentences)
+            table = [[after, sentences - after], [before, sentences - before]]
+            fewer = fisher_exact(table, alternative="less").pvalue
+            more = fisher_exact(table, alternative="greater").pvalue
+            tests[(target, row["setting"])] = (before, after, sentences, fewer, more)
+    return tests
+
+
+def transfer_all_verdict(load: Load) -> str:
+    """The README's direction: fewer off-target outputs with the transfer. Per target and factor
+    a one-sided Fisher test on the off-target counts (Holm over the family); every target that
+    had off-target output significantly fewer: reproduced; some: partly; none: not reproduced
+    (or not testable when no target had any). Rises and chrF++ are reported beside it."""
+    n = _languages(load)
+    tests = _off_target_tests(load)
+    testable = {target for (target, _), (before, *_) in tests.items() if before > 0}
+    fewer = holm({f"{t} {s}": test[3] for (t, s), test in tests.items() if t in testable})
+    more = holm({f"{t} {s}": test[4] for (t, s), test in tests.items()})
+    fewer_targets = {key.split()[0] for key, p in fewer.items() if p < LEVEL}
+    rose = sorted(key for key, p in more.items() if p < LEVEL)
+    lower_chrf = sum(
+        all(r["chrf_pp"] < rows[0]["chrf_pp"] for r in rows if r["setting"] != "original")
+        for rows in n["transfer"].values()
+    )
+    counts = "; ".join(
+        f"en→{t} {s}: {before} → {after} of {total}"
+        for (t, s), (before, after, total, _, _) in tests.items()
+    )
     if not testable:
-        return (
-            "not testable on this model: no off-target output to reduce; the transfer lowers "
-            f"chrF++ on {lower_chrf} of {len(n['transfer'])} targets"
-        )
+        word = "not testable on this model: no off-target output to reduce"
+    elif len(fewer_targets) == len(testable):
+        word = "reproduced"
+    else:
+        word = "partly" if fewer_targets else "not reproduced"
     return (
-        f"{'partly' if fewer else 'not reproduced'}: fewer off-target outputs on {fewer} of "
-        f"{testable} targets that had any; chrF++ lower on {lower_chrf} of {len(n['transfer'])}"
+        f"{word}: off-target outputs significantly fewer (one-sided Fisher, Holm, {LEVEL}) on "
+        f"{len(fewer_targets)} of {len(testable)} targets that had any, significantly more on "
+        f"{', '.join(rose) or 'none'} ({counts}); chrF++ lower under every factor on "
+        f"{lower_chrf} of {len(n['transfer'])} targets"
     )
 
 
@@ -131,7 +204,7 @@ LAHIS: list[tuple[str, Row]] = [
             "No numbers in the README (Aya-23-8B, Llama-3.2-3B, Mistral-7B-v0.1).",
             _gradient,
             "yes in method",
-            "reproduced (the method; the README reports no numbers to compare)",
+            _gradient_verdict,
         ),
     ),
     (
@@ -141,7 +214,7 @@ LAHIS: list[tuple[str, Row]] = [
             "No numbers (languages en zh hi vi es, 1,000 documents).",
             _language_heads,
             "no: other languages, 16 documents",
-            "reproduced in kind (no numbers to compare)",
+            _language_heads_verdict,
         ),
     ),
     (

@@ -70,3 +70,38 @@ def test_crossings_that_coincide_are_detected_and_unrelated_ones_are_not():
     assert together.counts()["changed more than once"] == 8
     assert together.p_value < 0.01 and together.coincidence > together.shuffled_mean
     assert apart.p_value > 0.05
+
+
+def _scheduled(together: bool) -> torch.Tensor:
+    """Sixteen heads over 200 samples whose crossings all fall early (samples 10-69, as under a
+    shared schedule that settles every head at once); independent per head, or in pairs that
+    cross at the same samples when ``together``."""
+    generator = torch.Generator().manual_seed(1)
+    trajectory = torch.full((200, 4, 4), 0.9)
+    for pair in range(8):
+        times = sorted(torch.randperm(60, generator=generator)[:2].add(10).tolist())
+        partner = (
+            times
+            if together
+            else sorted(torch.randperm(60, generator=generator)[:2].add(10).tolist())
+        )
+        for head, switch in ((2 * pair, times), (2 * pair + 1, partner)):
+            state = 0.9
+            for t in range(200):
+                if t in switch:
+                    state = 1.0 - state
+                trajectory[t, head // 4, head % 4] = state
+    return trajectory
+
+
+def test_the_shared_schedule_alone_does_not_count_as_dependence():
+    """Independent heads crowded into the same early steps: the shift null calls them
+    coincident, the schedule-keeping null does not; heads that really cross together are found
+    by both."""
+    independent = dependent_changes(_result(_scheduled(False)), window=1, shuffles=300)
+    assert independent.p_value < 0.01  # the shifted crossings leave the early steps
+    assert independent.schedule_p_value > 0.05
+    paired = dependent_changes(_result(_scheduled(True)), window=1, shuffles=300)
+    assert paired.schedule_p_value < 0.01 and paired.coincidence > paired.schedule_mean
+    summary = paired.summary()
+    assert summary["p (crossings coincide more than under the shared schedule)"] < 0.01

@@ -294,3 +294,145 @@ def test_figure9_verdict_follows_its_numbers(positive, low, word):
         {"order": "mask from init 0", "switch step": low},
     ]
     assert figure9_verdict({FIGURE9: {"rows": rows}}.__getitem__).startswith(word)
+
+
+def _transfer(fr: tuple[float, ...], zh: tuple[float, ...], chrf_falls: bool = True):
+    """Off-target rates (original, x3, x5) per target over 20 sentences."""
+
+    def rows(rates):
+        settings = ("original", "x3", "x5")
+        chrf = (40.0, 30.0, 20.0) if chrf_falls else (40.0, 41.0, 42.0)
+        return [
+            {"setting": s, "off_target": r, "chrf_pp": c}
+            for s, r, c in zip(settings, rates, chrf, strict=True)
+        ]
+
+    numbers = {"transfer": {"fr": rows(fr), "zh": rows(zh)}, "transfer sentences": 20}
+    return lambda path: numbers
+
+
+@pytest.mark.parametrize(
+    ("fr", "zh", "word"),
+    [
+        ((0.6, 0.1, 0.0), (0.7, 0.0, 0.05), "reproduced"),
+        ((0.6, 0.1, 0.0), (0.15, 0.0, 0.0), "partly"),  # zh: 3 → 0 of 20 is not significant
+        ((0.05, 0.25, 0.4), (0.15, 0.0, 0.0), "not reproduced"),  # the stored run's shape
+        ((0.05, 0.6, 0.8), (0.15, 0.0, 0.0), "not reproduced"),
+        ((0.0, 0.0, 0.1), (0.0, 0.0, 0.0), "not testable"),
+    ],
+)
+def test_transfer_verdict_follows_its_counts(fr, zh, word):
+    from reproduction.lahis import transfer_all_verdict
+
+    verdict = transfer_all_verdict(_transfer(fr, zh))
+    assert verdict.startswith(word), verdict
+    if word == "not reproduced":  # 1 → 8 of 20 is not significant after Holm over 4 tests
+        rose = "fr x3, fr x5" if fr[2] == 0.8 else "none"
+        assert f"significantly more on {rose} (" in verdict and "3 → 0 of 20" in verdict
+
+
+def test_transfer_fisher_p_matches_the_hypergeometric_tail():
+    """3 of 20 → 0 of 20: P(0 of the 3 off-target outputs fall in the transfer's 20 of 40)."""
+    from math import comb
+
+    from reproduction.lahis import _off_target_tests
+
+    tests = _off_target_tests(_transfer((0.6, 0.1, 0.0), (0.15, 0.0, 0.0)))
+    assert tests[("zh", "x3")][:3] == (3, 0, 20)
+    assert tests[("zh", "x3")][3] == pytest.approx(comb(20, 3) / comb(40, 3))
+
+
+@pytest.mark.parametrize(("passed", "word"), [(6, "not testable"), (5, "not reproduced")])
+def test_importance_verdict_follows_the_gradient_checks(passed, word):
+    from reproduction.lahis import _gradient_verdict
+
+    rows = [
+        {"results": {"gradient": {"status": "pass" if i < passed else "fail", "max_diff": 0.1}}}
+        for i in range(6)
+    ]
+    assert _gradient_verdict(lambda path: {"rows": rows}).startswith(word)
+
+
+@pytest.mark.parametrize(
+    ("general", "specific", "word"),
+    [
+        (["L1H1"], {"fr": ["L2H0"], "zh": []}, "reproduced in kind"),
+        ([], {"fr": ["L2H0"]}, "partly"),
+        ([], {"fr": [], "zh": []}, "not reproduced"),
+    ],
+)
+def test_language_heads_verdict_follows_the_heads(general, specific, word):
+    from reproduction.lahis import _language_heads_verdict
+
+    numbers = {"heads": {"general": general, "specific": specific}}
+    assert _language_heads_verdict(lambda path: numbers).startswith(word)
+
+
+@pytest.mark.parametrize(("instructed", "word"), [(0.0, "reproduced"), (0.9, "partly")])
+def test_table2_verdict_follows_its_tasks(instructed, word):
+    """18 tasks, M at 0.8 and the original at 0.1 on each; the instruction at ``instructed``."""
+    from reproduction.heads_up_results import MASK_TABLE, table2_verdict
+
+    rows = [{"acc M": 0.8, "acc orig": 0.1, "acc instr": instructed} for _ in range(18)]
+    assert table2_verdict({MASK_TABLE: {"rows": rows}}.__getitem__).startswith(word)
+    flat = [{"acc M": 0.1, "acc orig": 0.1, "acc instr": 0.9} for _ in range(18)]
+    assert table2_verdict({MASK_TABLE: {"rows": flat}}.__getitem__).startswith("not reproduced")
+
+
+def test_table2_sign_test_counts_only_tasks_that_differ():
+    from reproduction.heads_up_results import _sign_test
+
+    wins, differ, p = _sign_test([0.5, 0.5, 0.9, 0.9], [0.5, 0.5, 0.1, 0.1])
+    assert (wins, differ) == (2, 2) and p == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize(("gemma", "word"), [(1, "reproduced"), (8, "partly"), (12, "not")])
+def test_few_heads_verdict_follows_the_two_tables(gemma, word):
+    """SmolLM2 (270 heads) meets the goal on 11 of 18 tasks; Gemma (72) on ``gemma``."""
+    from reproduction.heads_up_results import MASK_TABLE, MASK_TABLE_GEMMA, few_heads_verdict
+
+    numbers = {
+        MASK_TABLE: {"goals": {"accuracy goal met": 11, "tasks": 18}},
+        MASK_TABLE_GEMMA: {"goals": {"accuracy goal met": gemma, "tasks": 18}},
+    }
+    assert few_heads_verdict(numbers.__getitem__).startswith(word)
+
+
+@pytest.mark.parametrize(
+    ("per_head", "word"),
+    [
+        ((5.0,), "not measurable"),
+        ((5.0, 4.0, 3.0), "reproduced"),
+        ((5.0, 6.0, 3.0), "partly"),
+        ((3.0, 4.0), "not reproduced"),
+    ],
+)
+def test_tasks_per_head_verdict_compares_sizes(monkeypatch, per_head, word):
+    from reproduction import heads_up_results
+
+    runs = tuple(f"table5/size{i}" for i in range(len(per_head)))
+    monkeypatch.setattr(heads_up_results, "TABLE5_RUNS", runs)
+    numbers = {
+        run: {"heads": 100 * (i + 1), "masks": 10, "masks per head (mean)": value}
+        for i, (run, value) in enumerate(zip(runs, per_head, strict=True))
+    }
+    assert heads_up_results.tasks_per_head_verdict(numbers.__getitem__).startswith(word)
+
+
+@pytest.mark.parametrize(
+    ("p_init4", "p_init_minus1", "word"),
+    [
+        (0.001, 0.001, "reproduced"),
+        (0.001, 0.02, "partly"),
+        (0.004, 0.006, "reproduced"),
+        (0.3, 0.5, "not reproduced"),
+    ],
+)
+def test_figure3_verdict_uses_the_schedule_null_under_holm(p_init4, p_init_minus1, word):
+    """Holm over the two runs: 0.004 and 0.006 become 0.008 and 0.008, both below 0.01
+    (reproduced); 0.001 and 0.02 leave the second at 0.02 (partly)."""
+    from reproduction.heads_up_results import FIGURE3_RUNS, _SCHEDULE_P, figure3_verdict
+
+    values = dict(zip(FIGURE3_RUNS.values(), (p_init4, p_init_minus1), strict=True))
+    numbers = {path: {"dependent changes": {_SCHEDULE_P: p}} for path, p in values.items()}
+    assert figure3_verdict(numbers.__getitem__).startswith(word)
