@@ -431,7 +431,7 @@ def test_tasks_per_head_verdict_compares_sizes(monkeypatch, per_head, word):
 def test_figure3_verdict_uses_the_schedule_null_under_holm(p_init4, p_init_minus1, word):
     """Holm over the two runs: 0.004 and 0.006 become 0.008 and 0.008, both below 0.01
     (reproduced); 0.001 and 0.02 leave the second at 0.02 (partly)."""
-    from reproduction.heads_up_results import FIGURE3_RUNS, _SCHEDULE_P, figure3_verdict
+    from reproduction.heads_up_results import _SCHEDULE_P, FIGURE3_RUNS, figure3_verdict
 
     values = dict(zip(FIGURE3_RUNS.values(), (p_init4, p_init_minus1), strict=True))
     numbers = {path: {"dependent changes": {_SCHEDULE_P: p}} for path, p in values.items()}
