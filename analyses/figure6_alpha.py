@@ -67,6 +67,7 @@ class Config:
     lr: float = 0.1
     holdout: int = 100
     seed: int = 0
+    shots: int = 0  # demonstrations before every prompt (training and evaluation)
     progress: bool = True  # progress bars (not part of the stored configuration)
 
     def __post_init__(self) -> None:
@@ -102,6 +103,7 @@ class Figure6Result:
             "heads_kept": self.mask.n_selected,
             "heads": self.mask.values.numel(),
             "n_eval": curve.config.get("n_eval"),
+            "shots": curve.config.get("shots", 0),
             "answer_ce_alpha_1": curve.value(1.0) if 1.0 in curve.alphas else None,
             "answer_ce_alpha_0": curve.value(0.0) if 0.0 in curve.alphas else None,
             "best_alpha_on_curve": curve.best_alpha,
@@ -146,6 +148,7 @@ def _mask(config: Config, model: Any, out: Path) -> HeadMask:
         lr=config.lr,
         n_eval=config.holdout,
         seed=config.seed,
+        shots=config.shots,
     )
     task = lh.get_task(config.task)
     result = train_or_resume(
@@ -173,7 +176,12 @@ def run(config: Config, model: Any = None, command: Sequence[str] = ()) -> Figur
     check_config(config, out)
     model = lh.load_model(config.model) if model is None else model
     mask = _mask(config, model, out)
-    evaluation = dict(n_eval=config.n_eval, batch_size=config.batch_size, progress=config.progress)
+    evaluation = dict(
+        n_eval=config.n_eval,
+        batch_size=config.batch_size,
+        progress=config.progress,
+        shots=config.shots,
+    )
     curve = _cached(
         out / "curve",
         lambda: lh.alpha_curve(model, config.task, mask, alphas=config.alphas, **evaluation),
@@ -240,6 +248,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--holdout", type=int, default=defaults.holdout, help="examples held out of training"
     )
     parser.add_argument("--seed", type=int, default=defaults.seed, help="training seed")
+    parser.add_argument(
+        "--shots",
+        type=int,
+        default=defaults.shots,
+        help="demonstrations (without instruction) before every prompt, in training and in "
+        "every evaluation",
+    )
     parser.add_argument("--out", required=True)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
@@ -261,6 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lr=args.lr,
         holdout=args.holdout,
         seed=args.seed,
+        shots=args.shots,
         progress=not args.no_progress,
     )
     arguments = list(sys.argv[1:] if argv is None else argv)

@@ -6,6 +6,13 @@ paper's tables call PPL), ROUGE-L, BLEU and chrF++, with the number of heads M k
     python -m analyses.table1_translation --out runs/table1/gemma-3-270m
     python -m analyses.table1_translation --model smollm2-135m-instruct --pairs en-fr \\
         --out runs/table1/smollm2
+    python -m analyses.table1_translation --shots 2 --out runs/table1/gemma-3-270m-2-shot
+
+``--shots k`` puts k demonstrations (sentence pairs of the training split, without any
+instruction) before every prompt, in training and in every evaluated setting: the instructed
+baseline then sees the instruction and k examples, the mask k examples only. A base model that
+does not follow a zero-shot instruction translates from demonstrations, so this is the
+comparison that is not made against a floor.
 
 The last ``--holdout`` sentences never train the mask; the last ``--n-eval`` of them are
 evaluated, so Table 8 (:mod:`analyses.figure6_alpha` with ``--mask <out>/training_<pair>``) can
@@ -97,6 +104,7 @@ class Config:
     n_eval: int = field(default=40, metadata=help_of("held-out sentences evaluated (the last)"))
     random_seeds: tuple[int, ...] = field(default=(0, 1), metadata=help_of("random-M seeds"))
     seed: int = field(default=0, metadata=help_of("training seed"))
+    shots: int = field(default=0, metadata=help_of("demonstrations before every prompt"))
     precision: str = precision_field()
     progress: bool = field(default=True, metadata=help_of("progress bars"))
     out: str = field(default="runs/table1", metadata=help_of("output folder"))
@@ -141,12 +149,14 @@ def run(config: Config) -> dict[str, EvaluationResult]:
             stages, model, task, steps=config.steps, lr=config.lr, seed=config.seed,
             name=f"training_{pair}", progress=config.progress, n_eval=config.holdout,
             batch_size=config.batch_size, init_mean=config.init_mean, dtype=config.precision,
+            shots=config.shots,
         )  # fmt: skip
 
         def evaluate(where: Path, task: Any = task, mask: lh.HeadMask = training.mask) -> Any:
             result = lh.evaluate(
                 model(), task, ["original", "instruction", "random", "mask"], mask=mask,
                 n_eval=config.n_eval, random_seeds=config.random_seeds, progress=config.progress,
+                shots=config.shots,
             )  # fmt: skip
             result.save(where)
             return result
@@ -168,6 +178,7 @@ def run(config: Config) -> dict[str, EvaluationResult]:
             "table": {row: value for row, value in column.items() if row != "# of heads in M"},
             "claims": claims(evaluation),
             "precision": training.config.dtype,
+            "shots": config.shots,
         }  # fmt: skip
     ours = pd.DataFrame(columns)
     paper = pd.DataFrame(
@@ -181,7 +192,8 @@ def run(config: Config) -> dict[str, EvaluationResult]:
     verdicts = pd.DataFrame({pair: value["claims"] for pair, value in numbers.items()}).T
     text = (
         f"Masks trained without instruction ({config.steps} steps, batch {config.batch_size}, "
-        f"lr {config.lr}, init {config.init_mean:g}) on the built-in corpus; "
+        f"lr {config.lr}, init {config.init_mean:g}, {config.shots} demonstrations) on the "
+        "built-in corpus; "
         f"{config.n_eval} held-out sentences per pair; random M over seeds "
         f"{', '.join(map(str, config.random_seeds))}.\n\nOurs ({config.model}):\n\n"
         + markdown_table(ours.rename_axis("setting"), floatfmt=".3f", index=True)

@@ -234,6 +234,42 @@ PLAN: tuple[Entry, ...] = (
         str(RUNS / "table1/gemma-3-270m-es-zh"),
     ),
     Entry(
+        "table1/gemma-3-270m-2-shot",
+        _analysis(
+            "table1_translation",
+            "table1/gemma-3-270m-2-shot",
+            "--pairs",
+            "en-fr,en-de",
+            "--shots",
+            "2",
+        ),
+        str(RUNS / "table1/gemma-3-270m-2-shot"),
+    ),
+    *(
+        Entry(
+            f"figure6/gemma-3-270m-{pair}-2-shot",
+            _analysis(
+                "figure6_alpha",
+                f"figure6/gemma-{pair}-2-shot",
+                "--model",
+                "gemma-3-270m",
+                "--task",
+                pair,
+                "--mask",
+                str(RUNS / f"table1/gemma-3-270m-2-shot/training_{pair}"),
+                "--n-eval",
+                "24",
+                "--n-select",
+                "24",
+                "--shots",
+                "2",
+                precision="",
+            ),
+            str(RUNS / f"figure6/gemma-{pair}-2-shot"),
+        )
+        for pair in ("en-fr", "en-de")
+    ),
+    Entry(
         "table1/smollm2-135m-instruct",
         _analysis(
             "table1_translation",

@@ -428,5 +428,10 @@ def test_figure6_analysis_trains_evaluates_resumes_and_guards_its_folder(
     assert not (other / "mask").exists() and (other / "curve" / "result.json").is_file()
     with pytest.raises(ValueError, match=r"outside \[0, 1\]"):
         figure6_alpha.Config(alphas=(0.0, 2.0))
+    # with demonstrations: every evaluation (the curve and Table 8) puts them before the prompt
+    shots = tmp_path / "shots"
+    assert figure6_alpha.main([*given, "--shots", "2", "--out", str(shots)]) == 0
+    assert json.loads((shots / "numbers.json").read_text())["shots"] == 2
+    assert AlphaCurve.load(shots / "table8").config["shots"] == 2
     with pytest.raises(ValueError, match="exceed the 12 examples held out"):
         figure6_alpha.Config(n_eval=10, n_select=10, holdout=12)

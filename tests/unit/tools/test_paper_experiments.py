@@ -69,6 +69,20 @@ def test_table1_translation_runs_resumes_and_tests_the_claims(tiny_everywhere, t
     assert {m: m.stat().st_mtime_ns for m in markers} == markers, "finished stages are reused"
 
 
+def test_table1_with_demonstrations_trains_and_evaluates_on_them(tiny_everywhere, tmp_path):
+    """``--shots 2``: the mask trains with two demonstrations before every input and every
+    setting is evaluated with them (the stored training config and evaluation say so)."""
+    from lens_heads.engine import EvaluationResult, MaskTrainingResult
+
+    argv = ["--pairs", "en-fr", "--steps", "2", "--holdout", "8", "--n-eval", "4", "--shots", "2"]
+    argv += ["--random-seeds", "0", *RUN, "--out", str(tmp_path)]
+    assert table1_translation.main(argv) == 0
+    assert json.loads((tmp_path / "numbers.json").read_text())["en-fr"]["shots"] == 2
+    assert MaskTrainingResult.load(tmp_path / "training_en-fr").config.shots == 2
+    evaluation = EvaluationResult.load(tmp_path / "eval_en-fr")
+    assert evaluation.config["shots"] == 2
+
+
 def test_table41_and_figure8_over_words(tiny_everywhere, tmp_path):
     common = ["--task", "next_item", "--steps", "3", "--n-eval", "8", "--words", "2", *RUN]
     assert table41_overlap.main([*common, "--out", str(tmp_path / "t41")]) == 0
