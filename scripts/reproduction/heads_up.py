@@ -60,7 +60,8 @@ HEADS_UP: list[tuple[str, Row]] = [
             "en-de 1.780 / 1.258 / 2.133 / 0.660, en-es 1.853 / 1.350 / 2.337 / 0.577, en-zh "
             "2.308 / 1.901 / 2.703 / 1.158.",
             table1,
-            "no: a 270M base and a 135M instruct model, built-in sentences, answer CE for PPL",
+            "no: a 270M base model (judged with two demonstrations) and a 135M instruct model, "
+            "built-in sentences, answer CE for PPL",
             table1_verdict,
         ),
     ),

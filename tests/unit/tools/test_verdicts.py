@@ -436,3 +436,56 @@ def test_figure3_verdict_uses_the_schedule_null_under_holm(p_init4, p_init_minus
     values = dict(zip(FIGURE3_RUNS.values(), (p_init4, p_init_minus1), strict=True))
     numbers = {path: {"dependent changes": {_SCHEDULE_P: p}} for path, p in values.items()}
     assert figure3_verdict(numbers.__getitem__).startswith(word)
+
+
+def _table1_pair(p_helps: float, ce_mask: float, ce_instructed: float = 1.0) -> dict:
+    return {
+        "claims": {"M lowers CE below the original: p": p_helps},
+        "table": {"answer CE, w/ M": ce_mask, "answer CE, w/ instruction": ce_instructed},
+    }
+
+
+@pytest.mark.parametrize(
+    ("shots", "word"),
+    [
+        ({"en-fr": (0.001, 0.9), "en-de": (0.002, 1.0)}, "reproduced"),
+        ({"en-fr": (0.001, 0.9), "en-de": (0.2, 1.5)}, "partly"),
+        ({"en-fr": (0.006, 1.2), "en-de": (0.006, 1.5)}, "not reproduced"),  # Holm: 0.012
+    ],
+)
+def test_table1_verdict_is_judged_with_demonstrations(shots, word):
+    from reproduction.heads_up_results import (
+        TABLE1_GEMMA,
+        TABLE1_SHOTS,
+        TABLE1_SMOLLM2,
+        table1_verdict,
+    )
+
+    floor = {"provenance": {}, "en-fr": _table1_pair(0.5, 3.0)}
+    numbers = {run: floor for run in TABLE1_GEMMA} | {TABLE1_SMOLLM2: floor}
+    numbers[TABLE1_SHOTS] = {pair: _table1_pair(*values) for pair, values in shots.items()}
+    verdict = table1_verdict(numbers.__getitem__)
+    assert verdict.startswith(word), verdict
+    assert "zero-shot: 0 and 0 of 1" in verdict
+
+
+@pytest.mark.parametrize(
+    ("bleu", "word"),
+    [
+        (((10, 12, 12), (10, 11, 13)), "reproduced"),
+        (((10, 12, 12), (10, 9, 9)), "partly"),
+        (((10, 9, 9), (10, 8, 8)), "not reproduced"),  # the scaled mask equal to M is no gain
+    ],
+)
+def test_table8_verdict_is_judged_with_demonstrations(bleu, word):
+    """BLEU (instructed, instructed with M, with the scaled M) per pair."""
+    from reproduction.heads_up_results import TABLE8, TABLE8_SHOTS, table8_translation_verdict
+
+    def run(values):
+        return {"table8": [{"BLEU": value} for value in values]}
+
+    numbers = {path: run((10, 5, 5)) for path in TABLE8}
+    numbers |= {path: run(values) for path, values in zip(TABLE8_SHOTS, bleu, strict=True)}
+    verdict = table8_translation_verdict(numbers.__getitem__)
+    assert verdict.startswith(word), verdict
+    assert verdict.endswith("zero-shot 0 and 2")
