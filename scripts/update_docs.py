@@ -258,27 +258,6 @@ def readme_alignment(results: Path) -> str:
     )
 
 
-def mask_table_changes(results: Path) -> str:
-    """How the 18-task mask table moved when the end-of-turn token joined the targets."""
-    path = "transcribed/training/mask-table-before-and-after"
-    table = load(path, results)["table"]
-    column = {name: i for i, name in enumerate(table["header"])}
-
-    def moved(before: str, now: str) -> tuple[list[str], list[str]]:
-        up = [r[0] for r in table["rows"] if float(r[column[now]]) > float(r[column[before]])]
-        down = [r[0] for r in table["rows"] if float(r[column[now]]) < float(r[column[before]])]
-        return up, down
-
-    acc_up, acc_down = moved("acc M before", "acc M now")
-    ce_up, ce_down = moved("CE M before", "CE M now")
-    n = len(table["rows"])
-    return (
-        f"**The paper's accuracy under M fell on {len(acc_down)} of {n} tasks** (rose on "
-        f"{len(acc_up)}: {', '.join(acc_up) or 'none'}), and **the answer CE under M rose on "
-        f"{len(ce_up)}** (fell on {', '.join(ce_down) or 'none'}); from `results/{path}`."
-    )
-
-
 BENCHMARKS = "benchmarks"
 
 
@@ -369,7 +348,6 @@ def _pages(render: Callable[..., str]) -> Callable[[Path], str]:
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "readme_mask_table": readme_mask_table,
     "readme_alignment": readme_alignment,
-    "mask_table_changes": mask_table_changes,
     "benchmark_table": benchmark_table,
     "results_index": results_index,
     "reproduction_heads_up": _pages(heads_up.heads_up_table),
@@ -382,23 +360,6 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
 }
 
 
-def stored_table(results: Path, path: str) -> str:
-    """A table kept as it is in ``results/<path>/numbers.json`` (``table``: ``header`` and
-    ``rows`` of cells as printed), with the result it comes from."""
-    numbers = load(path, results)
-    table = numbers["table"]
-    lines = ["| " + " | ".join(table["header"]) + " |", "|" + "---|" * len(table["header"])]
-    lines += ["| " + " | ".join(map(str, row)) + " |" for row in table["rows"]]
-    note = f"Stored result: `results/{path}`"
-    if numbers.get("source"):
-        note += f" ({numbers['source']})"
-    return "\n".join(lines) + f"\n\n<sub>{note}.</sub>"
-
-
-#: blocks that take the result they show: ``<!-- generated: stored_table PATH -->``
-BLOCKS_OF_RESULT: dict[str, Callable[[Path, str], str]] = {"stored_table": stored_table}
-
-
 # -- the command ----------------------------------------------------------------------------------
 def render(text: str, results: Path, where: str = "") -> tuple[str, list[str]]:
     """``text`` with every generated block rewritten; the names of the blocks that changed."""
@@ -406,13 +367,12 @@ def render(text: str, results: Path, where: str = "") -> tuple[str, list[str]]:
 
     def replace(match: re.Match[str]) -> str:
         name, arg = match["name"], match["arg"]
-        if arg is not None and name in BLOCKS_OF_RESULT:
-            body = BLOCKS_OF_RESULT[name](results, arg)
-        elif arg is None and name in BLOCKS:
+        if arg is None and name in BLOCKS:
             body = BLOCKS[name](results)
         else:
-            known = sorted(BLOCKS) + [f"{n} RESULT" for n in BLOCKS_OF_RESULT]
-            raise KeyError(f"{where}: unknown generated block {match[1].strip()}; known: {known}")
+            raise KeyError(
+                f"{where}: unknown generated block {match[1].strip()}; known: {sorted(BLOCKS)}"
+            )
         body = body.rstrip("\n") + "\n"
         if body != match["body"]:
             changed.append(f"{where}: {name}" + (f" {arg}" if arg else ""))
