@@ -1,6 +1,8 @@
 """The one mechanism that applies head masks: a multiplier on ``blocks.{l}.attn.hook_z``.
 
-Training, sweeps, evaluation and generation all use :func:`mask_hooks`.
+Training, sweeps, evaluation and generation all use :func:`mask_hooks`. A removed head's output
+is zero by default (zero ablation); with a ``baseline`` (e.g. each head's mean ``z`` over a
+reference set: mean ablation) a factor ``m`` gives ``m * z + (1 - m) * baseline``.
 
 >>> import torch, lens_heads as lh
 >>> model = lh.tiny_model(n_layers=2, n_heads=4)
@@ -61,8 +63,11 @@ def _check_finite(mask: MaskLike) -> None:
         )
 
 
-def _layer_hook(factor: torch.Tensor, layer: int) -> Callable[..., torch.Tensor]:
-    """Multiply ``z[batch, pos, head, d_head]`` by this layer's per-head factor."""
+def _layer_hook(
+    factor: torch.Tensor, layer: int, baseline: torch.Tensor | None = None
+) -> Callable[..., torch.Tensor]:
+    """Multiply ``z[batch, pos, head, d_head]`` by this layer's per-head factor (and move what
+    a factor removes to ``baseline[layer]`` when given)."""
     per_example = factor.ndim == 3
 
     def hook(z: Float[Tensor, "batch pos head_index d_head"], hook: Any) -> torch.Tensor:
@@ -76,15 +81,26 @@ def _layer_hook(factor: torch.Tensor, layer: int) -> Callable[..., torch.Tensor]
                 f"mask has {scale.shape[-1]} heads per layer but {hook.name} has {z.shape[2]}"
             )
         scale = scale.to(dtype=z.dtype, device=z.device)
-        return z * (scale[:, None, :, None] if per_example else scale[None, None, :, None])
+        scale = scale[:, None, :, None] if per_example else scale[None, None, :, None]
+        if baseline is None:
+            return z * scale
+        base = baseline[layer].to(dtype=z.dtype, device=z.device)[None, None]
+        return z * scale + base * (1 - scale)
 
     return hook
 
 
-def mask_hooks(mask: MaskLike, model: ModelLike | None = None) -> list[Hook]:
+def mask_hooks(
+    mask: MaskLike,
+    model: ModelLike | None = None,
+    *,
+    baseline: Tensor | None = None,
+) -> list[Hook]:
     """Forward hooks ``[(name, fn), ...]`` that apply ``mask`` on every layer's ``hook_z``.
 
     With ``model`` the mask's shape is checked against it. Gradients flow into tensor masks.
+    ``baseline``: what a removed head outputs instead of zero, per layer and head (the same at
+    every position; e.g. its mean ``z`` over reference prompts for mean ablation).
 
     >>> hooks = mask_hooks(HeadMask.ones(2, 4))
     >>> [name for name, _ in hooks]
@@ -99,7 +115,14 @@ def mask_hooks(mask: MaskLike, model: ModelLike | None = None) -> list[Hook]:
             f"mask has shape ({n_layers}, {n_heads}) (layers, heads) but model {name} has "
             f"{expected[0]} layers x {expected[1]} heads; use a mask made for this model"
         )
-    return [(hook_z_name(layer), _layer_hook(factor, layer)) for layer in range(n_layers)]
+    if baseline is not None and tuple(baseline.shape[:2]) != (n_layers, n_heads):
+        raise MaskShapeError(
+            f"baseline has shape {tuple(baseline.shape)}; it needs [n_layers, n_heads, d_head] "
+            f"= [{n_layers}, {n_heads}, d_head], one vector per head"
+        )
+    return [
+        (hook_z_name(layer), _layer_hook(factor, layer, baseline)) for layer in range(n_layers)
+    ]
 
 
 @contextmanager

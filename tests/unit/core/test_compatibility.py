@@ -148,8 +148,8 @@ def test_planted_1_a_mask_hook_that_rounds_through_bf16(loaded, monkeypatch):
     assert compatibility.check_ones_mask(model, reference).status == PASS
     original = hooks._layer_hook
 
-    def rounding(factor, layer):
-        masked = original(factor, layer)
+    def rounding(factor, layer, baseline=None):
+        masked = original(factor, layer, baseline)
 
         def hook(z, hook):
             return masked(z.bfloat16().float(), hook)
@@ -172,8 +172,8 @@ def test_planted_2b_a_mask_that_hits_the_neighbour_in_the_kv_group(loaded, monke
     model, reference = loaded("qwen2")
     original = hooks._layer_hook
 
-    def swapped(factor, layer):  # heads 2 and 3 share a key-value group
-        return original(factor[..., [0, 1, 3, 2]], layer)
+    def swapped(factor, layer, baseline=None):  # heads 2 and 3 share a key-value group
+        return original(factor[..., [0, 1, 3, 2]], layer, baseline)
 
     monkeypatch.setattr(hooks, "_layer_hook", swapped)
     _fails(compatibility.check_head_zeroing(model, reference), "equals zeroing its neighbour")

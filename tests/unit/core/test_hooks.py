@@ -159,3 +159,28 @@ def test_gqa_mask_acts_on_query_heads():
                 assert torch.equal(masked[names[0]], plain[names[0]])
             else:  # layer 1 reads the changed residual stream
                 assert not torch.allclose(masked[names[1]], plain[names[1]])
+
+
+def test_a_baseline_replaces_what_the_mask_removes_by_hand():
+    """Mean ablation: the removed head's z becomes the baseline vector at every position; a
+    factor of 0.25 keeps a quarter of z and three quarters of the baseline; others untouched."""
+    model = lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=0)
+    tokens = model.to_tokens("a small test")
+    name = "blocks.1.attn.hook_z"
+    seen = {}
+
+    def record(z, hook):
+        seen["z"] = z.detach().clone()
+
+    model.run_with_hooks(tokens, fwd_hooks=[(name, record)])
+    plain = seen["z"]
+    baseline = torch.randn(2, 4, plain.shape[-1])
+    factor = torch.ones(2, 4)
+    factor[1, 2] = 0.25
+    hooks = lh.mask_hooks(factor, model, baseline=baseline)
+    model.run_with_hooks(tokens, fwd_hooks=[*hooks, (name, record)])
+    expected = plain.clone()
+    expected[:, :, 2] = 0.25 * plain[:, :, 2] + 0.75 * baseline[1, 2]
+    torch.testing.assert_close(seen["z"], expected)
+    with pytest.raises(MaskShapeError, match="one vector per head"):
+        lh.mask_hooks(factor, model, baseline=torch.zeros(2, 3, plain.shape[-1]))
