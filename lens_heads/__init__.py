@@ -16,6 +16,7 @@ from lens_heads.alignment.ablation import AblationResult, ablate_heads
 from lens_heads.alignment.score_config import ScoreConfig
 from lens_heads.alignment.scores import TranslationScores, translation_scores
 from lens_heads.alignment.trater import TRaterResult, trater_scores
+from lens_heads.atlas import AtlasConfig, HeadAtlas, head_atlas
 from lens_heads.core.errors import LensHeadsError
 from lens_heads.core.generation import Generation, generate, greedy_generate
 from lens_heads.core.guards import verify_model
@@ -67,11 +68,13 @@ __all__ = [
     "MODEL_ALIASES",
     "AblationResult",
     "AlphaCurve",
+    "AtlasConfig",
     "EvaluationConfig",
     "EvaluationResult",
     "Generation",
     "GridConfig",
     "GridResult",
+    "HeadAtlas",
     "HeadImportance",
     "HeadMask",
     "HeadScale",
@@ -101,6 +104,7 @@ __all__ = [
     "generate",
     "get_task",
     "greedy_generate",
+    "head_atlas",
     "head_importance",
     "head_shape",
     "jaccard",

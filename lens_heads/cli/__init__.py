@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lens_heads.cli import alignment, common, core, doctor, engine, grid, heads_up, lahis
+from lens_heads.cli import alignment, atlas, common, core, doctor, engine, grid, heads_up, lahis
 from lens_heads.core.checks import InputWarning, each_warning_once
 from lens_heads.core.errors import LensHeadsError
 
@@ -49,6 +49,7 @@ COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], 
     *grid.COMMANDS,  # grid
     *lahis.COMMANDS,  # importance, language-heads/-perplexity, transfer, soft-mask-experiment
     *alignment.COMMANDS,  # translation-scores, ablate-heads, trater
+    *atlas.COMMANDS,  # atlas
 ]
 
 
@@ -61,6 +62,7 @@ EXAMPLES: dict[str, common.Examples] = {
     **grid.EXAMPLES,
     **lahis.EXAMPLES,
     **alignment.EXAMPLES,
+    **atlas.EXAMPLES,
 }
 
 

@@ -120,9 +120,7 @@ def mask_hooks(
             f"baseline has shape {tuple(baseline.shape)}; it needs [n_layers, n_heads, d_head] "
             f"= [{n_layers}, {n_heads}, d_head], one vector per head"
         )
-    return [
-        (hook_z_name(layer), _layer_hook(factor, layer, baseline)) for layer in range(n_layers)
-    ]
+    return [(hook_z_name(layer), _layer_hook(factor, layer, baseline)) for layer in range(n_layers)]
 
 
 @contextmanager

@@ -19,14 +19,16 @@ MAX_PARAMETERS = 10
 
 API = {
     "lens_heads": [
-        "MODEL_ALIASES", "AblationResult", "AlphaCurve", "EvaluationConfig", "EvaluationResult",
-        "Generation", "GridConfig", "GridResult", "HeadImportance", "HeadMask", "HeadScale",
+        "MODEL_ALIASES", "AblationResult", "AlphaCurve", "AtlasConfig", "EvaluationConfig",
+        "EvaluationResult", "Generation", "GridConfig", "GridResult", "HeadAtlas",
+        "HeadImportance", "HeadMask", "HeadScale",
         "LanguageHeads", "LensHeadsError", "MaskStatistics", "MaskTrainingResult",
         "PathwaysResult", "PromptFormat", "ScoreConfig", "SimilarityStats", "SweepConfig",
         "SweepResult", "TRaterResult", "Task", "TasksPerHead", "TrainingConfig",
         "TranslationScores", "ablate_heads", "alpha_curve", "apply_mask", "attention_on_target",
         "evaluate", "expected_random_jaccard", "figure4_similarity", "functional_pathways",
-        "generate", "get_task", "greedy_generate", "head_importance", "head_shape", "jaccard",
+        "generate", "get_task", "greedy_generate", "head_atlas", "head_importance", "head_shape",
+        "jaccard",
         "language_heads", "layer_similarity", "list_tasks", "load_masks", "load_model",
         "logit_lens", "mask_hooks", "mask_statistics", "plot_sweeps", "removal_sweep",
         "run_grid", "tasks_per_head", "tiny_model", "top_tokens", "train_family_masks",
@@ -65,6 +67,12 @@ API = {
         "language_heads", "soft_mask_config", "soft_mask_experiment",
     ],
     "lens_heads.scale": ["GridConfig", "GridConfigError", "GridResult", "run_grid"],
+    "lens_heads.atlas": [
+        "ABLATIONS", "DETECTORS", "AgreementConfig", "AtlasConfig", "DetectorConfig",
+        "EffectsConfig", "HeadAtlas", "agreement", "builtin_relations", "chance_scores",
+        "detect_patterns", "head_atlas", "mean_head_outputs", "ov_readout",
+        "plain_single_head_effects", "relation_scores", "single_head_effects", "top_k_overlap",
+    ],
 }  # fmt: skip
 
 

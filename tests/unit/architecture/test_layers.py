@@ -21,6 +21,7 @@ LAYERS = {
     "alignment": 2,
     "lahis": 2,
     "scale": 3,
+    "atlas": 3,
     "demo": 4,
     "cli": 5,
     "__init__": 6,

@@ -1,0 +1,43 @@
+"""The head atlas: every line's evidence about each attention head in one table -- pattern
+detectors, weights-only readouts, exact single-head effects, the Heads up! masks, token-alignment
+scores and LAHIS importance -- with where the measures agree, and an interactive page.
+
+>>> import lens_heads as lh
+>>> atlas = lh.atlas.HeadAtlas.example()
+>>> atlas.measures
+['previous token', 'induction', 'zero-ablation effect']
+"""
+
+from lens_heads.atlas.agreement import AgreementConfig, agreement, top_k_overlap
+from lens_heads.atlas.atlas_result import HeadAtlas
+from lens_heads.atlas.build import AtlasConfig, head_atlas
+from lens_heads.atlas.detectors import DETECTORS, DetectorConfig, chance_scores, detect_patterns
+from lens_heads.atlas.effects import (
+    ABLATIONS,
+    EffectsConfig,
+    mean_head_outputs,
+    plain_single_head_effects,
+    single_head_effects,
+)
+from lens_heads.atlas.readouts import builtin_relations, ov_readout, relation_scores
+
+__all__ = [
+    "ABLATIONS",
+    "DETECTORS",
+    "AgreementConfig",
+    "AtlasConfig",
+    "DetectorConfig",
+    "EffectsConfig",
+    "HeadAtlas",
+    "agreement",
+    "builtin_relations",
+    "chance_scores",
+    "detect_patterns",
+    "head_atlas",
+    "mean_head_outputs",
+    "ov_readout",
+    "plain_single_head_effects",
+    "relation_scores",
+    "single_head_effects",
+    "top_k_overlap",
+]

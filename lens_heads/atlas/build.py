@@ -1,0 +1,293 @@
+"""Build a :class:`HeadAtlas`: every measure the toolkit has of each head, in one table.
+
+Stages (each saved under ``out`` and reused when the same code finished it; a killed run resumes
+at the stage it was in): ``detectors`` (attention patterns on generated inputs), ``readouts``
+(the OV circuits, no forward pass), ``effects`` (exact single-head effects on a task). The three
+research lines join from results already on disk: a folder of Heads up! masks, a removal sweep,
+token-alignment translation scores and LAHIS language heads.
+
+>>> import lens_heads as lh
+>>> model = lh.tiny_model(n_layers=2, n_heads=4)
+>>> config = AtlasConfig(task=None, n_sequences=2, length=4, permutations=10, bootstrap=10)
+>>> atlas = head_atlas(model, config)
+>>> atlas.measures[:2]
+['previous token', 'duplicate token']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from safetensors.torch import load_file, save_file
+
+from lens_heads.alignment import TranslationScores
+from lens_heads.atlas.agreement import AgreementConfig
+from lens_heads.atlas.atlas_result import HeadAtlas
+from lens_heads.atlas.detectors import (
+    DETECTORS,
+    DetectorConfig,
+    chance_scores,
+    detect_patterns,
+    repeated_random_tokens,
+)
+from lens_heads.atlas.effects import EffectsConfig, single_head_effects
+from lens_heads.atlas.readouts import (
+    builtin_relations,
+    ov_readout,
+    relation_chance,
+    relation_scores,
+)
+from lens_heads.core.capture import encode_prompt
+from lens_heads.core.checks import check_int
+from lens_heads.core.errors import InputError
+from lens_heads.core.masks import format_head
+from lens_heads.core.models import ModelLike, head_shape, model_name
+from lens_heads.core.storage import Stages, write_atomic
+from lens_heads.core.tasks import get_task
+from lens_heads.heads_up import SweepResult, load_masks
+from lens_heads.lahis import LanguageHeads
+
+__all__ = ["AtlasConfig", "head_atlas"]
+
+
+@dataclass(frozen=True)
+class AtlasConfig:
+    """What goes into an atlas."""
+
+    task: str | None = "capitalize"
+    """Task whose held-out prompts give the single-head effects (none: no effects)."""
+    n_eval: int = 40
+    """Held-out prompts of the task (its last ones)."""
+    n_reference: int = 40
+    """Training prompts of the task whose mean head outputs are the mean-ablation baseline."""
+    instructed: bool = True
+    """Give the task's instruction in the effects' prompts."""
+    ablations: tuple[str, ...] = ("zero", "mean")
+    """Ablations of the single-head effects: zero, mean."""
+    n_sequences: int = 32
+    """Generated sequences of the pattern detectors."""
+    length: int = 24
+    """Random tokens in each half of a detector sequence."""
+    masks: str | None = None
+    """A folder of Heads up! masks (``load_masks``): the share keeping each head."""
+    sweep: str | None = None
+    """A saved removal sweep: when each head was removed and how the answer's rank moved."""
+    scores: str | None = None
+    """Saved token-alignment translation scores."""
+    language_heads: str | None = None
+    """Saved LAHIS language heads: importance per language and specificity."""
+    k: int = 10
+    """Top-k sets compared by the agreement table."""
+    permutations: int = 2000
+    """Permutations of each agreement p-value."""
+    bootstrap: int = 1000
+    """Bootstrap resamples of each agreement interval."""
+    seed: int = 0
+    """Seed of the generated sequences and the resamples."""
+    batch_size: int = 8
+    """Prompts per forward pass."""
+
+    def __post_init__(self) -> None:
+        for name in ("n_eval", "n_reference", "n_sequences", "length", "batch_size"):
+            check_int(name, getattr(self, name), minimum=1)
+        EffectsConfig(ablations=self.ablations)  # checks the names
+        for name in ("masks", "sweep", "scores", "language_heads"):
+            path = getattr(self, name)
+            if path is not None and not Path(path).exists():
+                raise InputError(f"{name}={path!r} does not exist; give a saved result folder")
+
+    @property
+    def detectors(self) -> DetectorConfig:
+        return DetectorConfig(self.n_sequences, self.length, self.seed, self.batch_size)
+
+    @property
+    def effects(self) -> EffectsConfig:
+        return EffectsConfig(ablations=self.ablations, batch_size=self.batch_size)
+
+    @property
+    def agreement(self) -> AgreementConfig:
+        return AgreementConfig(
+            k=self.k, permutations=self.permutations, bootstrap=self.bootstrap, seed=self.seed
+        )
+
+
+def _heads(model: ModelLike) -> pd.DataFrame:
+    n_layers, n_heads = head_shape(model)
+    n_kv = int(getattr(model.cfg, "n_key_value_heads", None) or n_heads)
+    rows = [
+        {"label": format_head(i, h), "layer": i, "head": h, "kv group": h // (n_heads // n_kv)}
+        for i in range(n_layers)
+        for h in range(n_heads)
+    ]
+    return pd.DataFrame(rows)
+
+
+def _column(values: torch.Tensor) -> list[float]:
+    return values.flatten().tolist()
+
+
+def _save_stage(where: Path, frame: pd.DataFrame, meta: dict[str, Any], **tensors: Any) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    write_atomic(where / "columns.csv", frame.to_csv(index=False))
+    write_atomic(where / "meta.json", json.dumps(meta, indent=1))
+    if tensors:
+        contiguous = {k: v.contiguous() for k, v in tensors.items()}
+        save_file(contiguous, str(where / "tensors.safetensors"))
+
+
+def _load_stage(where: Path) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
+    frame = pd.read_csv(where / "columns.csv", keep_default_na=True)
+    meta = json.loads((where / "meta.json").read_text(encoding="utf-8"))
+    file = where / "tensors.safetensors"
+    return frame, meta, (load_file(str(file)) if file.is_file() else {})
+
+
+def _detector_stage(model: ModelLike, config: AtlasConfig, where: Path) -> None:
+    found = detect_patterns(model, config.detectors)
+    frame = pd.DataFrame({name: _column(found[name]) for name in DETECTORS})
+    example = repeated_random_tokens(model, DetectorConfig(1, config.length, config.seed))
+    _, cache = model.run_with_cache(
+        example, names_filter=lambda name: name.endswith("attn.hook_pattern")
+    )
+    n_layers, _ = head_shape(model)
+    attention = torch.stack([cache[f"blocks.{i}.attn.hook_pattern"][0] for i in range(n_layers)])
+    tokens = [model.tokenizer.decode([int(t)]) for t in example[0]]
+    meta = {"chance": chance_scores(model, config.detectors), "tokens": tokens}
+    _save_stage(where, frame, meta, attention=attention.float())
+
+
+def _readout_stage(model: ModelLike, where: Path, top: int = 8) -> None:
+    relations = builtin_relations(model)
+    scores = relation_scores(model, relations)
+    frame = pd.DataFrame({f"OV {name}": _column(value) for name, value in scores.items()})
+    sources = [s for s, _ in relations["copying"]] or list(range(min(200, model.cfg.d_vocab)))
+    vocab = list(range(int(model.cfg.d_vocab)))
+    means = ov_readout(model, sources, vocab).mean(dim=2)  # [L, H, vocab]
+    best = means.topk(min(top, len(vocab)), dim=-1).indices.flatten(0, 1)
+    decode = model.tokenizer.decode
+    frame["top OV tokens"] = [" | ".join(decode([int(t)]) for t in row) for row in best]
+    chance = {f"OV {name}": value for name, value in relation_chance(relations).items()}
+    meta = {"chance": chance, "pairs": {name: len(pairs) for name, pairs in relations.items()}}
+    _save_stage(where, frame, meta)
+
+
+def _effect_stage(model: ModelLike, config: AtlasConfig, where: Path, progress: bool) -> None:
+    task = get_task(config.task)  # type: ignore[arg-type]
+    train, held_out = task.split(n_eval=config.n_eval)
+    instruction = task.instruction if config.instructed else None
+
+    def prompts(part: Any) -> list[list[int]]:
+        return [encode_prompt(model, text, instruction=instruction).tokens for text in part.inputs]
+
+    reference = prompts(train)[: config.n_reference] if train is not None else None
+    answers = [output if isinstance(output, str) else output[0] for output in held_out.outputs]
+    effects = single_head_effects(
+        model,
+        prompts(held_out),
+        answers,
+        reference=reference,
+        config=config.effects,
+        progress=progress,
+    )
+    frame = pd.DataFrame({f"{name}-ablation effect": _column(v) for name, v in effects.items()})
+    meta = {"task": task.name, "prompts": len(held_out.inputs), "instructed": config.instructed}
+    _save_stage(where, frame, meta)
+
+
+def _line_columns(model: ModelLike, config: AtlasConfig, heads: pd.DataFrame) -> pd.DataFrame:
+    """The columns of the three research lines, from the result folders given."""
+    columns: dict[str, list[Any]] = {}
+    labels = list(heads["label"])
+    if config.masks:
+        masks = load_masks(config.masks)
+        kept = torch.stack([m.values.float() for m in masks.values()]).mean(dim=0)
+        columns["Heads up! share of masks keeping it"] = _column(kept)
+    if config.sweep:
+        sweep = SweepResult.load(config.sweep)
+        target = sweep.roles.index("target") if "target" in sweep.roles else 0
+        ranks = sweep.ranks[:, target].tolist()
+        step_of = {label: None for label in labels}
+        change = {label: None for label in labels}
+        for i in range(1, len(sweep.n_removed)):
+            for label in sweep.order[sweep.n_removed[i - 1] : sweep.n_removed[i]]:
+                step_of[label] = sweep.order.index(label) + 1
+                change[label] = ranks[i] - ranks[i - 1]
+        columns["sweep: removed at"] = [step_of[label] for label in labels]
+        columns["sweep: answer rank change"] = [change[label] for label in labels]
+    if config.scores:
+        scores = TranslationScores.load(config.scores)
+        columns[f"translation score {scores.pair}"] = _column(scores.scores)
+    if config.language_heads:
+        found = LanguageHeads.load(config.language_heads)
+        for i, language in enumerate(found.languages):
+            columns[f"LAHIS importance {language}"] = _column(found.scores[i])
+        specific = {head: lang for lang, hs in found.specific.items() for head in hs}
+        columns["LAHIS specific to"] = [specific.get(label, "") for label in labels]
+        columns["LAHIS general"] = _column(found.general.float())
+    return pd.DataFrame(columns, index=heads.index)
+
+
+def head_atlas(
+    model: ModelLike,
+    config: AtlasConfig | None = None,
+    *,
+    out: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+) -> HeadAtlas:
+    """The atlas of ``model`` (saved in ``out`` with its stages when given)."""
+    config = config or AtlasConfig()
+    folder = Path(out) if out is not None else None
+    stages = Stages(folder) if folder is not None else None
+
+    def stage(name: str, compute: Any) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
+        def run(where: Path) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
+            compute(where)
+            return _load_stage(where)
+
+        if stages is None:
+            import tempfile
+
+            return run(Path(tempfile.mkdtemp()) / name)
+        return stages(name, run, _load_stage)
+
+    heads = _heads(model)
+    detectors, detector_meta, tensors = stage(
+        "detectors", lambda where: _detector_stage(model, config, where)
+    )
+    readouts, readout_meta, _ = stage("readouts", lambda where: _readout_stage(model, where))
+    parts = [heads, detectors, readouts.drop(columns=["top OV tokens"])]
+    notes = {name: "attention-pattern detector on BOS R R sequences" for name in DETECTORS}
+    notes |= {c: "OV readout of built-in pairs (weights only)" for c in readouts if "OV " in c}
+    effect_meta: dict[str, Any] = {}
+    if config.task is not None:
+        effects, effect_meta, _ = stage(
+            "effects", lambda where: _effect_stage(model, config, where, progress)
+        )
+        parts.append(effects)
+        notes |= {c: f"mean answer-logit drop on {config.task}" for c in effects}
+    parts.append(_line_columns(model, config, heads))
+    parts.append(readouts[["top OV tokens"]])
+    frame = pd.concat([p.reset_index(drop=True) for p in parts], axis=1)
+    frame = frame.dropna(axis=1, how="all")  # a relation without a single-token pair
+    atlas = HeadAtlas(
+        model=model_name(model),
+        frame=frame,
+        chance={**detector_meta["chance"], **readout_meta["chance"]},
+        notes=notes,
+        example_tokens=detector_meta["tokens"],
+        example_attention=tensors.get("attention"),
+        settings={
+            **asdict(config),
+            "readout pairs": readout_meta["pairs"],
+            "effects": effect_meta,
+        },
+    )
+    if folder is not None:
+        atlas.save(folder / "atlas")
+    return atlas

@@ -1,0 +1,169 @@
+"""Attention-pattern detectors on generated inputs: previous-token, duplicate-token, induction
+and first-token-sink heads, each with the score a head gets by chance.
+
+Inputs are ``n_sequences`` sequences of a BOS token followed by a block ``R`` of ``length``
+random non-special tokens and the same block again (``BOS R R``). For one sequence the score of
+a head against a 0/1 detection pattern ``P`` (query × key, lower triangular) is the share of its
+attention that falls on ``P``: ``sum(A * P) / sum(A)`` -- TransformerLens' ``detect_head`` with
+``error_measure="mul"``, so that on one sequence the two agree exactly. The atlas reports the
+mean over sequences.
+
+* **previous token**: ``P[i, i-1] = 1``.
+* **duplicate token**: ``P[i, j] = 1`` when ``j < i`` holds the same token as ``i``.
+* **induction**: ``P[i, j] = 1`` when ``j - 1 < i - 1`` holds the same token as ``i`` (attend to
+  the token after the earlier occurrence).
+* **first-token sink**: the share of attention on position 0 (``P[i, 0] = 1``).
+
+The **chance** score of a detector is that of a head attending uniformly to every position it
+can see (``A[i, j] = 1 / (i + 1)``), on the same sequences.
+
+>>> import lens_heads as lh
+>>> model = lh.tiny_model(n_layers=2, n_heads=4)
+>>> found = detect_patterns(model, DetectorConfig(n_sequences=4, length=6))
+>>> sorted(found), tuple(found["induction"].shape)
+(['duplicate token', 'first-token sink', 'induction', 'previous token'], (2, 4))
+>>> 0 < chance_scores(model, DetectorConfig(n_sequences=4, length=6))["previous token"] < 1
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from lens_heads.core.capture import capture
+from lens_heads.core.checks import check_int
+from lens_heads.core.errors import InputError
+from lens_heads.core.models import ModelLike, head_shape
+
+__all__ = [
+    "DETECTORS",
+    "DetectorConfig",
+    "chance_scores",
+    "detect_patterns",
+    "detection_patterns",
+    "repeated_random_tokens",
+]
+
+DETECTORS = ("previous token", "duplicate token", "induction", "first-token sink")
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    """The generated inputs of the detectors: ``n_sequences`` sequences ``BOS R R`` with ``R`` a
+    block of ``length`` random non-special tokens (seeded by ``seed``), run ``batch_size`` at a
+    time."""
+
+    n_sequences: int = 32
+    length: int = 24
+    seed: int = 0
+    batch_size: int = 16
+
+    def __post_init__(self) -> None:
+        check_int("n_sequences", self.n_sequences, minimum=1)
+        check_int("length", self.length, minimum=2)
+        check_int("seed", self.seed)
+        check_int("batch_size", self.batch_size, minimum=1)
+
+
+def _ordinary_token_ids(model: ModelLike) -> Tensor:
+    tokenizer = model.tokenizer
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    vocab = int(model.cfg.d_vocab)
+    ids = torch.tensor([i for i in range(vocab) if i not in special], dtype=torch.long)
+    if len(ids) < 2:
+        raise InputError(f"the tokenizer has {len(ids)} ordinary tokens; the detectors need two")
+    return ids
+
+
+def _bos_id(model: ModelLike) -> int:
+    tokenizer = model.tokenizer
+    found = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    if found is None:
+        raise InputError("the tokenizer has neither a BOS nor an EOS token to start the sequences")
+    return int(found)
+
+
+def repeated_random_tokens(model: ModelLike, config: DetectorConfig) -> Tensor:
+    """``[n_sequences, 1 + 2 * length]`` token ids: BOS, a random block, the same block."""
+    check_context = int(model.cfg.n_ctx)
+    if 1 + 2 * config.length > check_context:
+        raise InputError(
+            f"sequences of 1 + 2 x {config.length} tokens exceed the model's context of "
+            f"{check_context}; use a smaller length"
+        )
+    ids = _ordinary_token_ids(model)
+    generator = torch.Generator().manual_seed(config.seed)
+    block = ids[torch.randint(len(ids), (config.n_sequences, config.length), generator=generator)]
+    bos = torch.full((config.n_sequences, 1), _bos_id(model), dtype=torch.long)
+    return torch.cat([bos, block, block], dim=1)
+
+
+def detection_patterns(tokens: Tensor) -> dict[str, Float[Tensor, "batch query key"]]:
+    """Each detector's 0/1 pattern for every sequence of ``tokens`` ``[batch, pos]``."""
+    batch, length = tokens.shape
+    below = torch.ones(length, length).tril(-1).bool()
+    previous = torch.zeros(length, length)
+    previous[1:, :-1] = torch.eye(length - 1)
+    same = (tokens[:, :, None] == tokens[:, None, :]) & below
+    induction = torch.zeros(batch, length, length, dtype=torch.bool)
+    induction[:, :, 1:] = same[:, :, :-1]  # the token after an earlier occurrence
+    induction &= below
+    sink = torch.zeros(length, length)
+    sink[1:, 0] = 1.0
+    return {
+        "previous token": previous.expand(batch, -1, -1),
+        "duplicate token": same.float(),
+        "induction": induction.float(),
+        "first-token sink": sink.expand(batch, -1, -1),
+    }
+
+
+def _score(pattern: Tensor, attention: Tensor) -> Tensor:
+    """``sum(A * P) / sum(A)`` per sequence and head: attention ``[batch, head, q, k]``."""
+    return (attention * pattern[:, None]).sum(dim=(-1, -2)) / attention.sum(dim=(-1, -2))
+
+
+def detect_patterns(
+    model: ModelLike, config: DetectorConfig | None = None
+) -> dict[str, Float[Tensor, "n_layers n_heads"]]:
+    """Each detector's score for every query head: the mean over the generated sequences."""
+    config = config or DetectorConfig()
+    tokens = repeated_random_tokens(model, config)
+    patterns = detection_patterns(tokens)
+    n_layers, _ = head_shape(model)
+
+    def reducer(layer: int) -> Callable[..., Tensor]:
+        def reduce(attention: Tensor, rows: Tensor, cols: Tensor, indices: Sequence[int]) -> Tensor:
+            found = [_score(patterns[name][indices], attention.float()) for name in DETECTORS]
+            return torch.stack(found, dim=1)  # [batch, detector, head]
+
+        return reduce
+
+    reducers = {f"blocks.{layer}.attn.hook_pattern": reducer(layer) for layer in range(n_layers)}
+    found = capture(
+        model,
+        tokens.tolist(),
+        [tokens.shape[1] - 1] * len(tokens),
+        reducers,
+        batch_size=config.batch_size,
+    )
+    stacked = torch.stack([found[name].mean(dim=0) for name in reducers])  # [layer, det, head]
+    return {name: stacked[:, d] for d, name in enumerate(DETECTORS)}
+
+
+def chance_scores(model: ModelLike, config: DetectorConfig | None = None) -> dict[str, float]:
+    """Each detector's score for a head that attends uniformly to what it can see."""
+    config = config or DetectorConfig()
+    tokens = repeated_random_tokens(model, config)
+    length = tokens.shape[1]
+    uniform = torch.ones(length, length).tril() / torch.arange(1, length + 1)[:, None]
+    uniform = uniform.expand(len(tokens), 1, length, length)
+    return {
+        name: float(_score(pattern, uniform).mean())
+        for name, pattern in detection_patterns(tokens).items()
+    }

@@ -1,0 +1,214 @@
+"""Exact single-head effects: how much the answer's logit falls when one head alone is removed.
+
+For each prompt of a task (rendered as :func:`lens_heads.evaluate` renders it) the effect of
+head ``(l, h)`` is ``logit(answer) - logit(answer | head removed)`` at the last prompt position,
+the answer being its first token; the atlas reports the mean over prompts. A head is removed by
+the one mask hook (:func:`lens_heads.mask_hooks`): **zero** ablation sets its output to zero,
+**mean** ablation to its mean output over a reference set of prompts (every position of every
+reference prompt).
+
+Removing a head of layer ``l`` leaves the residual stream before layer ``l`` unchanged, so each
+prompt's ``blocks.{l}.hook_resid_pre`` is computed once and the model is run from layer ``l`` on,
+for every head of that layer at once (one row per prompt and head, each with its own mask), and
+only up to the last layer's residual stream (the answer's logit is read from it alone). The plain
+way (:func:`plain_single_head_effects`: one hook per head, one full forward per head) gives the
+same numbers and is kept as the reference of the tests and the benchmark.
+
+>>> import lens_heads as lh
+>>> model = lh.tiny_model(n_layers=2, n_heads=4)
+>>> prompts, answers = ["the cat", "a dog"], ["s", "s"]
+>>> effects = single_head_effects(model, prompts, answers, reference=prompts)
+>>> sorted(effects), tuple(effects["zero"].shape)
+(['mean', 'zero'], (2, 4))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from lens_heads.core.capture import PromptLike, encode_prompt, lens_logits, target_token_ids
+from lens_heads.core.checks import check_int
+from lens_heads.core.errors import InputError
+from lens_heads.core.hooks import mask_hooks
+from lens_heads.core.models import ModelLike, head_shape
+from lens_heads.core.prompts import pad_token_id
+
+__all__ = [
+    "ABLATIONS",
+    "EffectsConfig",
+    "mean_head_outputs",
+    "plain_single_head_effects",
+    "single_head_effects",
+]
+
+ABLATIONS = ("zero", "mean")
+
+
+@dataclass(frozen=True)
+class EffectsConfig:
+    """``ablations``: which of :data:`ABLATIONS`; ``batch_size``: prompts per forward (each
+    carries one row per head of a layer)."""
+
+    ablations: tuple[str, ...] = ABLATIONS
+    batch_size: int = 8
+
+    def __post_init__(self) -> None:
+        unknown = [a for a in self.ablations if a not in ABLATIONS]
+        if unknown or not self.ablations:
+            raise InputError(f"ablations must be some of {ABLATIONS}, got {self.ablations}")
+        check_int("batch_size", self.batch_size, minimum=1)
+
+
+class _Stop(Exception):
+    """Raised by the hook that read the last residual stream: nothing after it is needed."""
+
+
+def _encode(model: ModelLike, prompts: Sequence[PromptLike]) -> list[list[int]]:
+    return [list(encode_prompt(model, prompt).tokens) for prompt in prompts]
+
+
+def _padded(tokens: Sequence[Sequence[int]], pad: int) -> tuple[Tensor, Tensor]:
+    width = max(map(len, tokens))
+    batch = torch.full((len(tokens), width), pad, dtype=torch.long)
+    for row, ids in enumerate(tokens):
+        batch[row, : len(ids)] = torch.tensor(list(ids))
+    return batch, torch.tensor([len(ids) - 1 for ids in tokens])
+
+
+def mean_head_outputs(
+    model: ModelLike, prompts: Sequence[PromptLike], *, batch_size: int = 8
+) -> Float[Tensor, "n_layers n_heads d_head"]:
+    """Each head's mean ``z`` over every (real) position of ``prompts`` (texts, rendered as
+    :func:`lens_heads.evaluate` renders them, or token ids): the mean-ablation baseline."""
+    n_layers, _ = head_shape(model)
+    tokens = _encode(model, prompts)
+    sums: dict[int, Tensor] = {}
+    count = 0
+    for start in range(0, len(tokens), batch_size):
+        chunk = tokens[start : start + batch_size]
+        batch, last = _padded(chunk, pad_token_id(model.tokenizer))
+        real = torch.arange(batch.shape[1])[None] <= last[:, None]  # [batch, pos]
+        count += int(real.sum())
+
+        def keep(z: Tensor, hook: object, real: Tensor = real) -> None:
+            layer = int(hook.name.split(".")[1])  # type: ignore[attr-defined]
+            total = (z.float() * real[:, :, None, None].to(z.device)).sum(dim=(0, 1)).cpu()
+            sums[layer] = sums.get(layer, 0) + total
+
+        hooks = [(f"blocks.{layer}.attn.hook_z", keep) for layer in range(n_layers)]
+        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+            model(batch.to(model.cfg.device))
+    return torch.stack([sums[layer] for layer in range(n_layers)]) / count
+
+
+def _answer_logits(model: ModelLike, resid: Tensor, answers: Tensor) -> Tensor:
+    return lens_logits(model, resid).float().gather(-1, answers[:, None].to(resid.device))[:, 0]
+
+
+def single_head_effects(
+    model: ModelLike,
+    prompts: Sequence[PromptLike],
+    answers: Sequence[str],
+    *,
+    reference: Sequence[PromptLike] | None = None,
+    config: EffectsConfig | None = None,
+    progress: bool = False,
+) -> dict[str, Float[Tensor, "n_layers n_heads"]]:
+    """The mean answer-logit drop of removing each head alone, per ablation of ``config``
+    (``reference``: the prompts of the mean ablation's baseline, required for it)."""
+    config = config or EffectsConfig()
+    if len(prompts) != len(answers) or not prompts:
+        raise InputError(f"give one answer per prompt ({len(prompts)} prompts, {len(answers)})")
+    if "mean" in config.ablations and not reference:
+        raise InputError("mean ablation needs reference prompts (reference=...)")
+    n_layers, n_heads = head_shape(model)
+    tokens = _encode(model, prompts)
+    answer_ids = torch.tensor(target_token_ids(model, list(answers)))
+    baselines = {"zero": None}
+    if "mean" in config.ablations:
+        baselines["mean"] = mean_head_outputs(model, reference or [], batch_size=config.batch_size)
+    effects = {a: torch.zeros(n_layers, n_heads) for a in config.ablations}
+    last_hook = f"blocks.{n_layers - 1}.hook_resid_post"
+    starts = range(0, len(tokens), config.batch_size)
+    for start in tqdm(starts, desc="single-head effects", disable=not progress):
+        chunk = tokens[start : start + config.batch_size]
+        batch, last = _padded(chunk, pad_token_id(model.tokenizer))
+        rows = torch.arange(len(chunk))
+        answers_chunk = answer_ids[start : start + len(chunk)]
+        with torch.no_grad():
+            _, cache = model.run_with_cache(
+                batch.to(model.cfg.device),
+                names_filter=lambda name: name.endswith("hook_resid_pre") or name == last_hook,
+            )
+        full = _answer_logits(model, cache[last_hook][rows, last], answers_chunk)
+        for layer in range(n_layers):
+            resid = cache[f"blocks.{layer}.hook_resid_pre"]  # [batch, pos, d_model]
+            stacked = resid.repeat_interleave(n_heads, dim=0)  # rows: prompt-major, then head
+            masks = torch.ones(len(chunk) * n_heads, n_layers, n_heads)
+            masks[torch.arange(len(masks)), layer, torch.arange(len(masks)) % n_heads] = 0.0
+            positions = last.repeat_interleave(n_heads)
+            for ablation in config.ablations:
+                seen: dict[str, Tensor] = {}
+
+                def read(
+                    act: Tensor, hook: object, seen: dict = seen, positions: Tensor = positions
+                ) -> None:
+                    seen["resid"] = act[torch.arange(len(act)), positions.to(act.device)]
+                    raise _Stop
+
+                hooks = mask_hooks(masks, model, baseline=baselines[ablation])
+                try:
+                    with torch.no_grad(), model.hooks(fwd_hooks=[*hooks, (last_hook, read)]):
+                        model(stacked, start_at_layer=layer)
+                except _Stop:
+                    pass
+                removed = _answer_logits(
+                    model, seen["resid"], answers_chunk.repeat_interleave(n_heads)
+                ).view(len(chunk), n_heads)
+                effects[ablation][layer] += (full[:, None] - removed).sum(dim=0).cpu()
+    return {ablation: value / len(tokens) for ablation, value in effects.items()}
+
+
+def plain_single_head_effects(
+    model: ModelLike,
+    prompts: Sequence[PromptLike],
+    answers: Sequence[str],
+    *,
+    reference: Sequence[PromptLike] | None = None,
+    config: EffectsConfig | None = None,
+) -> dict[str, Float[Tensor, "n_layers n_heads"]]:
+    """The same effects the plain way: for each head and ablation, one hook and a full forward
+    of every prompt (the reference of :func:`single_head_effects`)."""
+    config = config or EffectsConfig()
+    n_layers, n_heads = head_shape(model)
+    tokens = _encode(model, prompts)
+    answer_ids = torch.tensor(target_token_ids(model, list(answers)))
+    batch, last = _padded(tokens, pad_token_id(model.tokenizer))
+    rows = torch.arange(len(tokens))
+
+    def answer_logit(hooks: list) -> Tensor:
+        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+            logits = model(batch.to(model.cfg.device))
+        return logits[rows, last].float().gather(-1, answer_ids[:, None])[:, 0].cpu()
+
+    full = answer_logit([])
+    effects = {}
+    for ablation in config.ablations:
+        baseline = None
+        if ablation == "mean":
+            baseline = mean_head_outputs(model, reference or [], batch_size=config.batch_size)
+        found = torch.zeros(n_layers, n_heads)
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                mask = torch.ones(n_layers, n_heads)
+                mask[layer, head] = 0.0
+                removed = answer_logit(mask_hooks(mask, model, baseline=baseline))
+                found[layer, head] = (full - removed).mean()
+        effects[ablation] = found
+    return effects

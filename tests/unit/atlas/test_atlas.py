@@ -1,0 +1,235 @@
+"""The head atlas on tiny models: each measure against an independent computation (TransformerLens'
+own head detector, the OV product by hand, one hook per head), the agreement statistics, and the
+atlas as a resumable result with its page."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import transformer_lens.head_detector as tl_detector
+
+import lens_heads as lh
+from lens_heads.atlas import (
+    AtlasConfig,
+    DetectorConfig,
+    EffectsConfig,
+    HeadAtlas,
+    agreement,
+    chance_scores,
+    detect_patterns,
+    head_atlas,
+    mean_head_outputs,
+    ov_readout,
+    plain_single_head_effects,
+    relation_scores,
+    single_head_effects,
+    top_k_overlap,
+)
+from lens_heads.atlas.agreement import holm
+from lens_heads.atlas.detectors import repeated_random_tokens
+
+
+@pytest.fixture(scope="module")
+def gqa():
+    return lh.tiny_model(n_layers=3, n_heads=4, n_kv_heads=2, seed=0)
+
+
+# -- detectors -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", [0, 1])
+def test_detectors_equal_transformer_lens_head_detector_on_the_same_tokens(gqa, seed):
+    config = DetectorConfig(n_sequences=1, length=9, seed=seed)
+    ours = detect_patterns(gqa, config)
+    tokens = repeated_random_tokens(gqa, config)
+    _, cache = gqa.run_with_cache(tokens, remove_batch_dim=True)
+    for name, pattern in (
+        ("previous token", tl_detector.get_previous_token_head_detection_pattern),
+        ("duplicate token", tl_detector.get_duplicate_token_head_detection_pattern),
+        ("induction", tl_detector.get_induction_head_detection_pattern),
+    ):
+        detection = pattern(tokens)
+        theirs = torch.tensor(
+            [
+                [
+                    tl_detector.compute_head_attention_similarity_score(
+                        cache["pattern", layer][head],
+                        detection,
+                        exclude_bos=False,
+                        exclude_current_token=False,
+                        error_measure="mul",
+                    )
+                    for head in range(4)
+                ]
+                for layer in range(3)
+            ]
+        )
+        torch.testing.assert_close(ours[name], theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_detector_sequences_repeat_their_block_and_chance_is_uniform_attention(gqa):
+    tokens = repeated_random_tokens(gqa, DetectorConfig(n_sequences=3, length=5))
+    assert tokens.shape == (3, 11) and torch.equal(tokens[:, 1:6], tokens[:, 6:])
+    special = set(gqa.tokenizer.all_special_ids)
+    assert not special & set(tokens[:, 1:].flatten().tolist())
+    chance = chance_scores(gqa, DetectorConfig(n_sequences=3, length=5))
+    # previous token: a row i >= 1 puts 1/(i+1) on i-1; averaged over the 11 rows of the matrix
+    assert chance["previous token"] == pytest.approx(sum(1 / (i + 1) for i in range(1, 11)) / 11)
+    assert chance["first-token sink"] == pytest.approx(chance["previous token"])
+
+
+def test_a_model_too_short_for_the_sequences_is_refused_before_running(gqa):
+    with pytest.raises(lh.LensHeadsError, match="exceed the model's context"):
+        detect_patterns(gqa, DetectorConfig(length=int(gqa.cfg.n_ctx)))
+
+
+# -- readouts ------------------------------------------------------------------------------------
+def test_ov_readout_is_the_product_of_the_weights_by_hand(gqa):
+    sources, targets = [10, 11, 12, 40], [10, 11, 12, 50, 60]
+    found = ov_readout(gqa, sources, targets)
+    for layer in range(3):
+        for head in range(4):
+            group = head // 2  # four query heads over two key-value heads
+            x = gqa.W_E[sources] @ gqa.W_V[layer, group] @ gqa.W_O[layer, head]
+            expected = gqa.ln_final(x) @ gqa.W_U[:, targets] + gqa.b_U[targets]
+            torch.testing.assert_close(found[layer, head], expected.detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_relation_score_counts_pairs_whose_target_reads_highest(gqa):
+    pairs = [(10, 20), (11, 21), (12, 22), (13, 20)]
+    scores = relation_scores(gqa, {"r": pairs, "empty": []})
+    logits = ov_readout(gqa, [s for s, _ in pairs], [20, 21, 22])
+    expected = (logits.argmax(-1) == torch.tensor([0, 1, 2, 0])).float().mean(-1)
+    torch.testing.assert_close(scores["r"], expected)
+    assert torch.isnan(scores["empty"]).all()
+
+
+# -- effects -------------------------------------------------------------------------------------
+PROMPTS = ["the cat sat", "a dog ran far away", "hello", "one two three four five"]
+ANSWERS = ["x", "y", "z", "w"]
+
+
+def test_batched_single_head_effects_equal_one_hook_per_head(gqa):
+    for batch_size in (1, 3):
+        config = EffectsConfig(batch_size=batch_size)
+        fast = single_head_effects(gqa, PROMPTS, ANSWERS, reference=PROMPTS[:2], config=config)
+        plain = plain_single_head_effects(gqa, PROMPTS, ANSWERS, reference=PROMPTS[:2])
+        for ablation in ("zero", "mean"):
+            torch.testing.assert_close(fast[ablation], plain[ablation], rtol=1e-4, atol=1e-5)
+            assert fast[ablation].abs().max() > 0, "some head moves the answer"
+        assert not torch.allclose(fast["zero"], fast["mean"])
+
+
+def test_mean_ablation_baseline_is_the_mean_of_z_over_real_positions_by_hand(gqa):
+    from lens_heads.core.capture import encode_prompt
+
+    found = mean_head_outputs(gqa, PROMPTS[:3], batch_size=2)
+    rows = []
+    for prompt in PROMPTS[:3]:  # one at a time: no padding to leave out
+        ids = torch.tensor([encode_prompt(gqa, prompt).tokens])
+        _, cache = gqa.run_with_cache(ids)
+        rows.append(torch.stack([cache[f"blocks.{layer}.attn.hook_z"][0] for layer in range(3)]))
+    z = torch.cat([r.transpose(0, 1) for r in rows])  # [positions, layer, head, d_head]
+    torch.testing.assert_close(found, z.mean(dim=0), rtol=1e-4, atol=1e-6)
+
+
+def test_effects_refuse_bad_input_before_running(gqa):
+    with pytest.raises(lh.LensHeadsError, match="one answer per prompt"):
+        single_head_effects(gqa, PROMPTS, ANSWERS[:2])
+    with pytest.raises(lh.LensHeadsError, match="mean ablation needs reference"):
+        single_head_effects(gqa, PROMPTS, ANSWERS)
+    with pytest.raises(lh.LensHeadsError, match="ablations must be some of"):
+        EffectsConfig(ablations=("resample",))
+
+
+# -- agreement -----------------------------------------------------------------------------------
+def test_holm_matches_the_step_down_rule():
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        p = rng.uniform(0, 0.05, size=int(rng.integers(1, 9)))
+        order, m = np.argsort(p), len(p)
+        rejected, stop = set(), False
+        for rank, index in enumerate(order):
+            if not stop and p[index] < 0.01 / (m - rank):
+                rejected.add(int(index))
+            else:
+                stop = True
+        assert {int(i) for i in np.flatnonzero(holm(p) < 0.01)} == rejected
+
+
+def test_agreement_finds_related_measures_and_not_independent_ones():
+    rng = np.random.default_rng(1)
+    base = rng.normal(size=60)
+    frame = pd.DataFrame(
+        {"a": base, "b": base + 0.3 * rng.normal(size=60), "noise": rng.normal(size=60)}
+    )
+    table = agreement(frame, permutations=300, bootstrap=200).set_index(["first", "second"])
+    assert table.loc[("a", "b"), "agree"] and table.loc[("a", "b"), "ci low"] > 0.5
+    assert not table.loc[("a", "noise"), "agree"]
+    assert table["p (Holm)"].ge(table["p"]).all()
+    assert top_k_overlap(np.arange(10.0), np.arange(10.0), 3) == (3, 0.9)
+
+
+# -- the atlas -----------------------------------------------------------------------------------
+def _config(**overrides):
+    values = dict(
+        task="capitalize", n_eval=4, n_reference=4, n_sequences=3, length=5, k=3,
+        permutations=20, bootstrap=20, batch_size=4,
+    )  # fmt: skip
+    return AtlasConfig(**(values | overrides))
+
+
+def test_the_atlas_joins_the_measures_resumes_and_reloads(gqa, tmp_path, monkeypatch):
+    atlas = head_atlas(gqa, _config(), out=tmp_path)
+    frame = atlas.to_frame()
+    assert list(frame["label"][:3]) == ["L0H0", "L0H1", "L0H2"] and len(frame) == 12
+    assert list(frame["kv group"][:4]) == [0, 0, 1, 1]
+    assert {"previous token", "induction", "zero-ablation effect", "mean-ablation effect"} <= set(
+        atlas.measures
+    )
+    assert frame["top OV tokens"].str.count(r" \| ").eq(7).all()
+    reloaded = HeadAtlas.load(tmp_path / "atlas")
+    pd.testing.assert_frame_equal(reloaded.frame, frame, check_dtype=False)
+    torch.testing.assert_close(reloaded.example_attention, atlas.example_attention)
+    # a second run reuses every stage; a lost stage (a killed run) is the only one computed again
+    calls = []
+    from lens_heads.atlas import build
+
+    original = build.single_head_effects
+    monkeypatch.setattr(
+        build, "single_head_effects", lambda *a, **k: calls.append(1) or original(*a, **k)
+    )
+    head_atlas(gqa, _config(), out=tmp_path)
+    assert calls == []
+    (tmp_path / "effects" / ".complete").unlink()
+    again = head_atlas(gqa, _config(), out=tmp_path)
+    assert calls == [1]
+    pd.testing.assert_frame_equal(again.frame, frame, check_dtype=False)
+
+
+def test_the_page_carries_every_head_and_its_card(gqa, tmp_path):
+    atlas = head_atlas(gqa, _config(task=None), out=tmp_path)
+    page = (tmp_path / "atlas" / "atlas.html").read_text()
+    data = json.loads(page.split('type="application/json">', 1)[1].split("</script>", 1)[0])
+    assert sorted(data["heads"]) == sorted(atlas.frame["label"])
+    card = data["heads"]["L2H3"]
+    assert card["layer"] == 2 and card["kv group"] == 1
+    assert card["values"]["previous token"] == pytest.approx(
+        float(atlas.frame.set_index("label").loc["L2H3", "previous token"])
+    )
+    assert len(data["attention"][2][3]) == len(data["tokens"]) == 11
+    assert "plotly_click" in page and 'id="atlas-card"' in page
+
+
+def test_the_research_lines_join_from_their_saved_results(gqa, tmp_path):
+    masks = tmp_path / "masks"
+    masks.mkdir()
+    lh.HeadMask.from_heads(["L0H0", "L1H2"], n_layers=3, n_heads=4).save(masks / "a.safetensors")
+    lh.HeadMask.from_heads(["L0H0"], n_layers=3, n_heads=4).save(masks / "b.safetensors")
+    atlas = head_atlas(gqa, _config(task=None, masks=str(masks)))
+    kept = atlas.frame.set_index("label")["Heads up! share of masks keeping it"]
+    assert kept["L0H0"] == 1.0 and kept["L1H2"] == 0.5 and kept["L2H3"] == 0.0
+    with pytest.raises(lh.LensHeadsError, match="does not exist"):
+        AtlasConfig(scores=str(tmp_path / "missing"))
