@@ -11,6 +11,7 @@ True
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -167,8 +168,8 @@ class HeadAtlas(FolderResult):
         ]
         figure.update_layout(
             title=f"{first} ({self.model})",
-            xaxis_title="head",
-            yaxis_title="layer",
+            xaxis={"title": "head", "dtick": 1},
+            yaxis={"title": "layer", "dtick": 1},
             template="plotly_white",
             updatemenus=[{"buttons": buttons, "x": 1.0, "y": 1.15, "xanchor": "right"}],
         )
@@ -204,9 +205,8 @@ class HeadAtlas(FolderResult):
             "attention": attention,
         }
         plot = figure.to_html(full_html=False, include_plotlyjs=True, div_id="atlas-map")
-        return _PAGE.format(
-            model=self.model, plot=plot, data=json.dumps(data, default=float).replace("</", "<\\/")
-        )
+        text = json.dumps(_json_safe(data), allow_nan=False).replace("</", "<\\/")
+        return _PAGE.format(model=self.model, plot=plot, data=text)
 
     # -- storage ----------------------------------------------------------------------------------
     def save(self, directory: str | Any, *, png: bool = False) -> list[Path]:
@@ -237,6 +237,19 @@ class HeadAtlas(FolderResult):
         split = meta.pop("frame")
         frame = pd.DataFrame(split["data"], columns=split["columns"])
         return cls(frame=frame, example_attention=tensors.get("example_attention"), **meta)
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with NaN and infinities as null (JSON has no NaN) and numpy scalars as Python's."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 _PAGE = """<!DOCTYPE html>
@@ -276,10 +289,12 @@ function showHead(label) {{
     `key-value group ${{head["kv group"]}}</p><table><tr><th>measure</th><th>value</th>` +
     `<th>rank</th><th>chance</th></tr>${{rows}}</table>`;
   if (ATLAS.attention) {{
-    Plotly.newPlot("atlas-pattern", [{{z: ATLAS.attention[head.layer][head.head], x: ATLAS.tokens,
-      y: ATLAS.tokens, type: "heatmap", colorscale: "Blues"}}],
-      {{title: `attention of ${{label}} on the example sequence`,
-        yaxis: {{autorange: "reversed"}}}});
+    const ticks = ATLAS.tokens.map((token, i) => `${{i}} ${{token}}`);
+    const axis = {{tickvals: ATLAS.tokens.map((_, i) => i), ticktext: ticks}};
+    Plotly.newPlot("atlas-pattern", [{{z: ATLAS.attention[head.layer][head.head],
+      type: "heatmap", colorscale: "Blues"}}],
+      {{title: `attention of ${{label}} on the example sequence (query rows, key columns)`,
+        xaxis: axis, yaxis: {{...axis, autorange: "reversed"}}}});
   }}
 }}
 document.getElementById("atlas-map").on("plotly_click", (event) => {{
