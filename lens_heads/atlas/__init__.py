@@ -11,7 +11,13 @@ scores and LAHIS importance -- with where the measures agree, and an interactive
 from lens_heads.atlas.agreement import AgreementConfig, agreement, top_k_overlap
 from lens_heads.atlas.atlas_result import HeadAtlas
 from lens_heads.atlas.build import AtlasConfig, head_atlas
-from lens_heads.atlas.detectors import DETECTORS, DetectorConfig, chance_scores, detect_patterns
+from lens_heads.atlas.detectors import (
+    DETECTORS,
+    DetectorConfig,
+    chance_scores,
+    detect_patterns,
+    repeated_half_loss,
+)
 from lens_heads.atlas.effects import (
     ABLATIONS,
     EffectsConfig,
@@ -38,6 +44,7 @@ __all__ = [
     "ov_readout",
     "plain_single_head_effects",
     "relation_scores",
+    "repeated_half_loss",
     "single_head_effects",
     "top_k_overlap",
 ]

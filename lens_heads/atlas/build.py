@@ -39,9 +39,9 @@ from lens_heads.atlas.detectors import (
 from lens_heads.atlas.effects import EffectsConfig, single_head_effects
 from lens_heads.atlas.readouts import (
     builtin_relations,
-    ov_readout,
     relation_chance,
     relation_scores,
+    top_ov_tokens,
 )
 from lens_heads.core.capture import encode_prompt
 from lens_heads.core.checks import check_int
@@ -167,9 +167,7 @@ def _readout_stage(model: ModelLike, where: Path, top: int = 8) -> None:
     scores = relation_scores(model, relations)
     frame = pd.DataFrame({f"OV {name}": _column(value) for name, value in scores.items()})
     sources = [s for s, _ in relations["copying"]] or list(range(min(200, model.cfg.d_vocab)))
-    vocab = list(range(int(model.cfg.d_vocab)))
-    means = ov_readout(model, sources, vocab).mean(dim=2)  # [L, H, vocab]
-    best = means.topk(min(top, len(vocab)), dim=-1).indices.flatten(0, 1)
+    best = top_ov_tokens(model, sources, top).flatten(0, 1)
     decode = model.tokenizer.decode
     frame["top OV tokens"] = [" | ".join(decode([int(t)]) for t in row) for row in best]
     chance = {f"OV {name}": value for name, value in relation_chance(relations).items()}

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from jaxtyping import Float
@@ -46,6 +47,7 @@ __all__ = [
     "chance_scores",
     "detect_patterns",
     "detection_patterns",
+    "repeated_half_loss",
     "repeated_random_tokens",
 ]
 
@@ -167,3 +169,27 @@ def chance_scores(model: ModelLike, config: DetectorConfig | None = None) -> dic
         name: float(_score(pattern, uniform).mean())
         for name, pattern in detection_patterns(tokens).items()
     }
+
+
+def repeated_half_loss(
+    model: ModelLike, config: DetectorConfig | None = None, mask: Any = None
+) -> Float[Tensor, " n_sequences"]:
+    """Each sequence's mean next-token loss over its repeated half (predicting the second ``R``
+    from the first), under ``mask`` (a :class:`~lens_heads.HeadMask` or tensor) when given:
+    what induction heads lower, so removing them should raise it."""
+    from lens_heads.core.hooks import maybe_mask
+
+    config = config or DetectorConfig()
+    tokens = repeated_random_tokens(model, config)
+    start = 1 + config.length  # the first position of the repeated block
+    losses = []
+    with torch.no_grad(), maybe_mask(model, mask):
+        for first in range(0, len(tokens), config.batch_size):
+            batch = tokens[first : first + config.batch_size].to(model.cfg.device)
+            logits = model(batch).float()
+            # position t predicts token t + 1: the repeated block's tokens from start on
+            predicted = logits[:, start - 1 : -1].log_softmax(dim=-1)
+            target = batch[:, start:]
+            loss = -predicted.gather(-1, target[..., None])[..., 0].mean(dim=-1)
+            losses.append(loss.cpu())
+    return torch.cat(losses)

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from itertools import pairwise
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from lens_heads.core.errors import InputError
@@ -45,6 +45,7 @@ __all__ = [
     "relation_chance",
     "relation_scores",
     "single_token_pairs",
+    "top_ov_tokens",
 ]
 
 #: (source token id, target token id) pairs
@@ -102,6 +103,23 @@ def _query_to_group(model: ModelLike) -> list[int]:
     return [h // (n_heads // n_kv) for h in range(n_heads)]
 
 
+def _normed_ov(model: ModelLike, sources: Sequence[int], layer: int) -> Tensor:
+    """``[n_heads, n_sources, d_model]``: each head's OV output of each source token's
+    embedding, through the final norm."""
+    embedded = model.W_E[torch.tensor(list(sources))].float()  # [source, d_model]
+    values = torch.einsum("sd,gdk->gsk", embedded, model.W_V[layer].float())
+    written = torch.einsum("hsk,hkd->hsd", values[_query_to_group(model)], model.W_O[layer].float())
+    return model.ln_final(written.to(model.W_E.dtype)).float()
+
+
+def _unembed(model: ModelLike, normed: Tensor, targets: Sequence[int] | None) -> Tensor:
+    columns = torch.tensor(list(targets)) if targets is not None else slice(None)
+    bias = getattr(model, "b_U", None)
+    return normed @ model.W_U[:, columns].float() + (
+        bias[columns].float() if bias is not None else 0.0
+    )
+
+
 def ov_readout(
     model: ModelLike, sources: Sequence[int], targets: Sequence[int]
 ) -> Float[Tensor, "n_layers n_heads n_sources n_targets"]:
@@ -109,21 +127,27 @@ def ov_readout(
     if not sources or not targets:
         raise InputError("a readout needs at least one source and one target token")
     n_layers, n_heads = head_shape(model)
-    groups = _query_to_group(model)
+    out = torch.empty(n_layers, n_heads, len(sources), len(targets))
     with torch.no_grad():
-        embedded = model.W_E[torch.tensor(list(sources))].float()  # [source, d_model]
-        unembed = model.W_U[:, torch.tensor(list(targets))].float()  # [d_model, target]
-        bias = getattr(model, "b_U", None)
-        bias = bias[torch.tensor(list(targets))].float() if bias is not None else 0.0
-        out = torch.empty(n_layers, n_heads, len(sources), len(targets))
         for layer in range(n_layers):
-            values = torch.einsum("sd,gdk->gsk", embedded, model.W_V[layer].float())
-            written = torch.einsum(
-                "hsk,hkd->hsd", values[groups], model.W_O[layer].float()
-            )  # [head, source, d_model]
-            normed = model.ln_final(written.to(model.W_E.dtype)).float()
-            out[layer] = normed @ unembed + bias
+            out[layer] = _unembed(model, _normed_ov(model, sources, layer), targets)
     return out
+
+
+def top_ov_tokens(
+    model: ModelLike, sources: Sequence[int], top: int = 8
+) -> Int[Tensor, "n_layers n_heads top"]:
+    """The vocabulary tokens each head's OV circuit promotes most, on average over the
+    ``sources`` (the mean of the normed OV outputs, unembedded: linear after the norm)."""
+    if not sources:
+        raise InputError("top OV tokens need at least one source token")
+    n_layers, n_heads = head_shape(model)
+    found = torch.empty(n_layers, n_heads, min(top, int(model.cfg.d_vocab)), dtype=torch.long)
+    with torch.no_grad():
+        for layer in range(n_layers):
+            mean = _normed_ov(model, sources, layer).mean(dim=1)  # [head, d_model]
+            found[layer] = _unembed(model, mean, None).topk(found.shape[-1], dim=-1).indices
+    return found
 
 
 def relation_scores(

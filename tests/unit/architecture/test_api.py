@@ -71,7 +71,8 @@ API = {
         "ABLATIONS", "DETECTORS", "AgreementConfig", "AtlasConfig", "DetectorConfig",
         "EffectsConfig", "HeadAtlas", "agreement", "builtin_relations", "chance_scores",
         "detect_patterns", "head_atlas", "mean_head_outputs", "ov_readout",
-        "plain_single_head_effects", "relation_scores", "single_head_effects", "top_k_overlap",
+        "plain_single_head_effects", "relation_scores", "repeated_half_loss",
+        "single_head_effects", "top_k_overlap",
     ],
 }  # fmt: skip
 

@@ -233,3 +233,12 @@ def test_the_research_lines_join_from_their_saved_results(gqa, tmp_path):
     assert kept["L0H0"] == 1.0 and kept["L1H2"] == 0.5 and kept["L2H3"] == 0.0
     with pytest.raises(lh.LensHeadsError, match="does not exist"):
         AtlasConfig(scores=str(tmp_path / "missing"))
+
+
+def test_top_ov_tokens_unembed_the_mean_normed_output(gqa):
+    from lens_heads.atlas.readouts import top_ov_tokens
+
+    sources = [10, 11, 12]
+    vocab = list(range(int(gqa.cfg.d_vocab)))
+    full = ov_readout(gqa, sources, vocab).mean(dim=2)  # mean of logits: linear after the norm
+    torch.testing.assert_close(top_ov_tokens(gqa, sources, 5), full.topk(5, dim=-1).indices)
