@@ -39,18 +39,20 @@ LEVEL = 0.01
 def holm(p_values: Mapping[str, float]) -> dict[str, float]:
     """Holm-adjusted p-values of one family of tests (the multiplicity rule of the page: the
     tests behind one verdict form a family); a test passes when its adjusted p is below
-    :data:`LEVEL`. The adjusted p of the i-th smallest of m is the running maximum of
-    ``(m - i) * p``, capped at 1.
+    :data:`LEVEL`. The package's :func:`lens_heads.atlas.agreement.holm`, by name.
 
     >>> holm({"a": 0.001, "b": 0.02, "c": 0.04})
     {'a': 0.003, 'b': 0.04, 'c': 0.04}
     """
-    ordered = sorted(p_values.items(), key=lambda item: item[1])
-    adjusted, running = {}, 0.0
-    for rank, (name, value) in enumerate(ordered):
-        running = max(running, min(1.0, (len(ordered) - rank) * value))
-        adjusted[name] = running
-    return {name: adjusted[name] for name in p_values}
+    import numpy as np
+
+    from lens_heads.atlas.agreement import holm as adjust
+
+    names = list(p_values)
+    if not names:
+        return {}
+    adjusted = adjust(np.array([float(p_values[n]) for n in names]))
+    return dict(zip(names, adjusted.tolist(), strict=True))
 
 
 SMOLLM2 = "SmolLM2-135M-Instruct (270 heads)"
