@@ -57,12 +57,22 @@ def load(path: str, results: Path) -> dict[str, Any]:
         return compatibility_runs(results)[-1]
     file = results / path / "numbers.json"
     if not file.is_file():
+        planned = _planned().get(path)
+        if planned is not None:  # in the re-run plan, not run yet: the page says so
+            raise NotMeasured(path, planned)
         raise ResultMissing(f"{file.relative_to(results.parent)} is missing")
     numbers = json.loads(file.read_text(encoding="utf-8"))
     if numbers.get("source"):
         command = numbers.get("provenance", {}).get("command", "")
         raise NotMeasured(path, command)
     return numbers
+
+
+def _planned() -> dict[str, str]:
+    """Result path -> command of every entry of ``scripts/rerun_results.py``'s plan."""
+    from rerun_results import PLAN
+
+    return {entry.result: entry.command for entry in PLAN}
 
 
 def libraries(machine: dict[str, Any]) -> str:

@@ -253,3 +253,14 @@ def test_a_doc_citing_a_transcription_fails(docs, copy):
     figure7 = next(line for line in rows if line.startswith("| Figure 7 |"))
     assert "results/figure7" not in figure7
     assert figure7.count("not yet measured here (`python -m analyses.figure7_mask_weights") == 2
+
+
+def test_a_planned_result_not_yet_run_is_not_yet_measured_with_its_command(docs, copy):
+    """A result of the re-run plan that has no run yet reads as "not yet measured" (with the
+    plan's command); one outside the plan is missing (test_a_missing_result_is_caught)."""
+    shutil.rmtree(copy / "results" / "figure7")
+    with pytest.raises(docs.NotMeasured) as caught:
+        docs.load("figure7/smollm2-135m-instruct", copy / "results")
+    assert "analyses.figure7_mask_weights" in caught.value.command
+    with pytest.raises(docs.ResultMissing):
+        docs.load("figure7/not-in-the-plan", copy / "results")
