@@ -41,6 +41,9 @@ class Entry:
     out: str
     bf16: bool = False
     after: str = ""  # a shell step once it finished (e.g. linking a mask folder)
+    #: cited by the docs before its first run: until it has run, the pages say "not yet
+    #: measured" with the command (any other missing result fails the docs' check)
+    pending: bool = False
 
 
 def _analysis(name: str, out: str, *flags: str, precision: str = "float32") -> str:
@@ -162,6 +165,7 @@ PLAN: tuple[Entry, ...] = (
         f"--out {RUNS / 'mask-table/smollm2-answer-only'}",
         str(RUNS / "mask-table/smollm2-answer-only"),
         bf16=True,
+        pending=True,
     ),
     Entry(
         "mask_table/gemma-3-270m-bfloat16",
@@ -244,6 +248,7 @@ PLAN: tuple[Entry, ...] = (
             "2",
         ),
         str(RUNS / "table1/gemma-3-270m-2-shot"),
+        pending=True,
     ),
     *(
         Entry(
@@ -266,6 +271,7 @@ PLAN: tuple[Entry, ...] = (
                 precision="",
             ),
             str(RUNS / f"figure6/gemma-{pair}-2-shot"),
+            pending=True,
         )
         for pair in ("en-fr", "en-de")
     ),

@@ -59,7 +59,7 @@ def load(path: str, results: Path) -> dict[str, Any]:
     if not file.is_file():
         planned = _planned().get(path)
         if planned is not None:  # in the re-run plan, not run yet: the page says so
-            raise NotMeasured(path, planned)
+            raise NotMeasured(path, planned, "has not been run yet")
         raise ResultMissing(f"{file.relative_to(results.parent)} is missing")
     numbers = json.loads(file.read_text(encoding="utf-8"))
     if numbers.get("source"):
@@ -69,10 +69,11 @@ def load(path: str, results: Path) -> dict[str, Any]:
 
 
 def _planned() -> dict[str, str]:
-    """Result path -> command of every entry of ``scripts/rerun_results.py``'s plan."""
+    """Result path -> command of the entries of ``scripts/rerun_results.py``'s plan that the
+    docs cite before their first run (``pending``)."""
     from rerun_results import PLAN
 
-    return {entry.result: entry.command for entry in PLAN}
+    return {entry.result: entry.command for entry in PLAN if entry.pending}
 
 
 def libraries(machine: dict[str, Any]) -> str:

@@ -21,10 +21,12 @@ class NotMeasured(LookupError):
     them): what ``load`` raises for it, so that no cell shows its numbers. A row of the page
     then says "not yet measured" with the command that would measure it."""
 
-    def __init__(self, path: str, command: str = "") -> None:
+    def __init__(
+        self, path: str, command: str = "", why: str = "is a transcription with no run behind it"
+    ) -> None:
         self.path, self.command = path, command
         how = f"; run `{command}`" if command else ""
-        super().__init__(f"results/{path} is a transcription with no run behind it{how}")
+        super().__init__(f"results/{path} {why}{how}")
 
     def cell(self) -> str:
         """What a row shows in place of the numbers."""
