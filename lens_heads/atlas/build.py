@@ -48,7 +48,7 @@ from lens_heads.core.checks import check_int
 from lens_heads.core.errors import InputError
 from lens_heads.core.masks import format_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
-from lens_heads.core.storage import Stages, write_atomic
+from lens_heads.core.storage import Stages, record_settings, write_atomic
 from lens_heads.core.tasks import get_task
 from lens_heads.heads_up import SweepResult, load_masks
 from lens_heads.lahis import LanguageHeads
@@ -242,6 +242,12 @@ def head_atlas(
     config = config or AtlasConfig()
     folder = Path(out) if out is not None else None
     stages = Stages(folder) if folder is not None else None
+    if folder is not None:  # a folder's stages belong to one configuration
+        record_settings(
+            folder / "config.json",
+            {name: getattr(config, name) for name in AtlasConfig.__dataclass_fields__},
+            remedy="choose another out folder, or delete it to start again",
+        )
 
     def stage(name: str, compute: Any) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
         def run(where: Path) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:

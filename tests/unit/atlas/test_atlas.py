@@ -242,3 +242,34 @@ def test_top_ov_tokens_unembed_the_mean_normed_output(gqa):
     vocab = list(range(int(gqa.cfg.d_vocab)))
     full = ov_readout(gqa, sources, vocab).mean(dim=2)  # mean of logits: linear after the norm
     torch.testing.assert_close(top_ov_tokens(gqa, sources, 5), full.topk(5, dim=-1).indices)
+
+
+def test_the_cross_line_questions_read_their_columns():
+    from analyses.head_atlas import questions
+
+    n = 20
+    labels = [f"L{i // 4}H{i % 4}" for i in range(n)]
+    frame = pd.DataFrame(
+        {
+            "label": labels,
+            "layer": [i // 4 for i in range(n)],
+            "head": [i % 4 for i in range(n)],
+            "kv group": [0] * n,
+            "induction": [1.0 if i < 5 else 0.0 + i / 100 for i in range(n)],
+            "Heads up! share of masks keeping it": [1.0 if i < 5 else 0.2 for i in range(n)],
+            "translation score l1-l2": [float(n - i) for i in range(n)],
+            "LAHIS specific to": ["fr" if i in (0, 1, 10) else "" for i in range(n)],
+            "OV en→fr word": [float(n - i) for i in range(n)],
+            "OV successor": [0.5 if i == 7 else 0.1 for i in range(n)],
+        }
+    )
+    atlas = HeadAtlas("m", frame, chance={"OV successor": 0.125})
+    found = questions(atlas)
+    assert found["successor"]["best head"] == "L1H3" and found["successor"]["score"] == 0.5
+    assert found["successor"]["heads at least twice chance"] == 1
+    keep = found["masks keep the induction heads"]
+    assert keep["share of masks keeping them (mean)"] == 1.0
+    assert keep["p (kept more often, one-sided Mann-Whitney)"] < 0.01
+    overlap = found["alignment heads are language-specific heads"]
+    assert overlap["in both"] == 2 and overlap["expected at random"] == pytest.approx(5 * 3 / 20)
+    assert found["OV en→fr predicts the translation score"]["spearman"] == pytest.approx(1.0)
