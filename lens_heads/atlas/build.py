@@ -225,8 +225,10 @@ def _line_columns(model: ModelLike, config: AtlasConfig, heads: pd.DataFrame) ->
         found = LanguageHeads.load(config.language_heads)
         for i, language in enumerate(found.languages):
             columns[f"LAHIS importance {language}"] = _column(found.scores[i])
-        specific = {head: lang for lang, hs in found.specific.items() for head in hs}
-        columns["LAHIS specific to"] = [specific.get(label, "") for label in labels]
+        columns["LAHIS specific to"] = [
+            ", ".join(lang for lang, heads in found.specific.items() if label in heads)
+            for label in labels
+        ]
         columns["LAHIS general"] = _column(found.general.float())
     return pd.DataFrame(columns, index=heads.index)
 
