@@ -269,6 +269,89 @@ def readme_alignment(results: Path) -> str:
     )
 
 
+#: the stored head atlases (issue 35), by the name the docs give the model
+ATLASES = {
+    "SmolLM2-135M-Instruct": "atlas/smollm2-135m-instruct",
+    "Gemma 3 270M": "atlas/gemma-3-270m",
+}
+
+
+def _atlas_answers(questions: dict[str, Any]) -> list[str]:
+    parts = []
+    if s := questions.get("successor"):
+        parts.append(
+            f"the strongest OV successor head, {s['best head']}, scores {s['score']:.2f} against "
+            f"{s['chance']:.2f} at chance ({s['pairs']} single-token pairs; "
+            f"{s['heads at least twice chance']} heads reach twice chance)"
+        )
+    if k := questions.get("masks keep the induction heads"):
+        parts.append(
+            f"the masks keep the top induction heads ({', '.join(k['top induction heads'])}) in "
+            f"{k['share of masks keeping them (mean)']:.0%} of cases against "
+            f"{k['share keeping the other heads (mean)']:.0%} for the other heads (one-sided p = "
+            f"{k['p (kept more often, one-sided Mann-Whitney)']:.2g})"
+        )
+    if a := questions.get("alignment heads are language-specific heads"):
+        parts.append(
+            f"{a['in both']} of the top translation-score heads are LAHIS language-specific "
+            f"heads, {a['expected at random']:.1f} expected at random (p = "
+            f"{a['p (overlap at least this, hypergeometric)']:.2g})"
+        )
+    if o := questions.get("OV en→fr predicts the translation score"):
+        parts.append(
+            f"the weights-only en→fr readout ranks heads like the translation score with "
+            f"Spearman {o['spearman']:.2f} over {o['heads']} heads ({o['pairs']} word pairs; MAPS "
+            f"reports {o['MAPS on Llama-3.1-8B']} on Llama-3.1-8B)"
+        )
+    return parts
+
+
+def atlas_questions(results: Path) -> str:
+    """Per stored atlas, the cross-line questions it answers, in words from its numbers."""
+    lines = []
+    for name, path in ATLASES.items():
+        try:
+            numbers = load(path, results)
+        except NotMeasured as missing:
+            lines.append(f"- **{name}**: {missing.cell()}.")
+            continue
+        answers = _atlas_answers(numbers["questions"]) or ["no cross-line question applies"]
+        source = f"`results/{path}`, {numbers_source(numbers)}"
+        lines.append(f"- **{name}** ({numbers['heads']} heads; {source}): " + "; ".join(answers))
+    return "\n".join(lines)
+
+
+def atlas_agreement(results: Path) -> str:
+    """Per stored atlas, the pairs of measures that agree after Holm and how many pairs do."""
+    lines = []
+    for name, path in ATLASES.items():
+        try:
+            rows = load(path, results)["agreement"]
+        except NotMeasured as missing:
+            lines.append(f"**{name}**: {missing.cell()}.")
+            continue
+        tested = [r for r in rows if r.get("p (Holm)") is not None]
+        agree = [r for r in tested if r.get("agree")]
+        lines.append(
+            f"**{name}**: {len(agree)} of {len(tested)} pairs of measures agree (positive "
+            "Spearman, Holm p below 0.01)."
+        )
+        if agree:
+            lines += [
+                "",
+                "| first | second | Spearman [95 % interval] | Holm p | top-k overlap (random) |",
+                "|---|---|---|---|---|",
+            ]
+            lines += [
+                f"| {r['first']} | {r['second']} | {r['spearman']:.2f} [{r['ci low']:.2f}, "
+                f"{r['ci high']:.2f}] | {r['p (Holm)']:.2g} | {r['top-k overlap']} "
+                f"({r['random overlap']:.1f}) |"
+                for r in sorted(agree, key=lambda r: -r["spearman"])
+            ]
+        lines.append("")
+    return "\n".join(lines).rstrip("\n")
+
+
 BENCHMARKS = "benchmarks"
 
 
@@ -368,6 +451,8 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "demo_summary": demo_summary,
     "compatibility_table": compatibility_table,
     "compatibility_unsupported": compatibility_unsupported,
+    "atlas_questions": atlas_questions,
+    "atlas_agreement": atlas_agreement,
 }
 
 
