@@ -35,6 +35,7 @@ from lens_heads.heads_up.similarity import (
 from lens_heads.heads_up.similarity_stats import ReadoutConfig, SimilarityStats, figure4_stats
 from lens_heads.heads_up.sweep import SweepResult, plot_sweeps, removal_sweep
 from lens_heads.heads_up.sweep_config import SweepConfig
+from lens_heads.heads_up.sweep_gradients import SweepEstimates, sweep_estimates
 
 __all__ = [
     "AlphaCurve",
@@ -46,6 +47,7 @@ __all__ = [
     "SimilarityResult",
     "SimilarityStats",
     "SweepConfig",
+    "SweepEstimates",
     "SweepResult",
     "TasksPerHead",
     "alpha_curve",
@@ -59,6 +61,7 @@ __all__ = [
     "mask_statistics",
     "plot_sweeps",
     "removal_sweep",
+    "sweep_estimates",
     "table8",
     "tasks_per_head",
     "top_tokens",

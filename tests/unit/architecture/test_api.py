@@ -50,11 +50,11 @@ API = {
     ],
     "lens_heads.heads_up": [
         "AlphaCurve", "AttentionResult", "LogitLensResult", "MaskStatistics", "PathwaysResult",
-        "ReadoutConfig", "SimilarityResult", "SimilarityStats", "SweepConfig", "SweepResult",
-        "TasksPerHead", "alpha_curve", "attention_on_target", "figure4_similarity",
+        "ReadoutConfig", "SimilarityResult", "SimilarityStats", "SweepConfig", "SweepEstimates",
+        "SweepResult", "TasksPerHead", "alpha_curve", "attention_on_target", "figure4_similarity",
         "figure4_stats", "functional_pathways", "layer_similarity", "load_masks", "logit_lens",
-        "mask_statistics", "plot_sweeps", "removal_sweep", "table8", "tasks_per_head",
-        "top_tokens", "train_family_masks",
+        "mask_statistics", "plot_sweeps", "removal_sweep", "sweep_estimates", "table8",
+        "tasks_per_head", "top_tokens", "train_family_masks",
     ],
     "lens_heads.alignment": [
         "AblationResult", "AlignmentError", "EflomalAligner", "ScoreConfig", "SimAligner",
