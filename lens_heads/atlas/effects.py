@@ -10,9 +10,12 @@ reference prompt).
 Removing a head of layer ``l`` leaves the residual stream before layer ``l`` unchanged, so each
 prompt's ``blocks.{l}.hook_resid_pre`` is computed once and the model is run from layer ``l`` on,
 for every head of that layer at once (one row per prompt and head, each with its own mask), and
-only up to the last layer's residual stream (the answer's logit is read from it alone). The plain
-way (:func:`plain_single_head_effects`: one hook per head, one full forward per head) gives the
-same numbers and is kept as the reference of the tests and the benchmark.
+only up to the last layer's residual stream (the answer's logit is read from it alone).
+TransformerLens 4.3's ``start_at_layer`` still runs the blocks before ``l`` and discards their
+output (measured: a call from layer 29 of SmolLM2 ran all 30 blocks), so those blocks are made to
+pass their input through for the call (:func:`skipping_blocks`). The plain way
+(:func:`plain_single_head_effects`: one hook per head, one full forward per head) gives the same
+numbers and is kept as the reference of the tests and the benchmark.
 
 >>> import lens_heads as lh
 >>> model = lh.tiny_model(n_layers=2, n_heads=4)
@@ -24,8 +27,10 @@ same numbers and is kept as the reference of the tests and the benchmark.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from jaxtyping import Float
@@ -45,6 +50,7 @@ __all__ = [
     "mean_head_outputs",
     "plain_single_head_effects",
     "single_head_effects",
+    "skipping_blocks",
 ]
 
 ABLATIONS = ("zero", "mean")
@@ -67,6 +73,25 @@ class EffectsConfig:
 
 class _Stop(Exception):
     """Raised by the hook that read the last residual stream: nothing after it is needed."""
+
+
+@contextmanager
+def skipping_blocks(model: ModelLike, layer: int) -> Iterator[None]:
+    """Blocks ``0 .. layer - 1`` return their input unchanged inside the ``with`` block: with
+    ``start_at_layer=layer`` the bridge computes them and then discards what they produced, so
+    their work is pure cost. (Their hooks do not fire meanwhile.)"""
+
+    def pass_through(*args: Any, **kwargs: Any) -> Any:
+        return args[0] if args else kwargs["hidden_states"]
+
+    skipped = list(model.blocks)[:layer]
+    for block in skipped:  # the instance's own attribute (bridges route setattr elsewhere)
+        block.__dict__["forward"] = pass_through
+    try:
+        yield
+    finally:
+        for block in skipped:
+            block.__dict__.pop("forward", None)
 
 
 def _encode(model: ModelLike, prompts: Sequence[PromptLike]) -> list[list[int]]:
@@ -164,7 +189,11 @@ def single_head_effects(
 
                 hooks = mask_hooks(masks, model, baseline=baselines[ablation])
                 try:
-                    with torch.no_grad(), model.hooks(fwd_hooks=[*hooks, (last_hook, read)]):
+                    with (
+                        torch.no_grad(),
+                        skipping_blocks(model, layer),
+                        model.hooks(fwd_hooks=[*hooks, (last_hook, read)]),
+                    ):
                         model(stacked, start_at_layer=layer)
                 except _Stop:
                     pass

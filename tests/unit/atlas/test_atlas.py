@@ -273,3 +273,22 @@ def test_the_cross_line_questions_read_their_columns():
     overlap = found["alignment heads are language-specific heads"]
     assert overlap["in both"] == 2 and overlap["expected at random"] == pytest.approx(5 * 3 / 20)
     assert found["OV en→fr predicts the translation score"]["spearman"] == pytest.approx(1.0)
+
+
+def test_the_blocks_before_a_heads_layer_are_not_computed(gqa):
+    """With start_at_layer the bridge would run every block; the effects run each layer's rows
+    through the blocks from that layer on only (counted on the wrapped modules)."""
+    calls = [0, 0, 0]
+    handles = [
+        block.original_component.register_forward_hook(
+            lambda module, args, output, i=i: calls.__setitem__(i, calls[i] + 1)
+        )
+        for i, block in enumerate(gqa.blocks)
+    ]
+    try:
+        single_head_effects(gqa, PROMPTS[:2], ANSWERS[:2], config=EffectsConfig(("zero",), 8))
+    finally:
+        for handle in handles:
+            handle.remove()
+    # one full forward for the cache, then layer l's rows run blocks l.. only
+    assert calls == [1 + 1, 1 + 2, 1 + 3]
