@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reproduction import LEVEL, NOT_COVERED, Load, Row, cite, holm, pval, table
+from reproduction import LEVEL, NOT_COVERED, Load, NotMeasured, Row, cite, holm, pval, table
 
 
 # -- LAHIS (the repository README; it reports no numbers) ----------------------------------------
@@ -146,6 +146,11 @@ def _off_target_tests(load: Load) -> dict[tuple[str, str], tuple[int, int, int, 
     from scipy.stats import fisher_exact
 
     n = _languages(load)
+    if "transfer sentences" not in n:  # stored before the count was: no counts to test
+        command = n.get("provenance", {}).get("command", "")
+        raise NotMeasured(
+            "lahis_languages/gemma-3-270m", command, "records no sentence count for the transfer"
+        )
     sentences = n["transfer sentences"]
     tests = {}
     for target, rows in n["transfer"].items():

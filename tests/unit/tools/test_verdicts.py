@@ -489,3 +489,12 @@ def test_table8_verdict_is_judged_with_demonstrations(bleu, word):
     verdict = table8_translation_verdict(numbers.__getitem__)
     assert verdict.startswith(word), verdict
     assert verdict.endswith("zero-shot 0 and 2")
+
+
+def test_a_transfer_record_without_counts_is_not_yet_measured():
+    from reproduction import NotMeasured
+    from reproduction.lahis import transfer_all_verdict
+
+    numbers = {"transfer": {"fr": []}, "provenance": {"command": "python -m analyses.x"}}
+    with pytest.raises(NotMeasured, match="records no sentence count"):
+        transfer_all_verdict(lambda path: numbers)
