@@ -112,9 +112,14 @@ def test_every_row_has_a_paper_source_and_a_verdict_of_the_rule(docs, tmp_path):
     results = ROOT / "results"
     for where, row in _rows(docs):
         assert where and row.paper, "a row without its table/figure or the paper's numbers"
-        verdict = (
-            row.verdict(lambda p: docs.load(p, results)) if callable(row.verdict) else row.verdict
-        )
+        try:
+            verdict = (
+                row.verdict(lambda p: docs.load(p, results))
+                if callable(row.verdict)
+                else row.verdict
+            )
+        except docs.NotMeasured as missing:  # the cell the page shows for it
+            verdict = missing.cell()
         assert verdict.startswith(VERDICTS), f"{where}: verdict outside the rule: {verdict}"
     heads_up = [where for where, _ in docs.heads_up.HEADS_UP]
     assert any("Figure 8" in w for w in heads_up) and any("Table 7" in w for w in heads_up)
