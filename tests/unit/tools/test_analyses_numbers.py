@@ -160,10 +160,13 @@ def check_figure5(model, out, numbers):
             ("decoder output", "hook_resid_post"),
             ("attention output", "hook_attn_out"),
         ]:
-            name = f"blocks.1.{hook}"  # the later half of 2 layers
-            expected = _cosine(cache[name][0, -1], ref_cache[name][0, -1])
-            assert numbers[label][kind] == pytest.approx(expected, abs=1e-4), (label, kind)
-    assert numbers["end"]["attention output"] == 0.0  # every head removed: no attention output
+            for half, layer in (("later layers", 1), ("earlier layers", 0)):  # of 2 layers
+                name = f"blocks.{layer}.{hook}"
+                expected = _cosine(cache[name][0, -1], ref_cache[name][0, -1])
+                found = numbers[half][label][kind]
+                assert found == pytest.approx(expected, abs=1e-4), (half, label, kind)
+    # every head removed: no attention output
+    assert numbers["later layers"]["end"]["attention output"] == 0.0
 
 
 def check_figure7(model, out, numbers):

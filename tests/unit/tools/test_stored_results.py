@@ -20,28 +20,11 @@ RESULTS = ROOT / "results"
 #: transcribed records still kept (issue 33 replaces them by runs; the list may only shrink)
 TRANSCRIBED = {
     "alignment_extras/gemma-3-270m",
-    "figure4/smollm2-135m-instruct-bfloat16",
-    "figure5/smollm2-135m-instruct-bfloat16",
-    "figure6/smollm2-135m-instruct-bfloat16",
-    "figure9/smollm2-135m-instruct-bfloat16",
     "mask_table/gemma-3-270m-bfloat16",
-    "mask_table/smollm2-135m-instruct-bfloat16",
     "soft_mask/gemma-3-270m-en-fr",
     "table5/smollm2-135m-instruct-bfloat16",
     "table6/gemma-3-270m-init0-bfloat16",
     "table6/smollm2-135m-instruct-init0-bfloat16",
-    "transcribed/alignment/aligner-layer-agreement",
-    "transcribed/alignment/benchmarks",
-    "transcribed/alignment/query-and-argmax-variants",
-    "transcribed/lahis/soft-mask-en-fr",
-    "transcribed/scale/grid-minutes",
-    "transcribed/training/demo-by-machine",
-    "transcribed/training/mask-table-answer-only",
-    "transcribed/training/mask-table-before-and-after",
-    "transcribed/training/mask-table-end-of-turn",
-    "transcribed/training/mask-table-gemma",
-    "transcribed/training/seeds-and-steps",
-    "transcribed/training/speed-by-machine",
 }
 
 
