@@ -292,3 +292,31 @@ def test_the_blocks_before_a_heads_layer_are_not_computed(gqa):
             handle.remove()
     # one full forward for the cache, then layer l's rows run blocks l.. only
     assert calls == [1 + 1, 1 + 2, 1 + 3]
+
+
+def test_the_permutation_p_is_fine_enough_for_holm_over_every_pair():
+    """Fourteen measures make 91 pairs: a p-value of 1 / 2001 cannot pass Holm at 0.01, so the
+    table permutes at least 91 / 0.01 times; strongly related measures then agree."""
+    rng = np.random.default_rng(2)
+    base = rng.normal(size=200)
+    frame = pd.DataFrame({f"m{i}": base + 0.2 * rng.normal(size=200) for i in range(14)})
+    table = agreement(frame, permutations=50, bootstrap=20)
+    assert len(table) == 91 and table["permutations"].min() >= 9100
+    assert table["agree"].all()
+    # the vectorized permutation p matches a loop over scipy's spearmanr
+    from scipy import stats
+
+    from lens_heads.atlas.agreement import _permutation_p
+
+    a, b = base[:40], base[:40] + rng.normal(size=40)
+    rho = stats.spearmanr(a, b).statistic
+    fast = _permutation_p(a, b, rho, 4000, np.random.default_rng(0))
+    slow_rng = np.random.default_rng(1)
+    slow = (
+        sum(
+            abs(stats.spearmanr(a, slow_rng.permutation(b)).statistic) >= abs(rho)
+            for _ in range(4000)
+        )
+        + 1
+    ) / 4001
+    assert fast == pytest.approx(slow, abs=0.01)
