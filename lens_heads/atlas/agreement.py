@@ -30,9 +30,9 @@ __all__ = ["AgreementConfig", "agreement", "holm", "top_k_overlap"]
 @dataclass(frozen=True)
 class AgreementConfig:
     """``k``: the size of the top sets compared; ``permutations`` and ``bootstrap``: resamples
-    of the p-value and the 95 % interval (a table of ``m`` pairs uses at least ``m / level``
-    permutations, so that its smallest p-value can pass Holm); ``level``: the family-wise level
-    after Holm."""
+    of the p-value and the 95 % interval (a table of ``m`` pairs uses at least ``2 m / level``
+    permutations, so that its smallest p-value passes Holm with room to spare); ``level``: the
+    family-wise level after Holm."""
 
     k: int = 10
     permutations: int = 2000
@@ -102,7 +102,7 @@ def agreement(
     columns = columns or [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])]
     rng = np.random.default_rng(config.seed)
     pairs = len(columns) * (len(columns) - 1) // 2
-    permutations = max(config.permutations, math.ceil(pairs / config.level))
+    permutations = max(config.permutations, math.ceil(2 * pairs / config.level))
     rows = []
     for first, second in combinations(columns, 2):
         both = frame[[first, second]].dropna()
