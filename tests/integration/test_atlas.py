@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-import transformer_lens.head_detector as tl_detector
 from scipy import stats
 
-import lens_heads as lh
 from lens_heads.atlas import DetectorConfig, detect_patterns, repeated_half_loss
 from lens_heads.atlas.detectors import repeated_random_tokens
+from tests.detector_reference import transformer_lens_scores
 
 SEEDS = range(10)
 
@@ -24,25 +23,7 @@ def model(request):
 def test_detectors_equal_transformer_lens_on_a_real_model(smollm2):
     config = DetectorConfig(n_sequences=1, length=12)
     ours = detect_patterns(smollm2, config)
-    tokens = repeated_random_tokens(smollm2, config)
-    _, cache = smollm2.run_with_cache(tokens, remove_batch_dim=True)
-    detection = tl_detector.get_induction_head_detection_pattern(tokens)
-    layers, heads = lh.head_shape(smollm2)
-    theirs = torch.tensor(
-        [
-            [
-                tl_detector.compute_head_attention_similarity_score(
-                    cache["pattern", layer][head],
-                    detection,
-                    exclude_bos=False,
-                    exclude_current_token=False,
-                    error_measure="mul",
-                )
-                for head in range(heads)
-            ]
-            for layer in range(layers)
-        ]
-    )
+    theirs = transformer_lens_scores(smollm2, repeated_random_tokens(smollm2, config), "induction")
     torch.testing.assert_close(ours["induction"], theirs, rtol=1e-4, atol=1e-5)
 
 

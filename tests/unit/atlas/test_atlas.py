@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-import transformer_lens.head_detector as tl_detector
 
 import lens_heads as lh
 from lens_heads.atlas import (
@@ -31,6 +30,7 @@ from lens_heads.atlas import (
 )
 from lens_heads.atlas.agreement import holm
 from lens_heads.atlas.detectors import repeated_random_tokens
+from tests.detector_reference import PATTERNS, transformer_lens_scores
 
 
 @pytest.fixture(scope="module")
@@ -44,28 +44,8 @@ def test_detectors_equal_transformer_lens_head_detector_on_the_same_tokens(gqa, 
     config = DetectorConfig(n_sequences=1, length=9, seed=seed)
     ours = detect_patterns(gqa, config)
     tokens = repeated_random_tokens(gqa, config)
-    _, cache = gqa.run_with_cache(tokens, remove_batch_dim=True)
-    for name, pattern in (
-        ("previous token", tl_detector.get_previous_token_head_detection_pattern),
-        ("duplicate token", tl_detector.get_duplicate_token_head_detection_pattern),
-        ("induction", tl_detector.get_induction_head_detection_pattern),
-    ):
-        detection = pattern(tokens)
-        theirs = torch.tensor(
-            [
-                [
-                    tl_detector.compute_head_attention_similarity_score(
-                        cache["pattern", layer][head],
-                        detection,
-                        exclude_bos=False,
-                        exclude_current_token=False,
-                        error_measure="mul",
-                    )
-                    for head in range(4)
-                ]
-                for layer in range(3)
-            ]
-        )
+    for name in PATTERNS:
+        theirs = transformer_lens_scores(gqa, tokens, name)
         torch.testing.assert_close(ours[name], theirs, rtol=1e-5, atol=1e-6)
 
 

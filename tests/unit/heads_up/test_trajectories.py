@@ -43,17 +43,18 @@ def test_coincidence_counts_other_heads_only():
     assert coincidence([[5], [7], [20]], window=2) == 2 / 3
 
 
-def _planted(together: bool) -> torch.Tensor:
-    """Eight heads over 200 samples; each pair (0, 1), (2, 3), ... swaps in and out at the
-    same samples when ``together``, at unrelated samples otherwise."""
-    generator = torch.Generator().manual_seed(0)
-    trajectory = torch.full((200, 2, 4), 0.9)
-    for pair in range(4):
-        times = sorted(torch.randperm(180, generator=generator)[:6].add(10).tolist())
+def _paired(together: bool, *, pairs: int, span: int, switches: int, seed: int) -> torch.Tensor:
+    """``2 * pairs`` heads (4 per layer) over 200 samples, each in at 0.9 and flipping at
+    ``switches`` samples drawn from ``10 .. 10 + span - 1``; each pair (0, 1), (2, 3), ... flips
+    at the same samples when ``together``, at unrelated samples otherwise."""
+    generator = torch.Generator().manual_seed(seed)
+    trajectory = torch.full((200, pairs // 2, 4), 0.9)
+    for pair in range(pairs):
+        times = sorted(torch.randperm(span, generator=generator)[:switches].add(10).tolist())
         partner = (
             times
             if together
-            else sorted(torch.randperm(180, generator=generator)[:6].add(10).tolist())
+            else sorted(torch.randperm(span, generator=generator)[:switches].add(10).tolist())
         )
         for head, switch in ((2 * pair, times), (2 * pair + 1, partner)):
             state = 0.9
@@ -62,6 +63,11 @@ def _planted(together: bool) -> torch.Tensor:
                     state = 1.0 - state
                 trajectory[t, head // 4, head % 4] = state
     return trajectory
+
+
+def _planted(together: bool) -> torch.Tensor:
+    """Eight heads whose flips spread over the whole run."""
+    return _paired(together, pairs=4, span=180, switches=6, seed=0)
 
 
 def test_crossings_that_coincide_are_detected_and_unrelated_ones_are_not():
@@ -73,25 +79,9 @@ def test_crossings_that_coincide_are_detected_and_unrelated_ones_are_not():
 
 
 def _scheduled(together: bool) -> torch.Tensor:
-    """Sixteen heads over 200 samples whose crossings all fall early (samples 10-69, as under a
-    shared schedule that settles every head at once); independent per head, or in pairs that
-    cross at the same samples when ``together``."""
-    generator = torch.Generator().manual_seed(1)
-    trajectory = torch.full((200, 4, 4), 0.9)
-    for pair in range(8):
-        times = sorted(torch.randperm(60, generator=generator)[:2].add(10).tolist())
-        partner = (
-            times
-            if together
-            else sorted(torch.randperm(60, generator=generator)[:2].add(10).tolist())
-        )
-        for head, switch in ((2 * pair, times), (2 * pair + 1, partner)):
-            state = 0.9
-            for t in range(200):
-                if t in switch:
-                    state = 1.0 - state
-                trajectory[t, head // 4, head % 4] = state
-    return trajectory
+    """Sixteen heads whose crossings all fall early (samples 10-69, as under a shared schedule
+    that settles every head at once)."""
+    return _paired(together, pairs=8, span=60, switches=2, seed=1)
 
 
 def test_the_shared_schedule_alone_does_not_count_as_dependence():
