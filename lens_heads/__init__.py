@@ -45,6 +45,7 @@ from lens_heads.heads_up.mask_stats import (
     tasks_per_head,
 )
 from lens_heads.heads_up.pathways import PathwaysResult, functional_pathways, train_family_masks
+from lens_heads.heads_up.roles import HeadRoles, RolesConfig, head_roles
 from lens_heads.heads_up.similarity import SimilarityStats, figure4_similarity, layer_similarity
 from lens_heads.heads_up.sweep import SweepResult, plot_sweeps, removal_sweep
 from lens_heads.heads_up.sweep_config import SweepConfig
@@ -77,6 +78,7 @@ __all__ = [
     "HeadAtlas",
     "HeadImportance",
     "HeadMask",
+    "HeadRoles",
     "HeadScale",
     "LanguageHeads",
     "LensHeadsError",
@@ -84,6 +86,7 @@ __all__ = [
     "MaskTrainingResult",
     "PathwaysResult",
     "PromptFormat",
+    "RolesConfig",
     "ScoreConfig",
     "SimilarityStats",
     "SweepConfig",
@@ -106,6 +109,7 @@ __all__ = [
     "greedy_generate",
     "head_atlas",
     "head_importance",
+    "head_roles",
     "head_shape",
     "jaccard",
     "language_heads",

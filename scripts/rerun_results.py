@@ -339,7 +339,6 @@ PLAN: tuple[Entry, ...] = (
             precision="",
         ),
         str(RUNS / "atlas/gemma"),
-        pending=True,
     ),
     Entry(
         "table3/smollm2-135m-instruct",

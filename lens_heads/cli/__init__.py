@@ -33,7 +33,18 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lens_heads.cli import alignment, atlas, common, core, doctor, engine, grid, heads_up, lahis
+from lens_heads.cli import (
+    alignment,
+    atlas,
+    common,
+    core,
+    doctor,
+    engine,
+    grid,
+    heads_up,
+    lahis,
+    roles,
+)
 from lens_heads.core.checks import InputWarning, each_warning_once
 from lens_heads.core.errors import LensHeadsError
 
@@ -50,6 +61,7 @@ COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], 
     *lahis.COMMANDS,  # importance, language-heads/-perplexity, transfer, soft-mask-experiment
     *alignment.COMMANDS,  # translation-scores, ablate-heads, trater
     *atlas.COMMANDS,  # atlas
+    *roles.COMMANDS,  # roles
 ]
 
 
@@ -63,6 +75,7 @@ EXAMPLES: dict[str, common.Examples] = {
     **lahis.EXAMPLES,
     **alignment.EXAMPLES,
     **atlas.EXAMPLES,
+    **roles.EXAMPLES,
 }
 
 

@@ -60,6 +60,8 @@ from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine.training_config import (
     _LATER_FIELDS,
     TrainingConfig,
+    _checked_initial,
+    _uniform_gate_logits,
     gumbel_noise,
     lr_at,
     native_bf16,
@@ -252,7 +254,13 @@ class MaskTrainer:
     resumed run needs (W, AdamW state, the noise generator's state, the history so far).
     """
 
-    def __init__(self, model: ModelLike, task: Task, config: TrainingConfig) -> None:
+    def __init__(
+        self,
+        model: ModelLike,
+        task: Task,
+        config: TrainingConfig,
+        initial: Tensor | None = None,
+    ) -> None:
         self.model = model
         self.task = task
         self.device = torch.device(str(getattr(model.cfg, "device", "cpu") or "cpu"))
@@ -268,6 +276,10 @@ class MaskTrainer:
             config.init_mean, config.init_std, generator=self.generator
         )
         self.trainable: Tensor | None = None
+        if config.gates == "sigmoid":
+            init = _uniform_gate_logits(config.n_masks, n_layers, n_heads, self.generator)
+        if initial is not None:
+            init = _checked_initial(initial, tuple(init.shape))
         if config.soft:
             init = torch.ones(n_layers, n_heads)
             self.trainable = _trainable_heads(config.trainable, n_layers, n_heads).to(self.device)
@@ -308,6 +320,21 @@ class MaskTrainer:
         assert self.trainable is not None
         return torch.where(self.trainable, self.W.clamp_min(0), torch.ones_like(self.W))
 
+    def _gates(self, batch: int) -> Tensor:
+        """Sigmoid gates of the batch: ``[batch, L, H]`` for one seed, ``[seeds * batch, L, H]``
+        for several (seed ``s`` gates rows ``s * batch`` to ``(s + 1) * batch - 1``)."""
+        gates = torch.sigmoid(self.W)
+        if gates.ndim == 2:
+            return gates
+        return gates.repeat_interleave(batch, dim=0)
+
+    def _pull(self) -> Tensor:
+        """The pull on the gates: ``gate_pull`` times each seed's mean clamped gate logit, summed
+        over seeds (each seed feels the pull it would feel alone)."""
+        clamp = self.config.pull_clamp
+        per_seed = self.W.clamp(-clamp, clamp).flatten(-2).mean(dim=-1)
+        return self.config.gate_pull * per_seed.sum()
+
     def _probabilities(self) -> Tensor:
         values = self._soft_values() if self.config.soft else torch.sigmoid(self.W)
         return values.detach().float().cpu()
@@ -343,15 +370,26 @@ class MaskTrainer:
         lr = lr_at(step, config)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        mask = self._soft_values() if config.soft else self._sample(self.W, tokens.shape[0])
+        seeds = self.W.shape[0] if self.W.ndim == 3 else 1
+        if config.gates == "sigmoid":
+            mask = self._gates(tokens.shape[0])
+            tokens, answer_mask = tokens.repeat(seeds, 1), answer_mask.repeat(seeds, 1)
+        elif config.soft:
+            mask = self._soft_values()
+        else:
+            mask = self._sample(self.W, tokens.shape[0])
         ffn = None if self.ffn_W is None else self._sample(self.ffn_W, tokens.shape[0])
+        # every seed has the same answer tokens: the mean over the rows is the mean of the seeds'
+        # losses, and ``seeds`` times it gives each seed the gradient of its own loss
         loss = self.loss(tokens, answer_mask, mask, ffn)
         if not bool(torch.isfinite(loss)):
             raise NonFiniteError(
                 f"the training loss is not finite at step {step} (dtype {config.dtype}); "
                 "train with dtype='float32', and check that the task's answers are non-empty"
             )
-        total = loss
+        total = loss * seeds
+        if config.gate_pull:
+            total = total + self._pull()
         if config.sparsity:
             total = total + config.sparsity * torch.sigmoid(self.W).mean()
         self.optimizer.zero_grad(set_to_none=True)
@@ -475,6 +513,7 @@ def train_mask(
     resume: bool = False,
     progress: bool = True,
     callback: Callable[[int, float], None] | None = None,
+    initial: Tensor | None = None,
 ) -> MaskTrainingResult:
     """Train a head mask on ``task`` (instruction-free ``input -> output`` pairs) for ``model``.
 
@@ -488,7 +527,8 @@ def train_mask(
     and at the end; ``resume=True`` continues from it and ends with the same W as an
     uninterrupted run. A fresh run refuses to overwrite an existing checkpoint, and a
     checkpoint of another model, task or config is a :class:`CheckpointError`. ``callback(step,
-    loss)`` runs after every step (after its checkpoint).
+    loss)`` runs after every step (after its checkpoint). ``initial``: the logits W starts from
+    (default: the config's initial values), e.g. another fit's result.
 
     >>> import lens_heads as lh
     >>> model = lh.load_model("smollm2-135m-instruct")  # doctest: +SKIP
@@ -502,7 +542,7 @@ def train_mask(
     check_training(task, config, checkpoint_dir=checkpoint_dir, resume=resume)
     if config.query_side:
         check_pattern_capture(model)  # the mask acts on hook_pattern: check it once
-    trainer = MaskTrainer(model, task, config)
+    trainer = MaskTrainer(model, task, config, initial)
     folder = None if checkpoint_dir is None else Path(checkpoint_dir)
     if folder is not None and (folder / _CHECKPOINT).is_file():
         trainer.load_checkpoint(folder / _CHECKPOINT)

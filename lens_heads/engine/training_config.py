@@ -127,6 +127,17 @@ class TrainingConfig:
     """LAHIS's soft mask: multipliers >= 0 from 1, no noise."""
     trainable: Sequence[str] | None = None
     """Soft masks: the heads trained (L3H7, ...); None: all."""
+    gates: str = "straight_through"
+    """straight_through (the paper's binary Gumbel mask) or sigmoid: gates sigmoid(W) in [0, 1],
+    no noise, initial gates uniform in (0, 1) (Causal Head Gating's fits; see head_roles)."""
+    n_masks: int = 1
+    """Sigmoid gates: masks trained together in one batch, one per seed, each from its own
+    initial gates (W then has shape [seeds, n_layers, n_heads])."""
+    gate_pull: float = 0.0
+    """Sigmoid gates: weight of a pull on the mean gate logit clamped to +-pull_clamp; > 0 pulls
+    the gates towards 0, < 0 towards 1."""
+    pull_clamp: float = 4.0
+    """Sigmoid gates: the pull stops acting on a gate logit beyond +-pull_clamp."""
 
     def __post_init__(self) -> None:
         def need(condition: bool, message: str) -> None:
@@ -184,6 +195,7 @@ class TrainingConfig:
         need(self.n_eval >= 0, f"n_eval must be >= 0, got {self.n_eval}")
         need(self.shots >= 0, f"shots must be >= 0, got {self.shots}")
         _check_soft(self)
+        _check_gates(self)
         need(
             self.answer_end in ANSWER_ENDS,
             f"answer_end must be one of {', '.join(ANSWER_ENDS)}, got {self.answer_end!r}",
@@ -238,7 +250,40 @@ class TrainingConfig:
 #: Config fields added after checkpoints existed, with the value that reproduces the behaviour
 #: before them: an older checkpoint without them resumes as if it had them. (``answer_end`` is
 #: not here on purpose: checkpoints from before it trained answer-only targets.)
-_LATER_FIELDS: dict[str, Any] = {"soft": False, "trainable": None}
+_LATER_FIELDS: dict[str, Any] = {
+    "soft": False,
+    "trainable": None,
+    "gates": "straight_through",
+    "n_masks": 1,
+    "gate_pull": 0.0,
+    "pull_clamp": 4.0,
+}
+
+#: the mask parametrisations of the one trainer
+GATES = ("straight_through", "sigmoid")
+
+
+def _check_gates(config: TrainingConfig) -> None:
+    """Validate the sigmoid-gate fields of ``config``."""
+    if config.gates not in GATES:
+        raise InputError(f"gates must be one of {', '.join(GATES)}, got {config.gates!r}")
+    if not isinstance(config.n_masks, int) or config.n_masks < 1:
+        raise InputError(f"n_masks must be a positive integer, got {config.n_masks!r}")
+    if config.pull_clamp <= 0:
+        raise InputError(f"pull_clamp must be positive, got {config.pull_clamp}")
+    if config.gates == "sigmoid":
+        if config.soft or config.query_side or config.ffn_masks:
+            raise InputError(
+                "sigmoid gates multiply the head outputs: drop soft / query_side / ffn_masks"
+            )
+        return
+    extra = {"n_masks": config.n_masks != 1, "gate_pull": config.gate_pull != 0}
+    named = [name for name, given in extra.items() if given]
+    if named:
+        raise InputError(
+            f"{' and '.join(named)} belong to sigmoid gates: pass gates='sigmoid' with them "
+            "(the straight-through mask trains one mask with its own sparsity setting)"
+        )
 
 
 def _check_soft(config: TrainingConfig) -> None:
@@ -318,6 +363,28 @@ def straight_through_mask(
     soft = torch.sigmoid((weights + noise) / tau)
     hard = (soft > 0.5).to(soft.dtype)
     return hard - soft.detach() + soft
+
+
+def _uniform_gate_logits(
+    seeds: int, n_layers: int, n_heads: int, generator: torch.Generator
+) -> Tensor:
+    """Initial sigmoid-gate logits: gates uniform in (0, 1), one ``[L, H]`` draw per seed
+    (``[seeds, L, H]`` when there are several)."""
+    shape = (seeds, n_layers, n_heads) if seeds > 1 else (n_layers, n_heads)
+    gates = torch.rand(shape, generator=generator).clamp(1e-6, 1 - 1e-6)
+    return torch.logit(gates)
+
+
+def _checked_initial(initial: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``initial`` as the starting W, when it has the shape the run trains."""
+    if tuple(initial.shape) != shape:
+        raise InputError(
+            f"initial mask logits have shape {tuple(initial.shape)} but this run trains "
+            f"{shape}; start from a result of the same model and number of seeds"
+        )
+    if not torch.isfinite(initial).all():
+        raise InputError("initial mask logits hold NaN or inf; start from finite logits")
+    return initial.detach().float().clone()
 
 
 def with_overrides(config: TrainingConfig, **overrides: Any) -> TrainingConfig:

@@ -52,8 +52,8 @@ class MaskTrainingResult:
     (['L0H0', 'L1H1'], [[0, 3], [1, 0]])
     """
 
-    W: Float[Tensor, "n_layers n_heads"]
-    trajectory: Float[Tensor, "n_samples n_layers n_heads"]
+    W: Float[Tensor, "*seeds n_layers n_heads"]
+    trajectory: Float[Tensor, "n_samples *seeds n_layers n_heads"]
     trajectory_steps: list[int]
     history: pd.DataFrame
     config: TrainingConfig
@@ -93,15 +93,48 @@ class MaskTrainingResult:
         )
 
     @property
-    def probabilities(self) -> Float[Tensor, "n_layers n_heads"]:
+    def probabilities(self) -> Float[Tensor, "*seeds n_layers n_heads"]:
         """``sigmoid(W)``: the keep probability of each head (Figure 7); for a soft mask
         (``config.soft``) the trained multipliers themselves."""
         return self.W.clamp_min(0) if self.config.soft else torch.sigmoid(self.W)
 
     @property
+    def n_masks(self) -> int:
+        """Masks trained together (sigmoid gates with ``config.n_masks``); W is ``[seeds, L, H]``
+        when there are several."""
+        return int(self.W.shape[0]) if self.W.ndim == 3 else 1
+
+    def single(self, index: int) -> MaskTrainingResult:
+        """The run of one of several seeds trained together, as a one-mask result.
+
+        >>> result = MaskTrainingResult.example()
+        >>> result.single(0) is result
+        True
+        """
+        if self.n_masks == 1:
+            if index != 0:
+                raise InputError(f"this result trained one mask; there is no seed {index}")
+            return self
+        if not 0 <= index < self.n_masks:
+            raise InputError(f"seed {index} is not one of the {self.n_masks} trained together")
+        from dataclasses import replace
+
+        return replace(
+            self,
+            W=self.W[index].clone(),
+            trajectory=self.trajectory[:, index].clone(),
+            config=replace(self.config, n_masks=1),
+        )
+
+    @property
     def mask(self) -> HeadMask:
         """The final binary mask: heads with ``sigmoid(W) >= 0.5`` (no noise); for a soft mask
         a :class:`lens_heads.core.scales.HeadScale` of the trained multipliers."""
+        if self.n_masks > 1:
+            raise InputError(
+                f"this result trained {self.n_masks} masks together (one per seed): take one "
+                "with result.single(i)"
+            )
         if self.config.soft:
             from lens_heads.core.scales import HeadScale
 
@@ -171,7 +204,9 @@ class MaskTrainingResult:
         return {
             "model": self.model,
             "task": self.task,
-            "heads_kept": self.mask.n_selected,
+            "heads_kept": self.mask.n_selected
+            if self.n_masks == 1
+            else [int(k) for k in (self.probabilities >= 0.5).flatten(1).sum(dim=1)],
             "heads_total": int(self.W.numel()),
             "final_loss": self.final_loss,
             "steps": int(self.history["step"].max()) if len(self.history) else 0,
@@ -215,7 +250,7 @@ class MaskTrainingResult:
     def save(self, directory: str | os.PathLike[str]) -> list[Path]:
         """Write ``mask.safetensors`` (the final :class:`HeadMask`), ``training.safetensors``
         (W, trajectory), ``training.json`` (config, model, task, timing, trajectory steps),
-        ``history.csv`` and ``heads.csv``; each atomically."""
+        ``history.csv`` and ``heads.csv``; each atomically (several seeds: no mask or heads)."""
         from safetensors.torch import save_file
 
         folder = Path(directory)
@@ -234,11 +269,16 @@ class MaskTrainingResult:
             "trajectory_steps": list(self.trajectory_steps),
             "summary": self.summary(),
         }
-        return [
-            self.mask.save(folder / "mask.safetensors"),
+        written = [
             tensors_path,
             write_atomic(folder / "training.json", json.dumps(info, indent=2, default=str)),
             write_atomic(folder / "history.csv", self.history.to_csv(index=False)),
+        ]
+        if self.n_masks > 1:  # one mask per seed: ``single(i)`` gives each
+            return written
+        return [
+            self.mask.save(folder / "mask.safetensors"),
+            *written,
             write_atomic(folder / "heads.csv", self.to_frame().to_csv(index=False)),
         ]
 

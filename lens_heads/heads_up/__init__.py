@@ -9,6 +9,8 @@ It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another
 * attention -- attention on the target word (Table 7)
 * mask_stats -- mask statistics and tasks per head (Table 5)
 * pathways, pathways_result -- common and unused heads of a task family (Table 6)
+* roles, roles_result -- facilitating, interfering and irrelevant heads (three gate fits)
+* sweep_gradients -- gradient estimates of a removal sweep against the exact one
 * figures -- their plotly figures
 """
 
@@ -27,6 +29,7 @@ from lens_heads.heads_up.pathways import (
     functional_pathways,
     train_family_masks,
 )
+from lens_heads.heads_up.roles import HeadRoles, RolesConfig, head_roles
 from lens_heads.heads_up.similarity import (
     SimilarityResult,
     figure4_similarity,
@@ -40,10 +43,12 @@ from lens_heads.heads_up.sweep_gradients import SweepEstimates, sweep_estimates
 __all__ = [
     "AlphaCurve",
     "AttentionResult",
+    "HeadRoles",
     "LogitLensResult",
     "MaskStatistics",
     "PathwaysResult",
     "ReadoutConfig",
+    "RolesConfig",
     "SimilarityResult",
     "SimilarityStats",
     "SweepConfig",
@@ -55,6 +60,7 @@ __all__ = [
     "figure4_similarity",
     "figure4_stats",
     "functional_pathways",
+    "head_roles",
     "layer_similarity",
     "load_masks",
     "logit_lens",

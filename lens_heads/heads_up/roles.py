@@ -1,0 +1,264 @@
+"""Causal head roles: which heads a task needs, which hurt it and which do nothing, from three
+fits of sigmoid gates in the one trainer (the method of Causal Head Gating, Nam et al. 2025).
+
+1. ``free``: gates ``sigmoid(W)``, initially uniform in (0, 1), trained on the task's answer
+   tokens with no other term;
+2. ``down``: from the free gates, with a pull of every gate towards 0 (``pull`` times the mean
+   gate logit clamped to +-4): a head whose gate stays open is one the task cannot do without;
+3. ``up``: from the free gates, with the same pull towards 1: a head whose gate still closes
+   makes the task worse when present.
+
+Per head and seed the class is **facilitating** when its ``down`` gate stays >= ``threshold``,
+**interfering** when its ``up`` gate falls below it, **irrelevant** when neither, and
+**inconsistent** when both (a fit that did not settle). A head's class is the one most of its
+seeds give (ties broken in that order), and ``agreement`` is the share of seeds that give it.
+Several seeds train together, one per-row mask each, in one batch.
+
+>>> import lens_heads as lh
+>>> from lens_heads.core.tasks import Example, Task
+>>> model = lh.tiny_model(n_layers=2, n_heads=4)
+>>> task = Task("upper", tuple(Example(w, w.upper()) for w in "abcdefghijklmnop"))
+>>> config = RolesConfig(steps=2, pulled_steps=2, n_masks=2, batch_size=4, n_eval=4, evaluate=False)
+>>> roles = head_roles(model, task, config)
+>>> roles.gates.shape, sorted(set(roles.to_frame()["class"])) <= list(CLASSES)
+(torch.Size([3, 2, 2, 4]), True)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch import Tensor
+
+from lens_heads.core.checks import check_numeric_fields, own_checks
+from lens_heads.core.errors import InputError
+from lens_heads.core.masks import HeadMask
+from lens_heads.core.models import ModelLike, model_name
+from lens_heads.core.storage import Stages, record_settings, write_atomic
+from lens_heads.core.tasks import Task, get_task
+from lens_heads.engine.evaluation import evaluate
+from lens_heads.engine.training import MaskTrainingResult, TrainingConfig, train_mask
+from lens_heads.heads_up.roles_result import CLASSES, FITS, HeadRoles
+
+__all__ = ["CLASSES", "FITS", "HeadRoles", "RolesConfig", "head_roles"]
+
+
+@own_checks
+@dataclass(frozen=True)
+class RolesConfig:
+    """Settings of :func:`head_roles`; the defaults follow Causal Head Gating 0.1.0 (Adam at a
+    constant learning rate 1, pull weight 0.1, clamp 4) with the short schedule's batch.
+
+    >>> RolesConfig(n_masks=0)
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.errors.InputError: n_masks must be a positive integer, got 0
+    """
+
+    steps: int = 200
+    """Updates of the free fit."""
+    pulled_steps: int = 200
+    """Updates of each pulled fit (down, up)."""
+    n_masks: int = 4
+    """Masks per fit, trained together in one batch (one per seed)."""
+    pull: float = 0.1
+    """Weight of the pull on the mean clamped gate logit in the down and up fits."""
+    lr: float = 1.0
+    """Learning rate of every fit (constant)."""
+    batch_size: int = 8
+    """Examples per update (each seed sees all of them)."""
+    threshold: float = 0.5
+    """A gate at or above it is open."""
+    n_eval: int = 40
+    """Examples held out of the fits (and evaluated with the sets found)."""
+    seed: int = 0
+    """Seed of the initial gates and the batches."""
+    dtype: str = "auto"
+    """Training precision (auto, bfloat16, float32)."""
+    shots: int = 0
+    """Demonstrations before each training input."""
+    answer_end: str = "auto"
+    """What closes each training target (as TrainingConfig.answer_end)."""
+    evaluate: bool = True
+    """Evaluate the sets found (generation on the held-out examples)."""
+
+    def __post_init__(self) -> None:
+        check_numeric_fields(self)
+        for name in ("steps", "pulled_steps", "n_masks", "batch_size", "n_eval"):
+            if getattr(self, name) < 1:
+                raise InputError(f"{name} must be a positive integer, got {getattr(self, name)}")
+        if self.pull <= 0:
+            raise InputError(f"pull must be positive (its sign is the fit's), got {self.pull}")
+        if not 0 < self.threshold < 1:
+            raise InputError(f"threshold must lie in (0, 1), got {self.threshold}")
+        self.training("up")  # the trainer's own checks, before any model loads
+
+    def training(self, fit: str) -> TrainingConfig:
+        """The trainer's settings of one fit (``free``, ``down`` or ``up``)."""
+        if fit not in FITS:
+            raise InputError(f"fit must be one of {', '.join(FITS)}, got {fit!r}")
+        pull = {"free": 0.0, "down": self.pull, "up": -self.pull}[fit]
+        return TrainingConfig(
+            steps=self.steps if fit == "free" else self.pulled_steps,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            min_lr=self.lr,
+            warmup_fraction=0.0,
+            gates="sigmoid",
+            n_masks=self.n_masks,
+            gate_pull=pull,
+            n_eval=self.n_eval,
+            seed=self.seed,
+            dtype=self.dtype,
+            shots=self.shots,
+            answer_end=self.answer_end,
+        )
+
+
+def _fit(
+    model: ModelLike,
+    task: Task,
+    config: TrainingConfig,
+    stages: Stages | None,
+    name: str,
+    initial: Tensor | None,
+    progress: bool,
+) -> MaskTrainingResult:
+    def compute(where: Path | None) -> MaskTrainingResult:
+        result = train_mask(
+            model,
+            task,
+            config,
+            checkpoint_dir=where,
+            resume=True,
+            progress=progress,
+            initial=initial,
+        )
+        if where is not None:
+            result.save(where)
+        return result
+
+    if stages is None:
+        return compute(None)
+    return stages(name, compute, MaskTrainingResult.load)
+
+
+def _gates(result: MaskTrainingResult) -> Tensor:
+    gates = torch.sigmoid(result.W.detach().float())
+    return gates if gates.ndim == 3 else gates[None]
+
+
+def _evaluate_sets(
+    model: ModelLike, task: Task, roles: HeadRoles, config: RolesConfig, progress: bool
+) -> pd.DataFrame:
+    """Accuracy and answer CE of the held-out examples: the model without and with the
+    instruction, the heads the down fit keeps (a set that suffices), and the model without its
+    interfering heads, without and with the instruction (does removing them help?)."""
+    frame = roles.to_frame()
+    kept_down = roles.majority_open("down")
+    not_interfering = torch.tensor(
+        [c != "interfering" for c in frame.sort_values(["layer", "head"])["class"]]
+    ).reshape(kept_down.shape)
+    plans: list[tuple[str, HeadMask | None, list[str]]] = [
+        ("all heads", None, ["original"] + (["instruction"] if task.instruction else [])),
+        ("heads the down fit keeps", HeadMask(kept_down), ["mask"]),
+        (
+            "without interfering heads",
+            HeadMask(not_interfering),
+            ["mask"] + (["mask+instruction"] if task.instruction else []),
+        ),
+    ]
+    rows = []
+    for name, mask, settings in plans:
+        if mask is not None and mask.n_selected == 0:
+            continue  # nothing to run: a mask without heads
+        result = evaluate(
+            model,
+            task,
+            settings,
+            mask=mask,
+            n_eval=config.n_eval,
+            shots=config.shots,
+            progress=progress,
+        )
+        for _, run in result.runs.iterrows():
+            rows.append(
+                {
+                    "heads": name,
+                    "instructed": "instruction" in run["setting"],
+                    "n heads": int(run["heads"]),
+                    **{key: float(run[key]) for key in result.metrics},
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def head_roles(
+    model: ModelLike,
+    task: Task | str | os.PathLike[str],
+    config: RolesConfig | None = None,
+    *,
+    out: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+) -> HeadRoles:
+    """Fit the three gate sets of ``task`` on ``model`` and class every head (see the module).
+
+    With ``out`` each fit is a stage of that folder (checkpointed while it trains): a killed run
+    resumes, a finished one reloads. The result is saved in ``out/roles``.
+    """
+    config = config or RolesConfig()
+    task = task if isinstance(task, Task) else get_task(task)
+    folder = Path(out) if out is not None else None
+    stages = Stages(folder) if folder is not None else None
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        record_settings(
+            folder / "config.json",
+            {**asdict(config), "task": task.name, "model": model_name(model)},
+            remedy="choose another out folder, or delete it to start again",
+        )
+    free = _fit(model, task, config.training("free"), stages, "free", None, progress)
+    start = free.W.detach().clone()
+    down = _fit(model, task, config.training("down"), stages, "down", start, progress)
+    up = _fit(model, task, config.training("up"), stages, "up", start, progress)
+    gates = torch.stack([_gates(free), _gates(down), _gates(up)])
+    losses = {
+        name: float(fit.history["loss"].iloc[-1])
+        for name, fit in zip(FITS, (free, down, up), strict=True)
+    }
+    roles = HeadRoles(
+        model=model_name(model),
+        task=task.name,
+        gates=gates,
+        threshold=config.threshold,
+        settings={**asdict(config), "final loss": losses},
+        seconds={
+            name: float(fit.timing.get("seconds", float("nan")))
+            for name, fit in zip(FITS, (free, down, up), strict=True)
+        },
+    )
+    if config.evaluate:
+        if stages is None:
+            evaluation = _evaluate_sets(model, task, roles, config, progress)
+        else:
+            evaluation = stages(
+                "evaluation",
+                lambda where: _save_frame(
+                    where, _evaluate_sets(model, task, roles, config, progress)
+                ),
+                lambda where: pd.read_csv(where / "evaluation.csv"),
+            )
+        roles = replace(roles, evaluation=evaluation)
+    if folder is not None:
+        roles.save(folder / "roles")
+    return roles
+
+
+def _save_frame(where: Path, frame: pd.DataFrame) -> pd.DataFrame:
+    where.mkdir(parents=True, exist_ok=True)
+    write_atomic(where / "evaluation.csv", frame.to_csv(index=False))
+    return frame
