@@ -69,7 +69,7 @@ class AtlasConfig:
     instructed: bool = True
     """Give the task's instruction in the effects' prompts."""
     ablations: tuple[str, ...] = ("zero", "mean")
-    """Ablations of the single-head effects: zero, mean."""
+    """Ablations of the single-head effects: zero, mean, resample."""
     n_sequences: int = 32
     """Generated sequences of the pattern detectors."""
     length: int = 24

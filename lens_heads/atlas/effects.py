@@ -5,7 +5,9 @@ head ``(l, h)`` is ``logit(answer) - logit(answer | head removed)`` at the last 
 the answer being its first token; the atlas reports the mean over prompts. A head is removed by
 the one mask hook (:func:`lens_heads.mask_hooks`): **zero** ablation sets its output to zero,
 **mean** ablation to its mean output over a reference set of prompts (every position of every
-reference prompt).
+reference prompt), **resample** ablation to its output at the same position of a reference
+prompt with as many tokens (the donor: of the reference prompts of that length, the ``i``-th
+prompt of a length takes the ``i``-th modulo their number; a length without one is an error).
 
 Removing a head of layer ``l`` leaves the residual stream before layer ``l`` unchanged, so each
 prompt's ``blocks.{l}.hook_resid_pre`` is computed once and the model is run from layer ``l`` on,
@@ -40,20 +42,21 @@ from tqdm.auto import tqdm
 from lens_heads.core.capture import PromptLike, encode_prompt, lens_logits, target_token_ids
 from lens_heads.core.checks import check_int
 from lens_heads.core.errors import InputError
-from lens_heads.core.hooks import mask_hooks
+from lens_heads.core.hooks import head_outputs, mask_hooks
 from lens_heads.core.models import ModelLike, head_shape
 from lens_heads.core.prompts import pad_token_id
 
 __all__ = [
     "ABLATIONS",
     "EffectsConfig",
+    "donor_prompts",
     "mean_head_outputs",
     "plain_single_head_effects",
     "single_head_effects",
     "skipping_blocks",
 ]
 
-ABLATIONS = ("zero", "mean")
+ABLATIONS = ("zero", "mean", "resample")
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ class EffectsConfig:
     """``ablations``: which of :data:`ABLATIONS`; ``batch_size``: prompts per forward (each
     carries one row per head of a layer)."""
 
-    ablations: tuple[str, ...] = ABLATIONS
+    ablations: tuple[str, ...] = ("zero", "mean")
     batch_size: int = 8
 
     def __post_init__(self) -> None:
@@ -132,6 +135,57 @@ def mean_head_outputs(
     return torch.stack([sums[layer] for layer in range(n_layers)]) / count
 
 
+def donor_prompts(
+    tokens: Sequence[Sequence[int]], reference: Sequence[Sequence[int]]
+) -> list[list[int]]:
+    """The resample ablation's donor of each prompt (token ids): a reference prompt of the same
+    length, the ``i``-th prompt of a length taking the ``i``-th such reference prompt (modulo
+    their number); an :class:`InputError` names a length no reference prompt has.
+
+    >>> donor_prompts([[1, 2], [3, 4], [5]], [[7, 8], [9, 9], [6]])
+    [[7, 8], [9, 9], [6]]
+    """
+    by_length: dict[int, list[list[int]]] = {}
+    for ids in reference:
+        by_length.setdefault(len(ids), []).append(list(ids))
+    seen: dict[int, int] = {}
+    donors = []
+    for index, ids in enumerate(tokens):
+        pool = by_length.get(len(ids))
+        if not pool:
+            raise InputError(
+                f"resample ablation: prompt {index} has {len(ids)} tokens and no reference prompt "
+                f"has as many (reference lengths: {sorted(by_length)}); give more reference "
+                "prompts, or use zero or mean ablation"
+            )
+        count = seen.get(len(ids), 0)
+        seen[len(ids)] = count + 1
+        donors.append(pool[count % len(pool)])
+    return donors
+
+
+def _baselines(
+    model: ModelLike,
+    ablations: Sequence[str],
+    reference: Sequence[PromptLike] | None,
+    batch_size: int,
+) -> dict[str, Tensor | None]:
+    """The per-head baselines that do not depend on the prompt (zero, mean)."""
+    needs = [a for a in ablations if a in ("mean", "resample")]
+    if needs and not reference:
+        raise InputError(f"{' and '.join(needs)} ablation needs reference prompts (reference=...)")
+    found: dict[str, Tensor | None] = {"zero": None}
+    if "mean" in ablations:
+        found["mean"] = mean_head_outputs(model, reference or [], batch_size=batch_size)
+    return found
+
+
+def _donor_outputs(model: ModelLike, donors: Sequence[Sequence[int]], width: int) -> Tensor:
+    """``z`` of the donors, right-padded to ``width`` like the prompts they stand in for."""
+    batch, _ = _padded([*donors, [0] * width], pad_token_id(model.tokenizer))
+    return head_outputs(model, batch[:-1]).cpu()
+
+
 def _answer_logits(model: ModelLike, resid: Tensor, answers: Tensor) -> Tensor:
     return lens_logits(model, resid).float().gather(-1, answers[:, None].to(resid.device))[:, 0]
 
@@ -150,14 +204,12 @@ def single_head_effects(
     config = config or EffectsConfig()
     if len(prompts) != len(answers) or not prompts:
         raise InputError(f"give one answer per prompt ({len(prompts)} prompts, {len(answers)})")
-    if "mean" in config.ablations and not reference:
-        raise InputError("mean ablation needs reference prompts (reference=...)")
     n_layers, n_heads = head_shape(model)
     tokens = _encode(model, prompts)
+    baselines = _baselines(model, config.ablations, reference, config.batch_size)
+    if "resample" in config.ablations:
+        donors = donor_prompts(tokens, _encode(model, reference or []))  # checked up front
     answer_ids = torch.tensor(target_token_ids(model, list(answers)))
-    baselines = {"zero": None}
-    if "mean" in config.ablations:
-        baselines["mean"] = mean_head_outputs(model, reference or [], batch_size=config.batch_size)
     effects = {a: torch.zeros(n_layers, n_heads) for a in config.ablations}
     last_hook = f"blocks.{n_layers - 1}.hook_resid_post"
     starts = range(0, len(tokens), config.batch_size)
@@ -172,6 +224,10 @@ def single_head_effects(
                 names_filter=lambda name: name.endswith("hook_resid_pre") or name == last_hook,
             )
         full = _answer_logits(model, cache[last_hook][rows, last], answers_chunk)
+        if "resample" in config.ablations:  # rows: prompt-major, then head, as below
+            chunk_donors = donors[start : start + len(chunk)]
+            outputs = _donor_outputs(model, chunk_donors, batch.shape[1])
+            baselines["resample"] = outputs.repeat_interleave(n_heads, dim=0)
         for layer in range(n_layers):
             resid = cache[f"blocks.{layer}.hook_resid_pre"]  # [batch, pos, d_model]
             stacked = resid.repeat_interleave(n_heads, dim=0)  # rows: prompt-major, then head
@@ -227,11 +283,13 @@ def plain_single_head_effects(
         return logits[rows, last].float().gather(-1, answer_ids[:, None])[:, 0].cpu()
 
     full = answer_logit([])
+    baselines = _baselines(model, config.ablations, reference, config.batch_size)
+    if "resample" in config.ablations:
+        donors = donor_prompts(tokens, _encode(model, reference or []))
+        baselines["resample"] = _donor_outputs(model, donors, batch.shape[1])
     effects = {}
     for ablation in config.ablations:
-        baseline = None
-        if ablation == "mean":
-            baseline = mean_head_outputs(model, reference or [], batch_size=config.batch_size)
+        baseline = baselines[ablation]
         found = torch.zeros(n_layers, n_heads)
         for layer in range(n_layers):
             for head in range(n_heads):

@@ -12,6 +12,10 @@ from lens_heads.heads_up import RolesConfig
 
 __all__ = ["COMMANDS", "EXAMPLES"]
 
+#: the training precision is --precision on the command line (--dtype is the weights')
+_RENAMED = {"dtype": "precision"}
+_PRECISIONS = ("auto", "bf16", "fp32", "bfloat16", "float32")
+
 
 def _add_roles(sub: Any) -> None:
     parser = sub.add_parser(
@@ -25,7 +29,7 @@ def _add_roles(sub: Any) -> None:
         "model", help="alias (smollm2-135m-instruct, gemma-3-270m), checkpoint dir or HF id"
     )
     parser.add_argument("--task", required=True, help="task name or JSON file")
-    add_settings(parser, RolesConfig)
+    add_settings(parser, RolesConfig, rename=_RENAMED, choices={"dtype": _PRECISIONS})
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -34,7 +38,7 @@ def _cmd_roles(args: argparse.Namespace) -> int:
     from lens_heads.core.tasks import get_task
     from lens_heads.heads_up import head_roles
 
-    config = settings_from(args, RolesConfig)  # checked before the model loads
+    config = settings_from(args, RolesConfig, rename=_RENAMED)  # checked before the model loads
     task = get_task(args.task)
     common.check_model(args)
     with common.writing(args.out) as out:
@@ -43,7 +47,9 @@ def _cmd_roles(args: argparse.Namespace) -> int:
         counts = ", ".join(f"{n} {name}" for name, n in roles.counts().items())
         print(f"{task.name} on {roles.model}: {counts} -> {out / 'roles'}")
         for role in ("facilitating", "interfering"):
-            print(f"  {role}: {' '.join(roles.heads(role)) or 'none'}")
+            heads = roles.heads(role)
+            more = f" ... ({len(heads)} in all)" if len(heads) > 12 else ""
+            print(f"  {role}: {' '.join(heads[:12]) or 'none'}{more}")
     return 0
 
 

@@ -2,7 +2,8 @@
 
 Training, sweeps, evaluation and generation all use :func:`mask_hooks`. A removed head's output
 is zero by default (zero ablation); with a ``baseline`` (e.g. each head's mean ``z`` over a
-reference set: mean ablation) a factor ``m`` gives ``m * z + (1 - m) * baseline``.
+reference set: mean ablation; or its ``z`` on another prompt: resample ablation) a factor ``m``
+gives ``m * z + (1 - m) * baseline``.
 
 >>> import torch, lens_heads as lh
 >>> model = lh.tiny_model(n_layers=2, n_heads=4)
@@ -27,7 +28,7 @@ from lens_heads.core.errors import InputError, InputTypeError
 from lens_heads.core.masks import HeadMask, MaskShapeError
 from lens_heads.core.models import ModelLike, head_shape
 
-__all__ = ["MaskLike", "apply_mask", "mask_hooks", "maybe_mask"]
+__all__ = ["MaskLike", "apply_mask", "head_outputs", "mask_hooks", "maybe_mask"]
 
 #: A HeadMask, a tensor ``[n_layers, n_heads]`` shared by the batch, or ``[batch, n_layers,
 #: n_heads]`` per example. Raw tensors may require grad (training); they are used as given.
@@ -84,7 +85,15 @@ def _layer_hook(
         scale = scale[:, None, :, None] if per_example else scale[None, None, :, None]
         if baseline is None:
             return z * scale
-        base = baseline[layer].to(dtype=z.dtype, device=z.device)[None, None]
+        if baseline.ndim == 5:  # per example and position: [batch, pos, layer, head, d_head]
+            if tuple(baseline.shape[:2]) != tuple(z.shape[:2]):
+                raise MaskShapeError(
+                    f"a per-example baseline has {tuple(baseline.shape[:2])} (batch, positions) "
+                    f"but {hook.name} has {tuple(z.shape[:2])}"
+                )
+            base = baseline[:, :, layer].to(dtype=z.dtype, device=z.device)
+        else:
+            base = baseline[layer].to(dtype=z.dtype, device=z.device)[None, None]
         return z * scale + base * (1 - scale)
 
     return hook
@@ -99,8 +108,10 @@ def mask_hooks(
     """Forward hooks ``[(name, fn), ...]`` that apply ``mask`` on every layer's ``hook_z``.
 
     With ``model`` the mask's shape is checked against it. Gradients flow into tensor masks.
-    ``baseline``: what a removed head outputs instead of zero, per layer and head (the same at
-    every position; e.g. its mean ``z`` over reference prompts for mean ablation).
+    ``baseline``: what a removed head outputs instead of zero: per layer and head ``[L, H,
+    d_head]``, the same at every position (its mean ``z`` over reference prompts: mean
+    ablation), or per example and position ``[batch, pos, L, H, d_head]`` (its ``z`` on
+    another prompt, :func:`head_outputs`: resample ablation).
 
     >>> hooks = mask_hooks(HeadMask.ones(2, 4))
     >>> [name for name, _ in hooks]
@@ -115,10 +126,14 @@ def mask_hooks(
             f"mask has shape ({n_layers}, {n_heads}) (layers, heads) but model {name} has "
             f"{expected[0]} layers x {expected[1]} heads; use a mask made for this model"
         )
-    if baseline is not None and tuple(baseline.shape[:2]) != (n_layers, n_heads):
+    heads_at = slice(2, 4) if baseline is not None and baseline.ndim == 5 else slice(0, 2)
+    if baseline is not None and (
+        baseline.ndim not in (3, 5) or tuple(baseline.shape[heads_at]) != (n_layers, n_heads)
+    ):
         raise MaskShapeError(
             f"baseline has shape {tuple(baseline.shape)}; it needs [n_layers, n_heads, d_head] "
-            f"= [{n_layers}, {n_heads}, d_head], one vector per head"
+            f"= [{n_layers}, {n_heads}, d_head], one vector per head, or [batch, pos, "
+            f"{n_layers}, {n_heads}, d_head] per example and position"
         )
     return [(hook_z_name(layer), _layer_hook(factor, layer, baseline)) for layer in range(n_layers)]
 
@@ -140,3 +155,26 @@ def apply_mask(model: ModelLike, mask: MaskLike) -> Iterator[ModelLike]:
 def maybe_mask(model: ModelLike, mask: MaskLike | None) -> Any:
     """:func:`apply_mask` when a mask is given, else a no-op context."""
     return nullcontext(model) if mask is None else apply_mask(model, mask)
+
+
+def head_outputs(
+    model: ModelLike, tokens: Tensor
+) -> Float[Tensor, "batch pos n_layers n_heads d_head"]:
+    """Every head's output ``z`` at every position of ``tokens`` (one forward, no gradient):
+    the baseline of a resample ablation when ``tokens`` are other prompts of the same length.
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model(n_layers=2, n_heads=4, d_head=16)
+    >>> tuple(head_outputs(model, model.to_tokens("hi")).shape)
+    (1, 3, 2, 4, 16)
+    """
+    n_layers, _ = head_shape(model)
+    found: dict[int, Tensor] = {}
+
+    def keep(z: Tensor, hook: Any) -> None:
+        found[int(hook.name.split(".")[1])] = z.detach()
+
+    hooks = [(hook_z_name(layer), keep) for layer in range(n_layers)]
+    with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+        model(tokens.to(model.cfg.device))
+    return torch.stack([found[layer] for layer in range(n_layers)], dim=2)

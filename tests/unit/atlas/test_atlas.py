@@ -115,13 +115,51 @@ def test_mean_ablation_baseline_is_the_mean_of_z_over_real_positions_by_hand(gqa
     torch.testing.assert_close(found, z.mean(dim=0), rtol=1e-4, atol=1e-6)
 
 
+#: a donor of each prompt's length for the resample ablation (byte tokens: one per character)
+DONORS = [prompt[::-1] for prompt in PROMPTS]
+
+
+def test_resample_ablation_batched_equals_plain_and_a_swap_by_hand(gqa):
+    from lens_heads.core.capture import encode_prompt
+
+    config = EffectsConfig(ablations=("resample",), batch_size=3)
+    fast = single_head_effects(gqa, PROMPTS, ANSWERS, reference=DONORS, config=config)
+    plain = plain_single_head_effects(gqa, PROMPTS, ANSWERS, reference=DONORS, config=config)
+    torch.testing.assert_close(fast["resample"], plain["resample"], rtol=1e-4, atol=1e-5)
+    # by hand, one prompt: head L1H2's z replaced by its z on the donor, at every position
+    ids = torch.tensor([encode_prompt(gqa, PROMPTS[1]).tokens])
+    donor = torch.tensor([encode_prompt(gqa, DONORS[1]).tokens])
+    _, cache = gqa.run_with_cache(donor)
+    swapped = cache["blocks.1.attn.hook_z"][:, :, 2]
+
+    def swap(z, hook):
+        z = z.clone()
+        z[:, :, 2] = swapped
+        return z
+
+    answer = gqa.tokenizer.encode(ANSWERS[1], add_special_tokens=False)[0]
+    full = gqa(ids)[0, -1, answer]
+    removed = gqa.run_with_hooks(ids, fwd_hooks=[("blocks.1.attn.hook_z", swap)])[0, -1, answer]
+    alone = single_head_effects(
+        gqa, PROMPTS[1:2], ANSWERS[1:2], reference=DONORS[1:2], config=config
+    )
+    torch.testing.assert_close(alone["resample"][1, 2], (full - removed).float(), atol=1e-5, rtol=0)
+    assert abs(float(full - removed)) > 1e-4, "the swap moves the answer"
+
+
+def test_resample_ablation_needs_a_donor_of_each_length(gqa):
+    config = EffectsConfig(ablations=("resample",))
+    with pytest.raises(lh.LensHeadsError, match=r"prompt 2 has .* tokens and no reference prompt"):
+        single_head_effects(gqa, PROMPTS, ANSWERS, reference=DONORS[:2], config=config)
+
+
 def test_effects_refuse_bad_input_before_running(gqa):
     with pytest.raises(lh.LensHeadsError, match="one answer per prompt"):
         single_head_effects(gqa, PROMPTS, ANSWERS[:2])
     with pytest.raises(lh.LensHeadsError, match="mean ablation needs reference"):
         single_head_effects(gqa, PROMPTS, ANSWERS)
     with pytest.raises(lh.LensHeadsError, match="ablations must be some of"):
-        EffectsConfig(ablations=("resample",))
+        EffectsConfig(ablations=("gaussian",))
 
 
 # -- agreement -----------------------------------------------------------------------------------

@@ -184,3 +184,15 @@ def test_a_baseline_replaces_what_the_mask_removes_by_hand():
     torch.testing.assert_close(seen["z"], expected)
     with pytest.raises(MaskShapeError, match="one vector per head"):
         lh.mask_hooks(factor, model, baseline=torch.zeros(2, 3, plain.shape[-1]))
+    # resample ablation: a baseline per example and position (another prompt's z)
+    per_position = torch.randn(*plain.shape[:2], 2, 4, plain.shape[-1])
+    hooks = lh.mask_hooks(factor, model, baseline=per_position)
+    model.run_with_hooks(tokens, fwd_hooks=[*hooks, (name, record)])
+    expected = plain.clone()
+    expected[:, :, 2] = 0.25 * plain[:, :, 2] + 0.75 * per_position[:, :, 1, 2]
+    torch.testing.assert_close(seen["z"], expected)
+    with pytest.raises(MaskShapeError, match=r"\(batch, positions\)"):
+        model.run_with_hooks(
+            model.to_tokens("a much longer test here"),
+            fwd_hooks=lh.mask_hooks(factor, model, baseline=per_position),
+        )
