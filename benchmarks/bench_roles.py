@@ -1,0 +1,302 @@
+"""Head roles side by side with Causal Head Gating 0.1.0 (issue 36), a benchmark, not a test.
+
+Same model (SmolLM2-135M-Instruct), task, training prompts, answer tokens, number of masks,
+batch, updates, learning rate and pull; each tool runs in its own process (CHG in a separate
+environment with ``nam-causal-head-gating`` 0.1.0 from the registry, made on first use in
+``benchmarks/.chg-env``; it shares this environment's torch and transformers). Reported: the
+seconds per update of each fit and their ratio, each process's peak RSS, Spearman's rank
+correlation of the two tools' gates per fit (mean over masks), the share of heads both tools put
+in the same class, and the answer CE of each fit's gates on held-out prompts, computed here for
+both (CHG 0.1.0 reports an NLL of 0 after every update). CHG's collate trap is avoided by padding
+with an id that occurs in no prompt. Gemma 3 270M is handed to CHG too, and its answer recorded.
+
+    python -m benchmarks.bench_roles --out results/roles_vs_chg/smollm2-135m-instruct
+    python -m benchmarks.run --only bench_roles            # the timing line of the table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks.harness import BenchmarkResult, peak_rss_mb
+
+ROOT = Path(__file__).resolve().parents[1]
+CHG_ENV = ROOT / "benchmarks" / ".chg-env"
+CHG_VERSION = "0.1.0"
+MODEL = "smollm2-135m-instruct"
+TASK = "capitalize"
+
+
+def chg_python() -> Path:
+    """The separate environment's python (made, and CHG installed, when missing)."""
+    python = CHG_ENV / "bin" / "python"
+    if not python.is_file():
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--system-site-packages", str(CHG_ENV)], check=True
+        )
+        subprocess.run(
+            [str(CHG_ENV / "bin" / "pip"), "install", "--quiet", "einops",
+             f"nam-causal-head-gating=={CHG_VERSION}", "--no-deps"],
+            check=True,
+        )  # fmt: skip
+    return python
+
+
+def settings(quick: bool) -> Any:
+    from lens_heads.heads_up import RolesConfig
+
+    steps = 10 if quick else 100
+    return RolesConfig(
+        steps=steps, pulled_steps=steps, n_masks=4, batch_size=8, n_eval=40,
+        dtype="bfloat16", evaluate=False,
+    )  # fmt: skip
+
+
+def _encoded(model: Any, task: Any, config: Any) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """The prompts and answer masks the trainer trains on, right-padded with an unused id."""
+    from lens_heads.core.prompts import collate
+    from lens_heads.engine.training import MaskTrainer
+
+    trainer = MaskTrainer(model, task, config)
+    used = {int(t) for example in trainer.encoded for t in example.tokens}
+    pad = max(set(range(model.cfg.d_vocab)) - used)
+    tokens, answers, _ = collate(trainer.encoded, pad)
+    return tokens, answers, pad
+
+
+def lens_side(out: str) -> None:
+    """The lens_heads side, in its own process: the three fits, their seconds per update."""
+    import lens_heads as lh
+    from lens_heads.heads_up import head_roles
+
+    given = json.loads((Path(out) / "lens_in.json").read_text())
+    from lens_heads.heads_up import RolesConfig
+
+    config = RolesConfig(**given["settings"])
+    model = lh.load_model(MODEL)
+    roles = head_roles(model, TASK, config)
+    steps = {"free": config.steps, "down": config.pulled_steps, "up": config.pulled_steps}
+    torch.save(
+        {
+            "gates": roles.gates,
+            "seconds per update": {fit: roles.seconds[fit] / steps[fit] for fit in steps},
+            "peak RSS (MiB)": peak_rss_mb(),
+        },
+        Path(out) / "lens_out.pt",
+    )
+
+
+def _held_out_losses(model: Any, task: Any, config: Any, gates: torch.Tensor) -> list[float]:
+    """Mean answer CE on the held-out prompts of each fit's masks (``gates [fit, mask, L, H]``)."""
+    from lens_heads.core.prompts import collate, pad_token_id
+    from lens_heads.engine.training import MaskTrainer
+
+    _, held_out = task.split(n_eval=config.n_eval)
+    trainer = MaskTrainer(model, held_out, replace(config.training("free"), n_eval=0, batch_size=1))
+    tokens, answers, _ = collate(trainer.encoded, pad_token_id(model.tokenizer))
+    losses = []
+    with torch.no_grad():
+        for fit in gates:
+            per_mask = [float(trainer.loss(tokens, answers, mask.float())) for mask in fit]
+            losses.append(sum(per_mask) / len(per_mask))
+    return losses
+
+
+def _lens_attempt(spec: str) -> str:
+    """What lens_heads' roles do on the model ``spec`` (a few updates): ``"runs"`` or the error."""
+    import lens_heads as lh
+    from lens_heads.heads_up import RolesConfig, head_roles
+
+    tiny = RolesConfig(steps=2, pulled_steps=2, n_masks=2, batch_size=2, n_eval=4, evaluate=False)
+    try:
+        head_roles(lh.load_model(spec), TASK, tiny)
+    except Exception as error:  # the point is to report it
+        return f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+    return "runs"
+
+
+def _other_models(folder: Path) -> dict[str, str]:
+    """Gemma 3 270M and a tiny random checkpoint of every family of the compatibility matrix."""
+    from lens_heads.core.families import FAMILIES, tiny_checkpoint
+    from lens_heads.core.models import prepare_model
+
+    found = {"gemma-3-270m": str(prepare_model("gemma-3-270m"))}
+    for spec in FAMILIES:
+        found[f"tiny {spec.key}"] = str(tiny_checkpoint(spec.key, folder / spec.key))
+    return found
+
+
+def compare_with_chg(quick: bool) -> dict[str, Any]:
+    """Run both tools and return the record (see the module)."""
+    from scipy import stats
+
+    import lens_heads as lh
+    from lens_heads.core.models import prepare_model
+    from lens_heads.core.provenance import machine
+    from lens_heads.heads_up.roles_result import FITS, classify
+
+    config = settings(quick)
+    task = lh.get_task(TASK)
+    model = lh.load_model(MODEL)
+    tokens, answers, pad = _encoded(model, task, config.training("free"))
+    with tempfile.TemporaryDirectory() as work:
+        folder = Path(work)
+        others = _other_models(folder / "others")
+        chg_settings = {**asdict(config), "seed": config.seed}
+        torch.save(
+            {
+                "input_ids": tokens,
+                "loss_masks": answers,
+                "pad": pad,
+                "model": str(prepare_model(MODEL)),
+                "settings": chg_settings,
+                "others": others,
+            },
+            folder / "chg_in.pt",
+        )
+        (folder / "lens_in.json").write_text(json.dumps({"settings": asdict(config)}))
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "benchmarks.bench_roles", "--side", "lens", "--out", work],
+            check=True, cwd=ROOT,
+        )  # fmt: skip
+        lens_wall = time.perf_counter() - started
+        started = time.perf_counter()
+        subprocess.run(
+            [str(chg_python()), str(ROOT / "benchmarks" / "chg_side.py"),
+             str(folder / "chg_in.pt"), str(folder / "chg_out.pt")],
+            check=True, cwd=ROOT,
+        )  # fmt: skip
+        chg_wall = time.perf_counter() - started
+        ours = torch.load(folder / "lens_out.pt")
+        theirs = torch.load(folder / "chg_out.pt")
+        lens_others = {name: _lens_attempt(where) for name, where in others.items()}
+    record: dict[str, Any] = {
+        "model": MODEL,
+        "task": TASK,
+        "settings": asdict(config),
+        "training prompts": len(tokens),
+        "CHG version": theirs["version"],
+        "machine": machine(),
+        "autocast": "bfloat16 (CHG autocasts on the CPU; lens_heads trains with bfloat16)",
+        "wall seconds": {"lens_heads": round(lens_wall, 1), "CHG": round(chg_wall, 1)},
+        "peak RSS (MiB)": {
+            "lens_heads": round(ours["peak RSS (MiB)"]),
+            "CHG": round(theirs["peak RSS (MiB)"]),
+        },
+        "fits": {},
+        "other models": {
+            name: {"lens_heads": lens_others[name], "CHG": theirs["other models"][name]}
+            for name in others
+        },
+    }
+    ours_classes = classify(ours["gates"], config.threshold)
+    theirs_classes = classify(theirs["gates"], config.threshold)
+    held = {
+        "lens_heads": _held_out_losses(model, task, config, ours["gates"]),
+        "CHG": _held_out_losses(model, task, config, theirs["gates"]),
+    }
+    for index, fit in enumerate(FITS):
+        mine, other = ours["gates"][index].mean(0), theirs["gates"][index].mean(0)
+        record["fits"][fit] = {
+            "seconds per update": {
+                "lens_heads": ours["seconds per update"][fit],
+                "CHG": theirs["seconds per update"][fit],
+            },
+            "CHG / lens_heads time per update": theirs["seconds per update"][fit]
+            / ours["seconds per update"][fit],
+            "spearman of the mean gates": float(
+                stats.spearmanr(mine.flatten(), other.flatten()).statistic
+            ),
+            "held-out answer CE": {name: held[name][index] for name in held},
+        }
+    from lens_heads.heads_up.roles_result import CLASSES, HeadRoles
+
+    majority = {
+        name: HeadRoles(MODEL, TASK, gates, config.threshold).classes
+        for name, gates in (("lens_heads", ours["gates"]), ("CHG", theirs["gates"]))
+    }
+    record["class agreement"] = float((majority["lens_heads"] == majority["CHG"]).float().mean())
+    record["classes"] = {
+        name: {c: int((value == i).sum()) for i, c in enumerate(CLASSES)}
+        for name, value in majority.items()
+    }
+    record["per-mask class agreement"] = {
+        "lens_heads masks with each other": _pairwise(ours_classes),
+        "CHG masks with each other": _pairwise(theirs_classes),
+    }
+    total = {name: sum(record["fits"][f]["seconds per update"][name] for f in FITS)
+             for name in ("lens_heads", "CHG")}  # fmt: skip
+    record["CHG / lens_heads time per update (all fits)"] = total["CHG"] / total["lens_heads"]
+    return record
+
+
+def _pairwise(classes: torch.Tensor) -> float:
+    """Mean share of heads two masks of one tool put in the same class."""
+    pairs = [
+        float((classes[i] == classes[j]).float().mean())
+        for i in range(len(classes))
+        for j in range(i + 1, len(classes))
+    ]
+    return sum(pairs) / len(pairs) if pairs else float("nan")
+
+
+def bench_roles_against_chg(quick: bool) -> BenchmarkResult:
+    """Seconds per update, CHG 0.1.0 against lens_heads' roles (the three fits summed); target:
+    lens_heads at least as fast (ratio >= 1)."""
+    record = compare_with_chg(quick)
+    fits = record["fits"]
+    lens = sum(f["seconds per update"]["lens_heads"] for f in fits.values())
+    chg = sum(f["seconds per update"]["CHG"] for f in fits.values())
+    return BenchmarkResult(
+        "head roles, seconds per update (3 fits): CHG 0.1.0 / lens_heads (SmolLM2)",
+        chg,
+        lens,
+        chg / lens,
+        target=1.0,
+        extra={
+            "peak RSS (MiB)": record["peak RSS (MiB)"],
+            "spearman per fit": {
+                fit: round(value["spearman of the mean gates"], 3) for fit, value in fits.items()
+            },
+            "class agreement": round(record["class agreement"], 3),
+            "CHG on Gemma 3 270M": record["other models"]["gemma-3-270m"]["CHG"],
+        },
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--side", choices=("lens",), help="(internal) run one side")
+    parser.add_argument("--quick", action="store_true", help="10 updates per fit")
+    parser.add_argument("--out", required=True, help="output folder")
+    args = parser.parse_args(argv)
+    if args.side == "lens":
+        lens_side(args.out)
+        return 0
+    from analyses._common import provenance_of
+    from lens_heads.core.storage import write_atomic
+
+    started = time.monotonic()
+    record = compare_with_chg(args.quick)
+    command = ["python", "-m", "benchmarks.bench_roles", *(argv or sys.argv[1:])]
+    record["provenance"] = provenance_of(command, started) | {"precision": "bfloat16"}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "numbers.json", json.dumps(record, indent=2, default=str))
+    print(json.dumps({k: v for k, v in record.items() if k != "machine"}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
