@@ -26,6 +26,11 @@ class Config(RolesConfig):
     progress: bool = field(default=True, metadata=help_of("progress bars"))
     out: str = field(default="runs/roles", metadata=help_of("output folder"))
 
+    @property
+    def precision(self) -> str:
+        """The training precision, under the name the stored provenance reads."""
+        return self.dtype
+
 
 def removing_interference(roles: HeadRoles) -> dict[str, Any]:
     """What removing the interfering heads does to the instructed and the bare model: the

@@ -53,6 +53,12 @@ def _analysis(name: str, out: str, *flags: str, precision: str = "float32") -> s
     return " ".join([*parts, "--no-progress", "--out", str(RUNS / out)])
 
 
+def _roles(out: str, *flags: str, steps: int = 200, masks: int = 4) -> str:
+    """A head-roles run: the three fits of ``steps`` updates each, ``masks`` per fit, bf16."""
+    fits = ["--steps", str(steps), "--pulled-steps", str(steps), "--n-masks", str(masks)]
+    return _analysis("head_roles", out, *flags, *fits, "--dtype", "bfloat16", precision="")
+
+
 DEMO_MASK = "runs/demo-mask-float32"
 
 PLAN: tuple[Entry, ...] = (
@@ -339,6 +345,36 @@ PLAN: tuple[Entry, ...] = (
             precision="",
         ),
         str(RUNS / "atlas/gemma"),
+    ),
+    Entry(
+        "roles/smollm2-135m-instruct-capitalize",
+        _roles("roles/smollm2-capitalize", "--task", "capitalize"),
+        str(RUNS / "roles/smollm2-capitalize"),
+        bf16=True,
+        pending=True,
+    ),
+    Entry(
+        "roles/smollm2-135m-instruct-country-capital",
+        _roles("roles/smollm2-country-capital", "--task", "country-capital"),
+        str(RUNS / "roles/smollm2-country-capital"),
+        bf16=True,
+        pending=True,
+    ),
+    Entry(
+        "roles/gemma-3-270m-en-fr",
+        _roles(
+            "roles/gemma-en-fr", "--model", "gemma-3-270m", "--task", "en-fr", steps=100, masks=2
+        ),
+        str(RUNS / "roles/gemma-en-fr"),
+        bf16=True,
+        pending=True,
+    ),
+    Entry(
+        "roles_vs_chg/smollm2-135m-instruct",
+        "python -m benchmarks.bench_roles --out runs/rerun/roles-vs-chg",
+        str(RUNS / "roles-vs-chg"),
+        bf16=True,
+        pending=True,
     ),
     Entry(
         "table3/smollm2-135m-instruct",

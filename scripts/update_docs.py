@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import prose_numbers  # noqa: E402
-from reproduction import NotMeasured, alignment, heads_up, lahis  # noqa: E402  (reproduction.md)
+from reproduction import NotMeasured, alignment, heads_up, lahis, roles  # noqa: E402
 from reproduction.heads_up_results import DEMO_RUNS  # noqa: E402
 
 RESULTS = ROOT / "results"
@@ -293,8 +293,10 @@ def _atlas_answers(questions: dict[str, Any]) -> list[str]:
         )
     if a := questions.get("alignment heads are language-specific heads"):
         parts.append(
-            f"{a['in both']} of the top translation-score heads are LAHIS language-specific "
-            f"heads, {a['expected at random']:.1f} expected at random (p = "
+            f"{a['in both']} of the top {len(a['top translation-score heads'])} translation-score "
+            f"heads {'is a' if a['in both'] == 1 else 'are'} LAHIS language-specific "
+            f"head{'' if a['in both'] == 1 else 's'}, {a['expected at random']:.1f} expected at "
+            "random (p = "
             f"{a['p (overlap at least this, hypergeometric)']:.2g})"
         )
     if o := questions.get("OV en→fr predicts the translation score"):
@@ -453,6 +455,8 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "compatibility_unsupported": compatibility_unsupported,
     "atlas_questions": atlas_questions,
     "atlas_agreement": atlas_agreement,
+    "roles_runs": _pages(roles.roles_runs),
+    "roles_vs_chg": _pages(roles.roles_vs_chg),
 }
 
 

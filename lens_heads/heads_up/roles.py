@@ -158,11 +158,8 @@ def _evaluate_sets(
     """Accuracy and answer CE of the held-out examples: the model without and with the
     instruction, the heads the down fit keeps (a set that suffices), and the model without its
     interfering heads, without and with the instruction (does removing them help?)."""
-    frame = roles.to_frame()
     kept_down = roles.majority_open("down")
-    not_interfering = torch.tensor(
-        [c != "interfering" for c in frame.sort_values(["layer", "head"])["class"]]
-    ).reshape(kept_down.shape)
+    not_interfering = roles.classes != CLASSES.index("interfering")
     plans: list[tuple[str, HeadMask | None, list[str]]] = [
         ("all heads", None, ["original"] + (["instruction"] if task.instruction else [])),
         ("heads the down fit keeps", HeadMask(kept_down), ["mask"]),

@@ -1,0 +1,111 @@
+"""The generated blocks of ``docs/roles.md``: the stored head-role runs and the side-by-side
+benchmark with Causal Head Gating 0.1.0, in words and tables from their numbers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reproduction import Load, NotMeasured
+
+#: the stored head-role runs the page shows: name -> result path
+ROLE_RUNS = {
+    "SmolLM2-135M-Instruct, capitalize": "roles/smollm2-135m-instruct-capitalize",
+    "SmolLM2-135M-Instruct, country-capital": "roles/smollm2-135m-instruct-country-capital",
+    "Gemma 3 270M, en-fr": "roles/gemma-3-270m-en-fr",
+}
+CHG_RUN = "roles_vs_chg/smollm2-135m-instruct"
+FITS = ("free", "down", "up")
+
+
+def _interference(effect: dict[str, Any]) -> str:
+    parts = []
+    for prompts, numbers in effect.items():
+        before, after = numbers["accuracy"]
+        ce_before, ce_after = numbers["answer CE"]
+        verdict = "does the task better" if numbers["better"] else "does not do the task better"
+        parts.append(
+            f"with the {prompts} the model without its {numbers['heads removed']} interfering "
+            f"heads {verdict} (accuracy {before:.2f} → {after:.2f}, answer CE {ce_before:.2f} → "
+            f"{ce_after:.2f})"
+        )
+    return "; ".join(parts)
+
+
+def roles_runs(load: Load) -> str:
+    """One line per stored run: the classes, the agreement of the masks, the settings, and
+    what removing the interfering heads does."""
+    lines = []
+    for name, path in ROLE_RUNS.items():
+        try:
+            numbers = load(path)
+        except NotMeasured as missing:
+            lines.append(f"- **{name}**: {missing.cell()}.")
+            continue
+        counts = ", ".join(f"{n} {c}" for c, n in numbers["counts"].items() if n)
+        settings = numbers["settings"]
+        precision = numbers.get("provenance", {}).get("precision", "?")
+        text = (
+            f"- **{name}** (`results/{path}`, {precision}; {settings['steps']} + "
+            f"{settings['pulled_steps']} + {settings['pulled_steps']} updates, "
+            f"{settings['n_masks']} masks per fit): {counts}; the masks agree on a head's class "
+            f"{numbers['mean agreement']:.0%} of the time on average"
+        )
+        effect = numbers.get("removing interfering heads") or {}
+        if effect:
+            text += "; " + _interference(effect)
+        lines.append(text + ".")
+    return "\n".join(lines)
+
+
+def roles_vs_chg(load: Load) -> str:
+    """The side-by-side benchmark: per fit, the seconds per update of each tool and their
+    ratio, the rank correlation of the gates and the held-out answer CE; then memory, the class
+    agreement and which models each tool runs on."""
+    try:
+        numbers = load(CHG_RUN)
+    except NotMeasured as missing:
+        return f"Causal Head Gating side by side: {missing.cell()}."
+    settings = numbers["settings"]
+    lines = [
+        f"SmolLM2-135M-Instruct, {numbers['task']}, {numbers['training prompts']} training "
+        f"prompts, {settings['n_masks']} masks per fit, batch {settings['batch_size']}, "
+        f"{settings['steps']} updates per fit, learning rate {settings['lr']:g}, pull "
+        f"{settings['pull']:g}, {numbers['autocast']}; CHG {numbers['CHG version']} "
+        f"(`results/{CHG_RUN}`).",
+        "",
+        "| fit | seconds per update: lens_heads | CHG | CHG / lens_heads | Spearman of the gates "
+        "| held-out answer CE: lens_heads | CHG |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for fit in FITS:
+        row = numbers["fits"][fit]
+        seconds, held = row["seconds per update"], row["held-out answer CE"]
+        lines.append(
+            f"| {fit} | {seconds['lens_heads']:.2f} | {seconds['CHG']:.2f} | "
+            f"{row['CHG / lens_heads time per update']:.2f} | "
+            f"{row['spearman of the mean gates']:.2f} | {held['lens_heads']:.3f} | "
+            f"{held['CHG']:.3f} |"
+        )
+    memory = numbers["peak RSS (MiB)"]
+    classes = numbers["classes"]
+    mine = ", ".join(f"{n} {c}" for c, n in classes["lens_heads"].items() if n)
+    theirs = ", ".join(f"{n} {c}" for c, n in classes["CHG"].items() if n)
+    within = numbers["per-mask class agreement"]
+    ratio = numbers["CHG / lens_heads time per update (all fits)"]
+    faster = "at least as fast as" if ratio >= 1 else "slower than"
+    lines += [
+        "",
+        f"Over the three fits lens_heads is {faster} CHG per update (CHG takes {ratio:.2f} times "
+        f"as long). Peak memory: {memory['lens_heads']} MiB (lens_heads) and {memory['CHG']} MiB "
+        f"(CHG). Classes: lens_heads {mine}; CHG {theirs}; the two tools give a head the same "
+        f"class for {numbers['class agreement']:.0%} of the heads, while two masks of one tool "
+        f"agree on {within['lens_heads masks with each other']:.0%} (lens_heads) and "
+        f"{within['CHG masks with each other']:.0%} (CHG) of the heads.",
+        "",
+        "| model | lens_heads | CHG 0.1.0 |",
+        "|---|---|---|",
+    ]
+    for model, answer in numbers["other models"].items():
+        cells = [answer[tool].replace("|", "/") for tool in ("lens_heads", "CHG")]
+        lines.append(f"| {model} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
