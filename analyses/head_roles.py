@@ -1,6 +1,6 @@
 """Causal head roles of a task (issue 36): the three gate fits of :func:`lens_heads.head_roles`,
 the classes they give each head, and the sets evaluated: does a model without its interfering
-heads do the task better (the Heads up! Table 6 (b) footnote, measured directly)?
+heads do the task better? (Heads up!, footnote 2 to Table 6, measured for one task at a time.)
 
     python -m analyses.head_roles --task capitalize --out runs/roles/smollm2-capitalize
     python -m analyses.head_roles --model gemma-3-270m --task en-fr --out runs/roles/gemma-en-fr

@@ -52,6 +52,11 @@ def bench_single_head_effects(quick: bool) -> BenchmarkResult:
         speedup=True,
     )
     difference = float((outcome["plain"]["zero"] - outcome["batched"]["zero"]).abs().max())
+    from lens_heads.atlas.effects import common_prefix, prefix_pays
+
+    shared = common_prefix(prompts)
+    prefix_path = prefix_pays(prompts, shared, config.batch_size)
+    batch, suffix = min(config.batch_size, len(prompts)), max(map(len, prompts)) - shared
     result.same_outputs = difference <= 1e-3
     layers, heads = lh.head_shape(model)
     result.extra.update(
@@ -60,8 +65,13 @@ def bench_single_head_effects(quick: bool) -> BenchmarkResult:
             "max |effect difference|": difference,
             "largest effect": float(outcome["plain"]["zero"].abs().max()),
             "full forwards (plain)": layers * heads,
+            "shared prefix tokens": shared,
+            "path": "shared prefix" if prefix_path else "from each head's layer on",
             "full-forward equivalents (batched)": round(
-                sum(heads * (layers - layer) / layers for layer in range(layers)), 1
+                heads * layers * (shared + batch * suffix) / (batch * (shared + suffix))
+                if prefix_path
+                else sum(heads * (layers - layer) / layers for layer in range(layers)),
+                1,
             ),
             "peak RSS (MiB)": round(peak_rss_mb()),
             "largest-effect head": "L{}H{}".format(

@@ -15,7 +15,14 @@ for every head of that layer at once (one row per prompt and head, each with its
 only up to the last layer's residual stream (the answer's logit is read from it alone).
 TransformerLens 4.3's ``start_at_layer`` still runs the blocks before ``l`` and discards their
 output (measured: a call from layer 29 of SmolLM2 ran all 30 blocks), so those blocks are made to
-pass their input through for the call (:func:`skipping_blocks`). The plain way
+pass their input through for the call (:func:`skipping_blocks`).
+
+A task's rendered prompts share their first tokens (the chat template, the system turn, the
+instruction), and removing a head changes those positions the same way in every prompt. When
+that costs less (``EffectsConfig.shared_prefix``; by default whichever path costs fewer
+token-layers), the common prefix runs once per head of a layer, as a KV cache
+(:func:`lens_heads.core.kv_cache.cached_step`, one row per head), and each prompt runs only
+its own tokens after it. The plain way
 (:func:`plain_single_head_effects`: one hook per head, one full forward per head) gives the same
 numbers and is kept as the reference of the tests and the benchmark.
 
@@ -49,9 +56,11 @@ from lens_heads.core.prompts import pad_token_id
 __all__ = [
     "ABLATIONS",
     "EffectsConfig",
+    "common_prefix",
     "donor_prompts",
     "mean_head_outputs",
     "plain_single_head_effects",
+    "prefix_pays",
     "single_head_effects",
     "skipping_blocks",
 ]
@@ -66,12 +75,19 @@ class EffectsConfig:
 
     ablations: tuple[str, ...] = ("zero", "mean")
     batch_size: int = 8
+    shared_prefix: bool | None = None
+    """Compute the prompts' common first tokens once per head (a KV cache) and only the rest per
+    prompt: True, False, or None to choose whichever costs fewer token-layers."""
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.ablations if a not in ABLATIONS]
         if unknown or not self.ablations:
             raise InputError(f"ablations must be some of {ABLATIONS}, got {self.ablations}")
         check_int("batch_size", self.batch_size, minimum=1)
+        if self.shared_prefix is not None and not isinstance(self.shared_prefix, bool):
+            raise InputError(
+                f"shared_prefix must be True, False or None, got {self.shared_prefix!r}"
+            )
 
 
 class _Stop(Exception):
@@ -190,6 +206,108 @@ def _answer_logits(model: ModelLike, resid: Tensor, answers: Tensor) -> Tensor:
     return lens_logits(model, resid).float().gather(-1, answers[:, None].to(resid.device))[:, 0]
 
 
+def common_prefix(tokens: Sequence[Sequence[int]]) -> int:
+    """How many first tokens every prompt shares, leaving each at least one of its own.
+
+    >>> common_prefix([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]])
+    2
+    """
+    first, limit = tokens[0], min(map(len, tokens)) - 1
+    shared = 0
+    while shared < limit and all(ids[shared] == first[shared] for ids in tokens):
+        shared += 1
+    return shared
+
+
+def prefix_pays(tokens: Sequence[Sequence[int]], shared: int, batch_size: int) -> bool:
+    """Whether the shared-prefix path costs fewer token-layers than running every prompt from
+    each head's layer on: per layer, the prefix once per head plus every suffix from the first
+    layer, against every whole prompt from the head's layer on (half the layers on average)."""
+    batch = min(batch_size, len(tokens))
+    suffix = max(map(len, tokens)) - shared
+    whole = shared + suffix
+    return shared + batch * suffix < batch * whole / 2
+
+
+def _prefix_effects(
+    model: ModelLike,
+    tokens: Sequence[Sequence[int]],
+    shared: int,
+    answer_ids: Tensor,
+    full: Tensor,
+    baselines: dict[str, Tensor | None],
+    config: EffectsConfig,
+    progress: bool,
+) -> dict[str, Tensor]:
+    """The effects with the common prefix computed once per (layer, head, ablation): a cached
+    forward of the prefix, one row per head of the layer, each removing its head; then every
+    prompt's own tokens after it from that cache (rows head-major: row ``h * B + b``), read at
+    the last residual stream (the answer's logit from it alone)."""
+    import copy
+
+    from lens_heads.core.kv_cache import cached_step
+
+    n_layers, n_heads = head_shape(model)
+    device = model.cfg.device
+    pad = pad_token_id(model.tokenizer)
+    prefix = torch.tensor([list(tokens[0][:shared])], device=device).repeat(n_heads, 1)
+    last_hook = f"blocks.{n_layers - 1}.hook_resid_post"
+    effects = {a: torch.zeros(n_layers, n_heads) for a in config.ablations}
+    steps = [(layer, a) for layer in range(n_layers) for a in config.ablations]
+    for layer, ablation in tqdm(steps, desc="single-head effects", disable=not progress):
+        masks = torch.ones(n_heads, n_layers, n_heads)
+        masks[torch.arange(n_heads), layer, torch.arange(n_heads)] = 0.0
+        hooks = mask_hooks(masks, model, baseline=baselines[ablation])
+        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+            _, prefix_cache = cached_step(
+                model, prefix, torch.ones(n_heads, shared, device=device), None, 1
+            )
+        for start in range(0, len(tokens), config.batch_size):
+            chunk = [ids[shared:] for ids in tokens[start : start + config.batch_size]]
+            batch, last = _padded(chunk, pad)
+            rows = len(chunk)
+            suffix = batch.to(device).repeat(n_heads, 1)
+            real = torch.arange(batch.shape[1])[None] <= last[:, None]
+            attention = torch.cat(
+                [torch.ones(rows, shared, dtype=torch.long), real.long()], dim=1
+            ).repeat(n_heads, 1)
+            cache = copy.deepcopy(prefix_cache)
+            cache.batch_repeat_interleave(rows)
+            seen: dict[str, Tensor] = {}
+            positions = last.repeat(n_heads).to(device)
+
+            def read(act: Tensor, hook: object, seen: dict = seen, at: Tensor = positions) -> None:
+                seen["resid"] = act[torch.arange(len(act)), at]
+                raise _Stop
+
+            row_masks = masks.repeat_interleave(rows, dim=0)
+            hooks = mask_hooks(row_masks, model, baseline=baselines[ablation])
+            try:
+                with torch.no_grad(), model.hooks(fwd_hooks=[*hooks, (last_hook, read)]):
+                    cached_step(model, suffix, attention.to(device), cache, None)
+            except _Stop:
+                pass
+            answers = answer_ids[start : start + rows].repeat(n_heads)
+            removed = _answer_logits(model, seen["resid"], answers).view(n_heads, rows)
+            effects[ablation][layer] += (full[start : start + rows][None] - removed).sum(1).cpu()
+    return {ablation: value / len(tokens) for ablation, value in effects.items()}
+
+
+def _full_answer_logits(
+    model: ModelLike, tokens: Sequence[Sequence[int]], answer_ids: Tensor, batch_size: int
+) -> Tensor:
+    """The answer's logit at each prompt's last position, nothing removed."""
+    found = []
+    for start in range(0, len(tokens), batch_size):
+        batch, last = _padded(tokens[start : start + batch_size], pad_token_id(model.tokenizer))
+        with torch.no_grad():
+            logits = model(batch.to(model.cfg.device))
+        rows = torch.arange(len(last))
+        answers = answer_ids[start : start + len(last)][:, None].to(logits.device)
+        found.append(logits[rows, last].float().gather(-1, answers)[:, 0].cpu())
+    return torch.cat(found)
+
+
 def single_head_effects(
     model: ModelLike,
     prompts: Sequence[PromptLike],
@@ -210,6 +328,21 @@ def single_head_effects(
     if "resample" in config.ablations:
         donors = donor_prompts(tokens, _encode(model, reference or []))  # checked up front
     answer_ids = torch.tensor(target_token_ids(model, list(answers)))
+    shared = common_prefix(tokens)
+    use_prefix = config.shared_prefix
+    if use_prefix is None:
+        use_prefix = (
+            "resample" not in config.ablations
+            and shared > 0
+            and prefix_pays(tokens, shared, config.batch_size)
+        )
+    if use_prefix and "resample" in config.ablations:
+        raise InputError(
+            "resample ablation replaces the shared prefix's outputs too: use shared_prefix=False"
+        )
+    if use_prefix and shared > 0:
+        full = _full_answer_logits(model, tokens, answer_ids, config.batch_size)
+        return _prefix_effects(model, tokens, shared, answer_ids, full, baselines, config, progress)
     effects = {a: torch.zeros(n_layers, n_heads) for a in config.ablations}
     last_hook = f"blocks.{n_layers - 1}.hook_resid_post"
     starts = range(0, len(tokens), config.batch_size)

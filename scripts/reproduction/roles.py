@@ -23,8 +23,9 @@ def _interference(effect: dict[str, Any]) -> str:
         before, after = numbers["accuracy"]
         ce_before, ce_after = numbers["answer CE"]
         verdict = "does the task better" if numbers["better"] else "does not do the task better"
+        given = "with the instruction" if prompts == "instructed" else "on the bare input"
         parts.append(
-            f"with the {prompts} the model without its {numbers['heads removed']} interfering "
+            f"{given} the model without its {numbers['heads removed']} interfering "
             f"heads {verdict} (accuracy {before:.2f} → {after:.2f}, answer CE {ce_before:.2f} → "
             f"{ce_after:.2f})"
         )

@@ -115,6 +115,23 @@ def test_mean_ablation_baseline_is_the_mean_of_z_over_real_positions_by_hand(gqa
     torch.testing.assert_close(found, z.mean(dim=0), rtol=1e-4, atol=1e-6)
 
 
+#: prompts that share their first tokens, as a task's rendered prompts do (template, instruction)
+SHARED = ["the cat sat", "the cat ran far away", "the cat is", "the cat on the mat"]
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_the_shared_prefix_path_equals_one_hook_per_head(gqa, batch_size):
+    config = EffectsConfig(batch_size=batch_size, shared_prefix=True)
+    fast = single_head_effects(gqa, SHARED, ANSWERS, reference=SHARED[:2], config=config)
+    plain = plain_single_head_effects(gqa, SHARED, ANSWERS, reference=SHARED[:2])
+    for ablation in ("zero", "mean"):
+        torch.testing.assert_close(fast[ablation], plain[ablation], rtol=1e-4, atol=1e-5)
+        assert fast[ablation].abs().max() > 0
+    with pytest.raises(lh.LensHeadsError, match="use shared_prefix=False"):
+        resample = EffectsConfig(ablations=("resample",), shared_prefix=True)
+        single_head_effects(gqa, SHARED, ANSWERS, reference=SHARED, config=resample)
+
+
 #: a donor of each prompt's length for the resample ablation (byte tokens: one per character)
 DONORS = [prompt[::-1] for prompt in PROMPTS]
 
