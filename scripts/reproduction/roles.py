@@ -22,7 +22,11 @@ def _interference(effect: dict[str, Any]) -> str:
     for prompts, numbers in effect.items():
         before, after = numbers["accuracy"]
         ce_before, ce_after = numbers["answer CE"]
-        verdict = "does the task better" if numbers["better"] else "does not do the task better"
+        verdict = (
+            "is at least as accurate with a lower answer CE"
+            if numbers["better"]
+            else "is not both at least as accurate and lower in answer CE"
+        )
         given = "with the instruction" if prompts == "instructed" else "on the bare input"
         parts.append(
             f"{given} the model without its {numbers['heads removed']} interfering "
@@ -30,6 +34,10 @@ def _interference(effect: dict[str, Any]) -> str:
             f"{ce_after:.2f})"
         )
     return "; ".join(parts)
+
+
+def _held_out(numbers: dict[str, Any]) -> str:
+    return f"{numbers['settings']['n_eval']} held-out prompts, no significance test"
 
 
 def roles_runs(load: Load) -> str:
@@ -53,7 +61,7 @@ def roles_runs(load: Load) -> str:
         )
         effect = numbers.get("removing interfering heads") or {}
         if effect:
-            text += "; " + _interference(effect)
+            text += f"; on {_held_out(numbers)}, " + _interference(effect)
         lines.append(text + ".")
     return "\n".join(lines)
 
