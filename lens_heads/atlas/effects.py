@@ -296,7 +296,7 @@ def _prefix_effects(
 def _full_answer_logits(
     model: ModelLike, tokens: Sequence[Sequence[int]], answer_ids: Tensor, batch_size: int
 ) -> Tensor:
-    """The answer's logit at each prompt's last position, nothing removed."""
+    """The answer's logit at each prompt's last position (under whatever hooks are on)."""
     found = []
     for start in range(0, len(tokens), batch_size):
         batch, last = _padded(tokens[start : start + batch_size], pad_token_id(model.tokenizer))
@@ -407,19 +407,17 @@ def plain_single_head_effects(
     n_layers, n_heads = head_shape(model)
     tokens = _encode(model, prompts)
     answer_ids = torch.tensor(target_token_ids(model, list(answers)))
-    batch, last = _padded(tokens, pad_token_id(model.tokenizer))
-    rows = torch.arange(len(tokens))
+    width = max(map(len, tokens))
 
-    def answer_logit(hooks: list) -> Tensor:
-        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
-            logits = model(batch.to(model.cfg.device))
-        return logits[rows, last].float().gather(-1, answer_ids[:, None])[:, 0].cpu()
+    def answer_logit(hooks: list) -> Tensor:  # every prompt in one batch
+        with model.hooks(fwd_hooks=hooks):
+            return _full_answer_logits(model, tokens, answer_ids, len(tokens))
 
     full = answer_logit([])
     baselines = _baselines(model, config.ablations, reference, config.batch_size)
     if "resample" in config.ablations:
         donors = donor_prompts(tokens, _encode(model, reference or []))
-        baselines["resample"] = _donor_outputs(model, donors, batch.shape[1])
+        baselines["resample"] = _donor_outputs(model, donors, width)
     effects = {}
     for ablation in config.ablations:
         baseline = baselines[ablation]
