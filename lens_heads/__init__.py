@@ -20,7 +20,7 @@ from lens_heads.atlas import AtlasConfig, HeadAtlas, head_atlas
 from lens_heads.core.errors import LensHeadsError
 from lens_heads.core.generation import Generation, generate, greedy_generate
 from lens_heads.core.guards import verify_model
-from lens_heads.core.hooks import apply_mask, mask_hooks
+from lens_heads.core.hooks import ablated, apply_mask, mask_hooks
 from lens_heads.core.masks import HeadMask, expected_random_jaccard, jaccard
 from lens_heads.core.models import MODEL_ALIASES, head_shape, load_model, tiny_model
 from lens_heads.core.prompts import PromptFormat
@@ -97,6 +97,7 @@ __all__ = [
     "TrainingConfig",
     "TranslationScores",
     "ablate_heads",
+    "ablated",
     "alpha_curve",
     "apply_mask",
     "attention_on_target",

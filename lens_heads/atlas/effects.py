@@ -46,6 +46,7 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lens_heads.core.ablation import ABLATIONS, mean_head_outputs, right_padded
 from lens_heads.core.capture import PromptLike, encode_prompt, lens_logits, target_token_ids
 from lens_heads.core.checks import check_int
 from lens_heads.core.errors import InputError
@@ -64,8 +65,6 @@ __all__ = [
     "single_head_effects",
     "skipping_blocks",
 ]
-
-ABLATIONS = ("zero", "mean", "resample")
 
 
 @dataclass(frozen=True)
@@ -117,40 +116,6 @@ def _encode(model: ModelLike, prompts: Sequence[PromptLike]) -> list[list[int]]:
     return [list(encode_prompt(model, prompt).tokens) for prompt in prompts]
 
 
-def _padded(tokens: Sequence[Sequence[int]], pad: int) -> tuple[Tensor, Tensor]:
-    width = max(map(len, tokens))
-    batch = torch.full((len(tokens), width), pad, dtype=torch.long)
-    for row, ids in enumerate(tokens):
-        batch[row, : len(ids)] = torch.tensor(list(ids))
-    return batch, torch.tensor([len(ids) - 1 for ids in tokens])
-
-
-def mean_head_outputs(
-    model: ModelLike, prompts: Sequence[PromptLike], *, batch_size: int = 8
-) -> Float[Tensor, "n_layers n_heads d_head"]:
-    """Each head's mean ``z`` over every (real) position of ``prompts`` (texts, rendered as
-    :func:`lens_heads.evaluate` renders them, or token ids): the mean-ablation baseline."""
-    n_layers, _ = head_shape(model)
-    tokens = _encode(model, prompts)
-    sums: dict[int, Tensor] = {}
-    count = 0
-    for start in range(0, len(tokens), batch_size):
-        chunk = tokens[start : start + batch_size]
-        batch, last = _padded(chunk, pad_token_id(model.tokenizer))
-        real = torch.arange(batch.shape[1])[None] <= last[:, None]  # [batch, pos]
-        count += int(real.sum())
-
-        def keep(z: Tensor, hook: object, real: Tensor = real) -> None:
-            layer = int(hook.name.split(".")[1])  # type: ignore[attr-defined]
-            total = (z.float() * real[:, :, None, None].to(z.device)).sum(dim=(0, 1)).cpu()
-            sums[layer] = sums.get(layer, 0) + total
-
-        hooks = [(f"blocks.{layer}.attn.hook_z", keep) for layer in range(n_layers)]
-        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
-            model(batch.to(model.cfg.device))
-    return torch.stack([sums[layer] for layer in range(n_layers)]) / count
-
-
 def donor_prompts(
     tokens: Sequence[Sequence[int]], reference: Sequence[Sequence[int]]
 ) -> list[list[int]]:
@@ -198,7 +163,7 @@ def _baselines(
 
 def _donor_outputs(model: ModelLike, donors: Sequence[Sequence[int]], width: int) -> Tensor:
     """``z`` of the donors, right-padded to ``width`` like the prompts they stand in for."""
-    batch, _ = _padded([*donors, [0] * width], pad_token_id(model.tokenizer))
+    batch, _ = right_padded([*donors, [0] * width], pad_token_id(model.tokenizer))
     return head_outputs(model, batch[:-1]).cpu()
 
 
@@ -264,7 +229,7 @@ def _prefix_effects(
             )
         for start in range(0, len(tokens), config.batch_size):
             chunk = [ids[shared:] for ids in tokens[start : start + config.batch_size]]
-            batch, last = _padded(chunk, pad)
+            batch, last = right_padded(chunk, pad)
             rows = len(chunk)
             suffix = batch.to(device).repeat(n_heads, 1)
             real = torch.arange(batch.shape[1])[None] <= last[:, None]
@@ -298,8 +263,9 @@ def _full_answer_logits(
 ) -> Tensor:
     """The answer's logit at each prompt's last position (under whatever hooks are on)."""
     found = []
+    pad = pad_token_id(model.tokenizer)
     for start in range(0, len(tokens), batch_size):
-        batch, last = _padded(tokens[start : start + batch_size], pad_token_id(model.tokenizer))
+        batch, last = right_padded(tokens[start : start + batch_size], pad)
         with torch.no_grad():
             logits = model(batch.to(model.cfg.device))
         rows = torch.arange(len(last))
@@ -348,7 +314,7 @@ def single_head_effects(
     starts = range(0, len(tokens), config.batch_size)
     for start in tqdm(starts, desc="single-head effects", disable=not progress):
         chunk = tokens[start : start + config.batch_size]
-        batch, last = _padded(chunk, pad_token_id(model.tokenizer))
+        batch, last = right_padded(chunk, pad_token_id(model.tokenizer))
         rows = torch.arange(len(chunk))
         answers_chunk = answer_ids[start : start + len(chunk)]
         with torch.no_grad():

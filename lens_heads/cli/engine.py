@@ -10,6 +10,7 @@ from typing import Any
 from lens_heads.cli import common
 from lens_heads.cli import lahis as cli_lahis
 from lens_heads.cli.options import add_settings, settings_from
+from lens_heads.core.ablation import FIXED
 from lens_heads.core.errors import InputError
 from lens_heads.engine import (
     EvaluationConfig,
@@ -47,7 +48,7 @@ def _add_eval(sub: Any) -> None:
         help="instruction text (for a task file without one)",
     )
     common.add_match_argument(parser)
-    add_settings(parser, EvaluationConfig, skip=("progress",))
+    add_settings(parser, EvaluationConfig, skip=("progress",), choices={"ablation": FIXED})
     common.deprecated(parser, "--seeds", "--random-seeds", "old_seeds")
     parser.add_argument("--out", required=True, help="output directory")
 
@@ -113,7 +114,12 @@ def _add_train_mask(sub: Any) -> None:
         only=_TRAINING_FLAGS,
         defaults=dict.fromkeys(_TRAINING_FLAGS),
         rename=_TRAINING_RENAMED,
-        choices={"dtype": _PRECISIONS, "noise": ("example", "batch"), "answer_end": _ENDS},
+        choices={
+            "dtype": _PRECISIONS,
+            "noise": ("example", "batch"),
+            "answer_end": _ENDS,
+            "ablation": FIXED,
+        },
         check=False,  # the flags override the schedule; the command checks the result
     )
     # --dtype means the weights' dtype elsewhere; here it was the training precision
@@ -149,7 +155,7 @@ def _add_train_mask(sub: Any) -> None:
 #: command line (the held-out examples, the training precision)
 _TRAINING_FLAGS = (
     "steps", "lr", "batch_size", "seed", "init_mean", "noise", "sparsity", "shots", "answer_end",
-    "n_eval", "split_seed", "dtype", "ffn_masks", "query_side",
+    "n_eval", "split_seed", "dtype", "ffn_masks", "query_side", "ablation",
 )  # fmt: skip
 _TRAINING_RENAMED = {"n_eval": "holdout", "dtype": "precision"}
 _PRECISIONS = ("auto", "bf16", "fp32", "bfloat16", "float32")
@@ -195,6 +201,7 @@ def _cmd_train_mask(args: argparse.Namespace) -> int:
             chat=config.chat,
             shots=config.shots,
             separator=config.separator,
+            ablation=config.ablation,
         )
         evaluation_config.check(task, settings, mask_given=True)
     with common.writing(out):

@@ -9,10 +9,11 @@ from typing import Any
 
 from lens_heads.cli import common
 from lens_heads.cli.options import add_settings, settings_from
+from lens_heads.core.ablation import FIXED
 from lens_heads.core.errors import InputError
 from lens_heads.core.tables import markdown_table
 from lens_heads.demo import DemoConfig
-from lens_heads.heads_up.sweep_config import SweepConfig
+from lens_heads.heads_up.sweep_config import ENGINES, SweepConfig
 
 __all__ = ["COMMANDS"]
 
@@ -55,7 +56,18 @@ def _add_sweep(sub: Any) -> None:
         type=common.text,
         help="instead of --reference-prompt: the prompt in the instruction template (Table 10)",
     )
-    add_settings(parser, SweepConfig, skip=("progress",), rename={"track_top_k": "top_k"})
+    add_settings(
+        parser,
+        SweepConfig,
+        skip=("progress",),
+        rename={"track_top_k": "top_k"},
+        choices={"ablation": FIXED, "engine": ENGINES},
+    )
+    parser.add_argument(
+        "--mean-task",
+        help="with --ablation mean: the task (built-in name or file) whose first 64 training "
+        "inputs give each head's mean output",
+    )
     common.deprecated(
         parser, "--generate-tokens", "--max-new-tokens", "max_new_tokens", type=common.non_negative
     )
@@ -119,6 +131,18 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.target is None and args.top_k == 0:
         raise InputError("nothing to track: give --target or --top-k above 0")
     config = settings_from(args, SweepConfig, rename={"track_top_k": "top_k"})
+    mean_prompts = None
+    if config.ablation == "mean" or args.mean_task:
+        if not (config.ablation == "mean" and args.mean_task):
+            raise InputError(
+                "mean ablation takes its reference from a task: pass --ablation mean "
+                "with --mean-task TASK"
+            )
+        from lens_heads.core.ablation import REFERENCE_SIZE
+        from lens_heads.core.tasks import get_task
+
+        examples = get_task(args.mean_task).examples[:REFERENCE_SIZE]
+        mean_prompts = [example.input for example in examples]
     with common.writing(args.out) as out:
         model = common.load_model(args)
         result = removal_sweep(
@@ -127,6 +151,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             order,  # a mask is checked against the model there
             target=args.target,
             reference_prompt=reference,
+            mean_prompts=mean_prompts,
             config=config,
         )
         result.metadata["stay"] = args.stay

@@ -8,6 +8,7 @@ from typing import Any
 
 from lens_heads.cli import common
 from lens_heads.cli.options import add_settings, settings_from
+from lens_heads.core.ablation import FIXED
 from lens_heads.heads_up import RolesConfig
 
 __all__ = ["COMMANDS", "EXAMPLES"]
@@ -29,7 +30,9 @@ def _add_roles(sub: Any) -> None:
         "model", help="alias (smollm2-135m-instruct, gemma-3-270m), checkpoint dir or HF id"
     )
     parser.add_argument("--task", required=True, help="task name or JSON file")
-    add_settings(parser, RolesConfig, rename=_RENAMED, choices={"dtype": _PRECISIONS})
+    add_settings(
+        parser, RolesConfig, rename=_RENAMED, choices={"dtype": _PRECISIONS, "ablation": FIXED}
+    )
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 

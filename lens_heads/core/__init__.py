@@ -18,7 +18,7 @@
 from lens_heads.core.errors import LensHeadsError
 from lens_heads.core.generation import Generation, generate, greedy_generate
 from lens_heads.core.guards import verify_model
-from lens_heads.core.hooks import apply_mask, mask_hooks
+from lens_heads.core.hooks import ablated, apply_mask, mask_hooks
 from lens_heads.core.libraries import LibraryMismatchError, library_versions
 from lens_heads.core.masks import HeadMask, expected_random_jaccard, jaccard
 from lens_heads.core.models import MODEL_ALIASES, head_shape, load_model, tiny_model
@@ -36,6 +36,7 @@ __all__ = [
     "LibraryMismatchError",
     "PromptFormat",
     "Task",
+    "ablated",
     "apply_mask",
     "configure",
     "expected_random_jaccard",

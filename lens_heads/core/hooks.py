@@ -16,6 +16,7 @@ True
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -28,13 +29,24 @@ from lens_heads.core.errors import InputError, InputTypeError
 from lens_heads.core.masks import HeadMask, MaskShapeError
 from lens_heads.core.models import ModelLike, head_shape
 
-__all__ = ["MaskLike", "apply_mask", "head_outputs", "mask_hooks", "maybe_mask"]
+__all__ = [
+    "MaskLike",
+    "ablated",
+    "apply_mask",
+    "current_baseline",
+    "head_outputs",
+    "mask_hooks",
+    "maybe_mask",
+]
 
 #: A HeadMask, a tensor ``[n_layers, n_heads]`` shared by the batch, or ``[batch, n_layers,
 #: n_heads]`` per example. Raw tensors may require grad (training); they are used as given.
 MaskLike = HeadMask | Float[Tensor, "n_layers n_heads"] | Float[Tensor, "batch n_layers n_heads"]
 
 Hook = tuple[str, Callable[..., Any]]
+
+#: the baseline each model's masks move removed heads to inside :func:`ablated`
+_BASELINES: weakref.WeakKeyDictionary[Any, Tensor] = weakref.WeakKeyDictionary()
 
 
 def hook_z_name(layer: int) -> str:
@@ -111,13 +123,16 @@ def mask_hooks(
     ``baseline``: what a removed head outputs instead of zero: per layer and head ``[L, H,
     d_head]``, the same at every position (its mean ``z`` over reference prompts: mean
     ablation), or per example and position ``[batch, pos, L, H, d_head]`` (its ``z`` on
-    another prompt, :func:`head_outputs`: resample ablation).
+    another prompt, :func:`head_outputs`: resample ablation). Without one, the baseline of an
+    enclosing :func:`ablated` block for ``model`` applies (none: zero ablation).
 
     >>> hooks = mask_hooks(HeadMask.ones(2, 4))
     >>> [name for name, _ in hooks]
     ['blocks.0.attn.hook_z', 'blocks.1.attn.hook_z']
     """
     factor = _multiplier(mask)
+    if baseline is None and model is not None:
+        baseline = _BASELINES.get(model)
     n_layers, n_heads = factor.shape[-2], factor.shape[-1]
     if model is not None and (n_layers, n_heads) != head_shape(model):
         expected = head_shape(model)
@@ -150,6 +165,46 @@ def apply_mask(model: ModelLike, mask: MaskLike) -> Iterator[ModelLike]:
     _check_finite(mask)
     with model.hooks(fwd_hooks=mask_hooks(mask, model)):
         yield model
+
+
+@contextmanager
+def ablated(model: ModelLike, baseline: Tensor | None) -> Iterator[ModelLike]:
+    """Inside it, every mask applied to ``model`` (:func:`mask_hooks` with the model,
+    :func:`apply_mask`, generation, training, sweeps, evaluation) moves a removed head's output
+    to ``baseline`` ``[n_layers, n_heads, d_head]`` instead of zero; ``None`` changes nothing.
+    See :mod:`lens_heads.core.ablation` for the baselines.
+
+    >>> import lens_heads as lh
+    >>> model = lh.tiny_model(n_layers=2, n_heads=4, d_head=16)
+    >>> tokens = model.to_tokens("hi")
+    >>> with ablated(model, torch.zeros(2, 4, 16)), apply_mask(model, HeadMask.zeros(model)):
+    ...     same = model(tokens)
+    >>> with apply_mask(model, HeadMask.zeros(model)):
+    ...     torch.equal(same, model(tokens))
+    True
+    """
+    if baseline is None:
+        yield model
+        return
+    if baseline.ndim != 3 or tuple(baseline.shape[:2]) != head_shape(model):
+        raise MaskShapeError(
+            f"an ablation baseline is [n_layers, n_heads, d_head] = {head_shape(model)} + "
+            f"(d_head,), got {tuple(baseline.shape)}"
+        )
+    previous = _BASELINES.get(model)
+    _BASELINES[model] = baseline
+    try:
+        yield model
+    finally:
+        if previous is None:
+            _BASELINES.pop(model, None)
+        else:
+            _BASELINES[model] = previous
+
+
+def current_baseline(model: ModelLike) -> Tensor | None:
+    """The baseline of the :func:`ablated` block ``model`` runs in (None: zero ablation)."""
+    return _BASELINES.get(model)
 
 
 def maybe_mask(model: ModelLike, mask: MaskLike | None) -> Any:

@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
+from torch import Tensor
 from tqdm.auto import tqdm
 
+from lens_heads.core.ablation import REFERENCE_SIZE, ablation_baseline
 from lens_heads.core.checks import resolve_mask
+from lens_heads.core.hooks import ablated
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import ModelLike, model_name
 from lens_heads.core.prompts import (
@@ -103,8 +107,6 @@ def evaluate(
     config = configure(EvaluationConfig, config, options, "evaluate")
     task = task if isinstance(task, Task) else get_task(task, instruction=instruction)
     if instruction is not None and task.instruction != instruction:
-        from dataclasses import replace
-
         task = replace(task, instruction=instruction)
     mask_ = resolve_mask(mask, model)
     other_ = resolve_mask(other_mask, model)
@@ -165,10 +167,44 @@ def run_plan(
             separator=config.separator,
         )
         scoring.check_fits(model, prompts[instructed], evaluation, new_tokens)
+    reference = evaluation if train is None or not len(train) else train
+    with ablated(model, _baseline(model, reference, config, chat)):
+        outputs = _generate(model, task.name, plan, prompts, config, new_tokens, len(evaluation))
+    run_rows: list[dict[str, Any]] = []
+    record_rows: list[dict[str, Any]] = []
+    for i, run in enumerate(plan):
+        metrics, records = scoring.score_run(
+            model, task, evaluation, prompts[run.instructed], run, outputs[i], config.first_line
+        )
+        run_rows.append(metrics)
+        record_rows += records
+    stored = config.stored()
+    stored.pop("random_seeds")
+    stored.update(
+        n_eval=len(evaluation),
+        unseen=unseen,
+        chat=chat,
+        max_new_tokens=new_tokens,
+        match=task.match,
+        instruction=task.instruction,
+    )
+    return run_rows, record_rows, stored
+
+
+def _generate(
+    model: ModelLike,
+    name: str,
+    plan: Sequence[EvaluationRun],
+    prompts: dict[bool, list[EncodedExample]],
+    config: EvaluationConfig,
+    new_tokens: int,
+    n_examples: int,
+) -> dict[int, scoring.RunOutputs]:
+    """Decode and score every run of ``plan`` (stacked when ``config.stack_masks``)."""
     # the bar counts examples over all settings (a setting can take minutes)
     bar = tqdm(
-        total=len(plan) * len(evaluation),
-        desc=f"evaluating {task.name}",
+        total=len(plan) * n_examples,
+        desc=f"evaluating {name}",
         unit="example",
         disable=not config.progress,
     )
@@ -190,25 +226,29 @@ def run_plan(
                 model, prompts[run.instructed], run.mask, new_tokens, batch_size, **decode
             )
     bar.close()
-    run_rows: list[dict[str, Any]] = []
-    record_rows: list[dict[str, Any]] = []
-    for i, run in enumerate(plan):
-        metrics, records = scoring.score_run(
-            model, task, evaluation, prompts[run.instructed], run, outputs[i], config.first_line
-        )
-        run_rows.append(metrics)
-        record_rows += records
-    stored = config.stored()
-    stored.pop("random_seeds")
-    stored.update(
-        n_eval=len(evaluation),
-        unseen=unseen,
+    return outputs
+
+
+def _baseline(
+    model: ModelLike, reference: Task, config: EvaluationConfig, chat: bool
+) -> Tensor | None:
+    """The removed heads' baseline of ``config.ablation``: None (zero) or the mean over the
+    bare prompts of ``reference``'s first examples, rendered like the evaluated ones."""
+    if config.ablation == "zero":
+        return None
+    examples = reference.examples[:REFERENCE_SIZE]
+    encoded = scoring.encode_prompts(
+        model,
+        replace(reference, examples=tuple(examples)),
+        instructed=False,
         chat=chat,
-        max_new_tokens=new_tokens,
-        match=task.match,
-        instruction=task.instruction,
+        shots=0,
+        shot_pool=None,
+        shot_seed=0,
+        separator=config.separator,
     )
-    return run_rows, record_rows, stored
+    prompts = [example.prompt_tokens for example in encoded]
+    return ablation_baseline(model, config.ablation, prompts, where="evaluation")
 
 
 def mask_info(source: Any, mask: HeadMask | None) -> dict[str, Any] | None:

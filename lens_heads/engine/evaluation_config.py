@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from lens_heads.core.ablation import FIXED, check_ablation
 from lens_heads.core.checks import check_int, check_seeds, own_checks
 from lens_heads.core.errors import InputError
 from lens_heads.core.tasks import Task
@@ -56,6 +57,9 @@ class EvaluationConfig:
     """Score the output's first line and stop decoding at a newline."""
     stack_masks: bool = False
     """Decode the runs that share a prompt set in one pass, one mask per row."""
+    ablation: str = "zero"
+    """What a removed head outputs: zero, or mean (its mean output over the bare prompts of the
+    first 64 training examples; the held-out ones when the split has none)."""
     progress: bool = True
     """Show a progress bar."""
 
@@ -69,6 +73,7 @@ class EvaluationConfig:
                 check_int(
                     name, getattr(self, name), minimum=1 if name == "max_new_tokens" else None
                 )
+        check_ablation(self.ablation, allowed=FIXED, where="evaluation")
         seeds = check_seeds("random_seeds", self.random_seeds)
         object.__setattr__(self, "random_seeds", seeds)
         if not isinstance(self.separator, str):

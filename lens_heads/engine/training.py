@@ -38,6 +38,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lens_heads.core.ablation import REFERENCE_SIZE, ablation_baseline
 from lens_heads.core.checks import check_context
 from lens_heads.core.errors import InputError, LensHeadsError, NonFiniteError
 from lens_heads.core.guards import check_pattern_capture
@@ -270,6 +271,8 @@ class MaskTrainer:
         self.encoded = _encode_training(model, self.train_set, config)
         self.pad_id = pad_token_id(model.tokenizer)
         self.shape = head_shape(model)
+        reference = [example.prompt_tokens for example in self.encoded[:REFERENCE_SIZE]]
+        self.baseline = ablation_baseline(model, config.ablation, reference, where="mask training")
         self.generator = torch.Generator().manual_seed(config.seed % 2**63)
         n_layers, n_heads = self.shape
         init = torch.empty(n_layers, n_heads).normal_(
@@ -351,7 +354,10 @@ class MaskTrainer:
         """The answer-token CE of ``tokens`` under the head ``mask`` (and the MLP mask ``ffn``),
         differentiable with respect to whatever the masks were computed from (the loss of
         :meth:`step`, and of any diagnosis that takes a gradient without updating)."""
-        hooks = _query_side_hooks(mask) if self.config.query_side else mask_hooks(mask, self.model)
+        if self.config.query_side:
+            hooks = _query_side_hooks(mask)
+        else:
+            hooks = mask_hooks(mask, self.model, baseline=self.baseline)
         if ffn is not None:
             hooks += _ffn_hooks(ffn)
         with torch.enable_grad(), self._autocast():

@@ -18,6 +18,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from lens_heads.core.ablation import FIXED, check_ablation
 from lens_heads.core.checks import check_numeric_fields, own_checks
 from lens_heads.core.devices import native_bf16
 from lens_heads.core.errors import InputError
@@ -138,6 +139,9 @@ class TrainingConfig:
     the gates towards 0, < 0 towards 1."""
     pull_clamp: float = 4.0
     """Sigmoid gates: the pull stops acting on a gate logit beyond +-pull_clamp."""
+    ablation: str = "zero"
+    """What a removed head outputs: zero, or mean (its mean output over the prompts of the first
+    64 training examples)."""
 
     def __post_init__(self) -> None:
         def need(condition: bool, message: str) -> None:
@@ -196,6 +200,12 @@ class TrainingConfig:
         need(self.shots >= 0, f"shots must be >= 0, got {self.shots}")
         _check_soft(self)
         _check_gates(self)
+        check_ablation(self.ablation, allowed=FIXED, where="mask training")
+        if self.ablation != "zero" and self.query_side:
+            raise InputError(
+                "query_side masks act inside the softmax, not on the head output: use "
+                "ablation='zero' with them"
+            )
         need(
             self.answer_end in ANSWER_ENDS,
             f"answer_end must be one of {', '.join(ANSWER_ENDS)}, got {self.answer_end!r}",
@@ -257,6 +267,7 @@ _LATER_FIELDS: dict[str, Any] = {
     "n_masks": 1,
     "gate_pull": 0.0,
     "pull_clamp": 4.0,
+    "ablation": "zero",
 }
 
 #: the mask parametrisations of the one trainer

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from lens_heads.core.errors import InputError, MissingFileError
 from lens_heads.core.guards import check_pattern_capture
-from lens_heads.core.hooks import mask_hooks
+from lens_heads.core.hooks import current_baseline, mask_hooks
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import ModelLike
 from lens_heads.core.storage import save_figures, write_atomic, write_atomic_with
@@ -146,6 +146,8 @@ class MaskTrainingResult:
             "steps": int(self.history["step"].max()) if len(self.history) else 0,
             "trained_with": "lens_heads.train_mask",
         }
+        if self.config.ablation != "zero":
+            metadata["ablation"] = self.config.ablation
         return HeadMask(HeadMask.from_weights(self.W).values, metadata=metadata)
 
     @property
@@ -171,6 +173,11 @@ class MaskTrainingResult:
         ['blocks.0.attn.hook_z', 'blocks.1.attn.hook_z']
         """
         values = self.mask.values
+        if self.config.ablation != "zero" and (model is None or current_baseline(model) is None):
+            raise InputError(
+                f"this mask was trained with {self.config.ablation} ablation: apply it inside "
+                "lens_heads.ablated(model, baseline) with the baseline it was trained with"
+            )
         if self.config.query_side and model is not None:
             check_pattern_capture(model)  # the mask acts on hook_pattern: check it once
         hooks = _query_side_hooks(values) if self.config.query_side else mask_hooks(values, model)

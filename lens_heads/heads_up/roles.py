@@ -85,6 +85,9 @@ class RolesConfig:
     """What closes each training target (as TrainingConfig.answer_end)."""
     evaluate: bool = True
     """Evaluate the sets found (generation on the held-out examples)."""
+    ablation: str = "zero"
+    """What a closed gate's head outputs: zero, or mean (its mean output over the training
+    prompts) -- in the fits and in the evaluation."""
 
     def __post_init__(self) -> None:
         check_numeric_fields(self)
@@ -116,6 +119,7 @@ class RolesConfig:
             dtype=self.dtype,
             shots=self.shots,
             answer_end=self.answer_end,
+            ablation=self.ablation,
         )
 
 
@@ -180,6 +184,7 @@ def _evaluate_sets(
             mask=mask,
             n_eval=config.n_eval,
             shots=config.shots,
+            ablation=config.ablation,
             progress=progress,
         )
         for _, run in result.runs.iterrows():

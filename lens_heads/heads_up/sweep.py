@@ -41,10 +41,11 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from lens_heads.core.ablation import ablation_baseline
 from lens_heads.core.checks import check_context, check_prompt, check_top_k
 from lens_heads.core.errors import InputError, InputTypeError
 from lens_heads.core.generation import greedy_generate
-from lens_heads.core.hooks import mask_hooks
+from lens_heads.core.hooks import ablated, mask_hooks
 from lens_heads.core.masks import HeadMask, MaskShapeError, format_head, parse_head
 from lens_heads.core.metrics import token_ranks
 from lens_heads.core.models import ModelLike, head_shape, model_name
@@ -370,6 +371,7 @@ def removal_sweep(
     *,
     target: str | int | None = None,
     reference_prompt: str | None = None,
+    mean_prompts: Sequence[str] | None = None,
     config: SweepConfig | None = None,
     **options: Any,
 ) -> SweepResult:
@@ -394,6 +396,8 @@ def removal_sweep(
     * ``chat``: wrap the prompt(s) in the model's chat template (default: when it has one).
     * ``batch_size``: steps evaluated together (default :func:`default_batch_size`); results do
       not depend on it.
+    * ``ablation``: a removed head outputs zero (default), or with ``"mean"`` its mean output
+      over ``mean_prompts`` (e.g. the task's training inputs, rendered like ``prompt``).
     * ``engine``: ``"batched"`` (default) or ``"naive"``, the reference loop that evaluates and
       generates each step on its own (same results, several times slower; for checking).
 
@@ -406,6 +410,31 @@ def removal_sweep(
     """
     config = configure(SweepConfig, config, options, "removal_sweep")
     check_prompt(prompt, "the prompt")
+    if mean_prompts is not None and config.ablation != "mean":
+        raise InputError("mean_prompts are the mean ablation's reference: pass ablation='mean'")
+    chat = has_chat_template(model.tokenizer) if config.chat is None else config.chat
+    reference = (
+        None
+        if mean_prompts is None
+        else [encode_text(model.tokenizer, p, chat=chat) for p in mean_prompts]
+    )
+    baseline = ablation_baseline(model, config.ablation, reference, where="removal_sweep")
+    with ablated(model, baseline):
+        result = _removal_sweep(model, prompt, order, target, reference_prompt, config)
+    result.metadata.update(
+        ablation=config.ablation, mean_prompts=0 if mean_prompts is None else len(mean_prompts)
+    )
+    return result
+
+
+def _removal_sweep(
+    model: ModelLike,
+    prompt: str,
+    order: OrderLike,
+    target: str | int | None,
+    reference_prompt: str | None,
+    config: SweepConfig,
+) -> SweepResult:
     if reference_prompt is not None:
         check_prompt(reference_prompt, "reference_prompt (None skips the similarity)")
     track_top_k, generate_tokens = config.track_top_k, config.max_new_tokens

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
+from lens_heads.core.ablation import FIXED, check_ablation
 from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
 
@@ -40,6 +41,8 @@ class SweepConfig:
     """Steps evaluated together (default: as many as fit; results do not depend on it)."""
     influential_k: int | None = None
     """Re-order the first k heads by the gain in the target's rank each causes alone."""
+    ablation: str = "zero"
+    """What a removed head outputs: zero, or mean (its mean output over reference prompts)."""
     engine: str = "batched"
     """batched (default) or naive: the reference loop, one step at a time (for checking)."""
     progress: bool = True
@@ -50,6 +53,7 @@ class SweepConfig:
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise InputError(f"engine must be 'batched' or 'naive', got {self.engine!r}")
+        check_ablation(self.ablation, allowed=FIXED, where="removal_sweep")
         check_int("every", self.every, minimum=1)
         check_int("track_top_k", self.track_top_k, minimum=0)
         check_int("max_new_tokens", self.max_new_tokens, minimum=0)

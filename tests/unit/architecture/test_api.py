@@ -26,7 +26,8 @@ API = {
         "PathwaysResult", "PromptFormat", "RolesConfig", "ScoreConfig", "SimilarityStats",
         "SweepConfig",
         "SweepResult", "TRaterResult", "Task", "TasksPerHead", "TrainingConfig",
-        "TranslationScores", "ablate_heads", "alpha_curve", "apply_mask", "attention_on_target",
+        "TranslationScores", "ablate_heads", "ablated", "alpha_curve", "apply_mask",
+        "attention_on_target",
         "evaluate", "expected_random_jaccard", "figure4_similarity", "functional_pathways",
         "generate", "get_task", "greedy_generate", "head_atlas", "head_importance", "head_roles",
         "head_shape",
@@ -38,7 +39,7 @@ API = {
     ],
     "lens_heads.core": [
         "MODEL_ALIASES", "Generation", "HeadMask", "HeadScale", "LensHeadsError",
-        "LibraryMismatchError", "PromptFormat", "Task", "apply_mask", "configure",
+        "LibraryMismatchError", "PromptFormat", "Task", "ablated", "apply_mask", "configure",
         "expected_random_jaccard", "field_docs", "generate", "get_task", "greedy_generate",
         "head_shape", "jaccard", "library_versions", "list_tasks", "load_model", "mask_hooks",
         "tiny_model", "verify_model",

@@ -212,6 +212,10 @@ SILENT = [
      "'english-french' is a built-in word task (single words), not sentence pairs"),
     *[(["translation-scores", "--model", "{M}", "--pairs", "en-fr", "--threshold", value,
         "--out", "{out}"], "--threshold: must") for value in ("nan", "-1", "inf")],
+    (["sweep", "--model", "{M}", "--heads", "L0H1", "--prompt", "hi", "--target", "H",
+      "--ablation", "mean", "--out", "{out}"], "pass --ablation mean with --mean-task TASK"),
+    (["sweep", "--model", "{M}", "--heads", "L0H1", "--prompt", "hi", "--target", "H",
+      "--mean-task", "{upper}", "--out", "{out}"], "pass --ablation mean with --mean-task TASK"),
 ]  # fmt: skip
 
 

@@ -20,16 +20,20 @@ FAST = RolesConfig(
 )
 
 
-def planted_model() -> object:
+def planted_model(identical_tokens: bool = False) -> object:
     """One layer, three heads whose roles are known by construction: L0H0 writes the answer
     token's unembedding direction (the task needs it), L0H1 writes the opposite direction (it
     hurts the task), L0H2 writes nothing. Every token carries one constant embedding direction
     and each head's value reads only it, so each head outputs the same vector whatever it
-    attends to; the MLP is switched off."""
+    attends to; the MLP is switched off. ``identical_tokens``: every token embeds the same
+    vector, so that the normalised input, and each head's output, is exactly the same at every
+    position."""
     model = lh.tiny_model(n_layers=1, n_heads=3, d_head=D_HEAD)
     hf = model.original_model
     answer = model.tokenizer.encode("z", add_special_tokens=False)[0]
     with torch.no_grad():
+        if identical_tokens:
+            hf.model.embed_tokens.weight.zero_()
         hf.model.embed_tokens.weight[:, 0] = 3.0
         layer = hf.model.layers[0]
         layer.mlp.down_proj.weight.zero_()
@@ -138,3 +142,17 @@ def test_a_result_of_several_seeds_has_one_mask_per_seed() -> None:
         _ = result.mask
     assert result.single(2).mask.shape == (1, 3)
     torch.testing.assert_close(result.single(2).W, result.W[2])
+
+
+def test_with_mean_ablation_heads_whose_output_never_varies_are_irrelevant() -> None:
+    """When every head writes the same vector at every position, replacing a head by its mean
+    output changes nothing: under mean ablation the roles that zero ablation finds vanish, and
+    the pulls alone decide every gate."""
+    from dataclasses import replace
+
+    model = planted_model(identical_tokens=True)
+    zero = head_roles(model, TASK, FAST)
+    assert list(zero.to_frame()["class"]) == ["facilitating", "interfering", "irrelevant"]
+    roles = head_roles(model, TASK, replace(FAST, ablation="mean"))
+    assert roles.settings["ablation"] == "mean"
+    assert list(roles.to_frame()["class"]) == ["irrelevant"] * 3

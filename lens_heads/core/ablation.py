@@ -1,0 +1,135 @@
+"""What a removed head outputs: the ablation types every analysis shares.
+
+* **zero** -- the head's output ``z`` is set to zero (the papers' setting, the default);
+* **mean** -- it is set to the head's mean ``z`` over every real position of a set of
+  reference prompts (:func:`mean_head_outputs`), the same vector at every position;
+* **resample** -- it is set to the head's ``z`` at the same position of another prompt of the
+  same token length (:func:`lens_heads.core.hooks.head_outputs`). Only analyses that run each
+  prompt once at a fixed length take it (the atlas's single-head effects); generation and
+  batches of prompts of different lengths have no such donor.
+
+The one mask hook applies all three (``m * z + (1 - m) * baseline``); an analysis computes its
+baseline once and runs inside :func:`lens_heads.core.hooks.ablated`, so every mask it applies --
+through training, sweeps, decoding or scoring -- moves removed heads to the baseline.
+
+>>> import lens_heads as lh
+>>> model = lh.tiny_model(n_layers=2, n_heads=4, d_head=16)
+>>> tuple(mean_head_outputs(model, ["hello", "a cat"]).shape)
+(2, 4, 16)
+>>> check_ablation("resample", allowed=FIXED, where="evaluate")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+lens_heads.core.errors.InputError: evaluate takes ablation 'zero' or 'mean', not 'resample'...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from lens_heads.core.capture import PromptLike, encode_prompt
+from lens_heads.core.errors import InputError
+from lens_heads.core.models import ModelLike, head_shape
+from lens_heads.core.prompts import pad_token_id
+
+__all__ = [
+    "ABLATIONS",
+    "FIXED",
+    "REFERENCE_SIZE",
+    "ablation_baseline",
+    "check_ablation",
+    "mean_head_outputs",
+    "right_padded",
+]
+
+#: every ablation type
+ABLATIONS = ("zero", "mean", "resample")
+#: the types with one baseline vector per head, usable at any position and length
+FIXED = ("zero", "mean")
+#: reference prompts of a mean baseline when an analysis takes them from a task's training split
+REFERENCE_SIZE = 64
+
+
+def check_ablation(value: object, *, allowed: Sequence[str] = ABLATIONS, where: str) -> str:
+    """``value`` if it is one of ``allowed``, else an :class:`InputError` naming the choices
+    (and, for ``resample`` where it cannot apply, why and where it can)."""
+    if value in allowed:
+        return str(value)
+    choices = " or ".join(repr(a) for a in allowed)
+    if value == "resample":
+        raise InputError(
+            f"{where} takes ablation {choices}, not 'resample': a resampled head needs a donor "
+            "prompt of the same token length at every position, and this analysis generates or "
+            "batches prompts of different lengths; resample ablation is in the atlas's "
+            "single-head effects (head_atlas(..., ablations=('resample',)))"
+        )
+    raise InputError(f"{where} takes ablation {choices}, got {value!r}")
+
+
+def right_padded(tokens: Sequence[Sequence[int]], pad: int) -> tuple[Tensor, Tensor]:
+    """``(batch [n, width], last [n])``: the token lists right-padded with ``pad`` and each
+    one's last real position.
+
+    >>> batch, last = right_padded([[5, 6, 7], [8]], pad=0)
+    >>> batch.tolist(), last.tolist()
+    ([[5, 6, 7], [8, 0, 0]], [2, 0])
+    """
+    width = max(map(len, tokens))
+    batch = torch.full((len(tokens), width), pad, dtype=torch.long)
+    for row, ids in enumerate(tokens):
+        batch[row, : len(ids)] = torch.tensor(list(ids))
+    return batch, torch.tensor([len(ids) - 1 for ids in tokens])
+
+
+def mean_head_outputs(
+    model: ModelLike, prompts: Sequence[PromptLike], *, batch_size: int = 8
+) -> Float[Tensor, "n_layers n_heads d_head"]:
+    """Each head's mean ``z`` over every real position of ``prompts`` (texts, rendered as
+    :func:`lens_heads.evaluate` renders them, or token ids): the mean-ablation baseline. Padding
+    positions are left out; every position weighs the same."""
+    if not prompts:
+        raise InputError("mean ablation needs at least one reference prompt")
+    n_layers, _ = head_shape(model)
+    tokens = [list(encode_prompt(model, prompt).tokens) for prompt in prompts]
+    sums: dict[int, Tensor] = {}
+    count = 0
+    pad = pad_token_id(model.tokenizer)
+    for start in range(0, len(tokens), batch_size):
+        batch, last = right_padded(tokens[start : start + batch_size], pad)
+        real = torch.arange(batch.shape[1])[None] <= last[:, None]  # [batch, pos]
+        count += int(real.sum())
+
+        def keep(z: Tensor, hook: object, real: Tensor = real) -> None:
+            layer = int(hook.name.split(".")[1])  # type: ignore[attr-defined]
+            total = (z.float() * real[:, :, None, None].to(z.device)).sum(dim=(0, 1)).cpu()
+            sums[layer] = sums.get(layer, 0) + total
+
+        hooks = [(f"blocks.{layer}.attn.hook_z", keep) for layer in range(n_layers)]
+        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+            model(batch.to(model.cfg.device))
+    return torch.stack([sums[layer] for layer in range(n_layers)]) / count
+
+
+def ablation_baseline(
+    model: ModelLike,
+    ablation: str,
+    reference: Sequence[PromptLike] | None,
+    *,
+    where: str,
+    batch_size: int = 8,
+) -> Tensor | None:
+    """The baseline a fixed-type ablation gives removed heads: ``None`` for zero (the hook's
+    plain multiplier), the mean over ``reference`` for mean (an :class:`InputError` when there
+    is none)."""
+    check_ablation(ablation, allowed=FIXED, where=where)
+    if ablation == "zero":
+        return None
+    if not reference:
+        raise InputError(
+            f"{where}: mean ablation needs reference prompts whose mean head outputs replace "
+            "the removed heads (e.g. the task's training inputs)"
+        )
+    return mean_head_outputs(model, reference, batch_size=batch_size)
