@@ -61,7 +61,7 @@ COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], 
     *lahis.COMMANDS,  # importance, language-heads/-perplexity, transfer, soft-mask-experiment
     *alignment.COMMANDS,  # translation-scores, ablate-heads, trater
     *atlas.COMMANDS,  # atlas
-    *roles.COMMANDS,  # roles
+    *roles.COMMANDS,  # roles, sweep-estimates
 ]
 
 

@@ -1,5 +1,10 @@
-"""``lens-heads roles MODEL --task TASK --out DIR``: facilitating, interfering and irrelevant
-heads from three gate fits (its flags generated from :class:`lens_heads.heads_up.RolesConfig`)."""
+"""The commands of causal head roles (issue 36), their flags generated from the settings objects:
+
+* ``lens-heads roles MODEL --task TASK --out DIR``: facilitating, interfering and irrelevant
+  heads from three gate fits (:class:`lens_heads.heads_up.RolesConfig`);
+* ``lens-heads sweep-estimates --model M --task TASK (--mask DIR | --heads ...) --out DIR``: the
+  errors of a removal sweep's gradient estimates over the task's prompts
+  (:class:`lens_heads.heads_up.EstimateErrorsConfig`)."""
 
 from __future__ import annotations
 
@@ -9,7 +14,9 @@ from typing import Any
 from lens_heads.cli import common
 from lens_heads.cli.options import add_settings, settings_from
 from lens_heads.core.ablation import FIXED
-from lens_heads.heads_up import RolesConfig
+from lens_heads.core.storage import write_atomic
+from lens_heads.core.tables import markdown_table
+from lens_heads.heads_up import EstimateErrorsConfig, RolesConfig
 
 __all__ = ["COMMANDS", "EXAMPLES"]
 
@@ -56,7 +63,55 @@ def _cmd_roles(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = [("roles", _add_roles, _cmd_roles)]
+def _add_estimates(sub: Any) -> None:
+    parser = sub.add_parser(
+        "sweep-estimates",
+        help="errors of first-order and integrated-gradient estimates of a removal sweep",
+        description="Runs the removal sweep of --mask (ascending trained weight) or --heads on "
+        "the task's last --n-prompts examples exactly and by both gradient estimates; writes "
+        "<out>/errors (EstimateErrors.load), summary.md (the error table, the steps and the "
+        "heads where each estimate fails) and figure.html.",
+    )
+    common.add_model_argument(parser)
+    parser.add_argument("--task", required=True, help="task name or JSON file")
+    order = parser.add_mutually_exclusive_group(required=True)
+    order.add_argument(
+        "--mask", help="a train-mask output folder (ascending trained weight W) or a mask file"
+    )
+    order.add_argument("--heads", help="the removal order, e.g. L3H7,L0H1 (or a file of labels)")
+    parser.set_defaults(influential=False)
+    add_settings(parser, EstimateErrorsConfig, skip=("progress",), choices={"ablation": FIXED})
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _cmd_estimates(args: argparse.Namespace) -> int:
+    from lens_heads.cli.heads_up import _sweep_order
+    from lens_heads.core.tasks import get_task
+    from lens_heads.heads_up import estimate_errors
+    from lens_heads.heads_up.estimate_errors import ESTIMATES
+
+    config = settings_from(args, EstimateErrorsConfig, progress=not args.no_progress)
+    task = get_task(args.task)
+    task.split(n_eval=config.n_prompts)  # enough examples, before the model loads
+    order = _sweep_order(args, common.check_model(args))
+    with common.writing(args.out) as out:
+        model = common.load_model(args)
+        errors = estimate_errors(model, task, order, config)
+        errors.save(out / "errors")
+        failures = [errors.failures(name) for name in ESTIMATES]
+        tables = [markdown_table(frame, floatfmt=".3g", index=False) for frame in failures]
+        summary = "\n\n".join([errors.to_markdown(), *tables])
+        write_atomic(out / "summary.md", summary + "\n")
+        write_atomic(out / "figure.html", errors.plot().to_html(include_plotlyjs="cdn"))
+        print(errors.to_markdown())
+    return 0
+
+
+COMMANDS = [
+    ("roles", _add_roles, _cmd_roles),
+    ("sweep-estimates", _add_estimates, _cmd_estimates),
+]
 
 #: each command's examples, run by the tests (common.Examples: the placeholders)
 EXAMPLES = {
@@ -65,5 +120,10 @@ EXAMPLES = {
         message="--n-masks: must be",
         good="{M} --task capitalize --steps 2 --pulled-steps 2 --n-masks 2 --batch-size 2 "
         "--n-eval 2 --no-evaluate --out {out}",
+    ),
+    "sweep-estimates": common.Examples(
+        bad="--model {M} --task capitalize --heads L0H1,L0H2 --steps 0 --out {out}",
+        message="--steps: must be",
+        good="--model {M} --task capitalize --heads L0H1,L1H2,L0H3 --n-prompts 2 --steps 2",
     ),
 }

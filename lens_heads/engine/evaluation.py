@@ -21,10 +21,8 @@ from dataclasses import replace
 from typing import Any
 
 import pandas as pd
-from torch import Tensor
 from tqdm.auto import tqdm
 
-from lens_heads.core.ablation import REFERENCE_SIZE, ablation_baseline
 from lens_heads.core.checks import resolve_mask
 from lens_heads.core.hooks import ablated
 from lens_heads.core.masks import HeadMask
@@ -167,8 +165,10 @@ def run_plan(
             separator=config.separator,
         )
         scoring.check_fits(model, prompts[instructed], evaluation, new_tokens)
-    reference = evaluation if train is None or not len(train) else train
-    with ablated(model, _baseline(model, reference, config, chat)):
+    baseline = scoring.task_baseline(
+        model, config.ablation, train, evaluation, chat=chat, separator=config.separator
+    )
+    with ablated(model, baseline):
         outputs = _generate(model, task.name, plan, prompts, config, new_tokens, len(evaluation))
     run_rows: list[dict[str, Any]] = []
     record_rows: list[dict[str, Any]] = []
@@ -227,28 +227,6 @@ def _generate(
             )
     bar.close()
     return outputs
-
-
-def _baseline(
-    model: ModelLike, reference: Task, config: EvaluationConfig, chat: bool
-) -> Tensor | None:
-    """The removed heads' baseline of ``config.ablation``: None (zero) or the mean over the
-    bare prompts of ``reference``'s first examples, rendered like the evaluated ones."""
-    if config.ablation == "zero":
-        return None
-    examples = reference.examples[:REFERENCE_SIZE]
-    encoded = scoring.encode_prompts(
-        model,
-        replace(reference, examples=tuple(examples)),
-        instructed=False,
-        chat=chat,
-        shots=0,
-        shot_pool=None,
-        shot_seed=0,
-        separator=config.separator,
-    )
-    prompts = [example.prompt_tokens for example in encoded]
-    return ablation_baseline(model, config.ablation, prompts, where="evaluation")
 
 
 def mask_info(source: Any, mask: HeadMask | None) -> dict[str, Any] | None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from lens_heads.core.ablation import FIXED, REFERENCE_SIZE, ablation_baseline, check_ablation
 from lens_heads.core.checks import check_context
 from lens_heads.core.decoding import (
     LOGITS_BUDGET_BYTES,
@@ -98,6 +99,33 @@ def encode_prompts(
         prompt = fmt.render(example.input, tokenizer)
         encoded.append(encode_example(tokenizer, prompt, example.output, chat=chat))
     return encoded
+
+
+def task_baseline(
+    model: ModelLike,
+    ablation: str,
+    train: Task | None,
+    held_out: Task,
+    *,
+    chat: bool,
+    separator: str = "\n\n",
+    where: str = "evaluation",
+) -> torch.Tensor | None:
+    """The baseline a task's analysis gives removed heads (:mod:`lens_heads.core.ablation`):
+    None for zero ablation; for mean, each head's mean output over the bare prompts of the first
+    64 ``train`` examples (the ``held_out`` ones when the split leaves none), rendered like the
+    evaluated prompts."""
+    if ablation == "zero":
+        check_ablation(ablation, allowed=FIXED, where=where)
+        return None
+    pool = held_out if train is None or not len(train) else train
+    pool = replace(pool, examples=tuple(pool.examples[:REFERENCE_SIZE]))
+    encoded = encode_prompts(
+        model, pool, instructed=False, chat=chat, shots=0, shot_pool=None, shot_seed=0,
+        separator=separator,
+    )  # fmt: skip
+    prompts = [example.prompt_tokens for example in encoded]
+    return ablation_baseline(model, ablation, prompts, where=where)
 
 
 def _logits_window(model: Any, tokens: torch.Tensor, keep: int) -> torch.Tensor:

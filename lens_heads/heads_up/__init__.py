@@ -11,11 +11,17 @@ It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another
 * pathways, pathways_result -- common and unused heads of a task family (Table 6)
 * roles, roles_result -- facilitating, interfering and irrelevant heads (three gate fits)
 * sweep_gradients -- gradient estimates of a removal sweep against the exact one
+* estimate_errors -- their errors over a task's prompts, step by step, with what explains them
 * figures -- their plotly figures
 """
 
 from lens_heads.heads_up.alpha import AlphaCurve, alpha_curve, table8
 from lens_heads.heads_up.attention import AttentionResult, attention_on_target
+from lens_heads.heads_up.estimate_errors import (
+    EstimateErrors,
+    EstimateErrorsConfig,
+    estimate_errors,
+)
 from lens_heads.heads_up.lens import LogitLensResult, logit_lens, top_tokens
 from lens_heads.heads_up.mask_stats import (
     MaskStatistics,
@@ -43,6 +49,8 @@ from lens_heads.heads_up.sweep_gradients import SweepEstimates, sweep_estimates
 __all__ = [
     "AlphaCurve",
     "AttentionResult",
+    "EstimateErrors",
+    "EstimateErrorsConfig",
     "HeadRoles",
     "LogitLensResult",
     "MaskStatistics",
@@ -57,6 +65,7 @@ __all__ = [
     "TasksPerHead",
     "alpha_curve",
     "attention_on_target",
+    "estimate_errors",
     "figure4_similarity",
     "figure4_stats",
     "functional_pathways",

@@ -25,6 +25,7 @@ integrated gradients one batched forward and backward of ``steps`` rows.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -39,6 +40,7 @@ from lens_heads.core.capture import PromptLike, encode_prompt, target_token_ids
 from lens_heads.core.checks import check_int
 from lens_heads.core.errors import InputError
 from lens_heads.core.hooks import mask_hooks
+from lens_heads.core.logits import answer_logits
 from lens_heads.core.masks import parse_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.storage import FolderResult
@@ -47,14 +49,25 @@ __all__ = ["SweepEstimates", "answer_logit", "sweep_estimates"]
 
 
 def answer_logit(
-    model: ModelLike, tokens: Sequence[int], answer: int, masks: Tensor
+    model: ModelLike,
+    tokens: Sequence[int],
+    answer: int,
+    masks: Tensor,
+    *,
+    rows: int = 32,
 ) -> Float[Tensor, " rows"]:
     """The answer's logit at the last position under each row's mask ``masks`` ``[rows,
-    n_layers, n_heads]`` (differentiable in the masks)."""
-    batch = torch.tensor([list(tokens)] * len(masks), device=model.cfg.device)
-    with model.hooks(fwd_hooks=mask_hooks(masks, model)):
-        logits = model(batch)
-    return logits[:, -1, answer].float()
+    n_layers, n_heads]`` (differentiable in the masks), ``rows`` masks per forward; only the
+    last position goes through the unembedding."""
+    found = []
+    for start in range(0, len(masks), rows):
+        chunk = masks[start : start + rows]
+        batch = torch.tensor([[*tokens, answer]] * len(chunk), device=model.cfg.device)
+        last = torch.zeros_like(batch, dtype=torch.bool)
+        last[:, -1] = True  # the logits that predict the appended answer: the prompt's last
+        logits = answer_logits(model, batch, last, mask_hooks(chunk, model), partial=True)
+        found.append(logits[:, answer].float())
+    return torch.cat(found)
 
 
 @dataclass
@@ -72,6 +85,7 @@ class SweepEstimates(FolderResult):
     full: float
     steps: int
     cost: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
 
     _format: ClassVar[str] = "lens_heads.sweep_estimates/1"
 
@@ -164,13 +178,18 @@ def sweep_estimates(
     masks = torch.ones(len(heads) + 1, n_layers, n_heads)
     for k, (layer, head) in enumerate(heads):
         masks[k + 1 :, layer, head] = 0.0
+    clock = time.perf_counter()
     with torch.no_grad():
         curve = answer_logit(model, tokens, target, masks).cpu()
     exact = (curve[1:] - curve[:-1]).tolist()
+    seconds = {"exact": time.perf_counter() - clock}
+    clock = time.perf_counter()
     # first order: the gradient at the full mask
     ones = torch.ones(1, n_layers, n_heads, requires_grad=True)
     (gradient,) = torch.autograd.grad(answer_logit(model, tokens, target, ones).sum(), ones)
     first_order = [-float(gradient[0, layer, head]) for layer, head in heads]
+    seconds["first order"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     # integrated gradients along 1 -> m_K, at the midpoints of ``steps`` intervals
     direction = masks[-1] - 1.0  # -1 on removed heads
     t = (torch.arange(steps, dtype=torch.float32) + 0.5) / steps
@@ -178,6 +197,7 @@ def sweep_estimates(
     (gradients,) = torch.autograd.grad(answer_logit(model, tokens, target, path).sum(), path)
     integrated_all = direction * gradients.mean(dim=0)
     integrated = [float(integrated_all[layer, head]) for layer, head in heads]
+    seconds["integrated gradients"] = time.perf_counter() - clock
     return SweepEstimates(
         model=model_name(model),
         prompt=prompt if isinstance(prompt, str) else str(tokens),
@@ -192,4 +212,5 @@ def sweep_estimates(
             "first order": "1 forward and 1 backward",
             "integrated gradients": f"1 forward and 1 backward of {steps} rows",
         },
+        seconds=seconds,
     )

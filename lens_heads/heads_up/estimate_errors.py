@@ -1,0 +1,310 @@
+"""How far gradient estimates of a removal sweep are from the exact sweep, over a task's prompts
+(issue 36): per prompt, :func:`sweep_estimates` on the task's held-out examples (bare prompts,
+the answer's first token), plus what explains an estimate's errors head by head.
+
+For each head of the order and each prompt, besides the exact step change and the two estimates:
+
+* **alone** -- the answer-logit change of removing the head alone from the full model. The
+  first-order estimate is the tangent of exactly this change, so ``|first order - alone|`` is
+  the error of the linearisation (a gate the answer depends on non-linearly, e.g. a saturated
+  softmax downstream), and ``|alone - exact|`` is what the heads removed before it change about
+  its effect (interaction: backup heads, cancellation);
+* **attention max** -- the head's largest attention weight from the last position in the full
+  model; a head at or above ``saturation`` attends to one token (a saturated pattern).
+
+A head's **failure** (for an estimate, over the prompts) is named by the larger of the two
+error parts: ``linearisation`` or ``interaction``, with ``saturated`` added when its attention
+is saturated on most prompts.
+
+>>> import lens_heads as lh
+>>> from lens_heads.core.tasks import Example, Task
+>>> model = lh.tiny_model(n_layers=2, n_heads=4)
+>>> task = Task("upper", tuple(Example(w, w.upper()) for w in "abcdefgh"))
+>>> found = estimate_errors(model, task, ["L1H0", "L0H2", "L1H3"],
+...                         EstimateErrorsConfig(n_prompts=3, steps=4, k=2, progress=False))
+>>> list(found.to_frame()["estimate"])
+['first order', 'integrated gradients']
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+import pandas as pd
+import torch
+from scipy import stats
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from lens_heads.core.ablation import FIXED, check_ablation
+from lens_heads.core.checks import check_int, own_checks
+from lens_heads.core.errors import InputError
+from lens_heads.core.hooks import ablated
+from lens_heads.core.masks import format_head
+from lens_heads.core.models import ModelLike, head_shape, model_name
+from lens_heads.core.prompts import has_chat_template
+from lens_heads.core.storage import FolderResult
+from lens_heads.core.tasks import Task, get_task
+from lens_heads.engine import scoring
+from lens_heads.heads_up.sweep import OrderLike, removal_order
+from lens_heads.heads_up.sweep_gradients import answer_logit, sweep_estimates
+
+__all__ = ["ESTIMATES", "EstimateErrors", "EstimateErrorsConfig", "estimate_errors"]
+
+#: the estimates compared with the exact sweep
+ESTIMATES = ("first order", "integrated gradients")
+
+
+@own_checks
+@dataclass(frozen=True)
+class EstimateErrorsConfig:
+    """Settings of :func:`estimate_errors`."""
+
+    n_prompts: int = 10
+    """Held-out examples of the task (its last ones) whose sweeps are estimated."""
+    steps: int = 32
+    """Midpoints of the integrated-gradient path (rows of its one batched backward)."""
+    k: int = 10
+    """The k largest drops compared (top-k overlap)."""
+    max_heads: int | None = None
+    """Estimate the first N heads of the order only (None: every head)."""
+    saturation: float = 0.9
+    """A head whose largest attention weight from the last position reaches it is saturated."""
+    ablation: str = "zero"
+    """What a removed head outputs: zero, or mean (over the bare prompts of the task's first 64
+    training examples)."""
+    chat: bool | None = None
+    """Wrap the prompts in the chat template (default: when the tokenizer has one)."""
+    progress: bool = True
+    """Show a progress bar."""
+
+    def __post_init__(self) -> None:
+        for name in ("n_prompts", "steps", "k"):
+            check_int(name, getattr(self, name), minimum=1)
+        if self.max_heads is not None:
+            check_int("max_heads", self.max_heads, minimum=2)
+        if not 0 < self.saturation <= 1:
+            raise InputError(f"saturation must lie in (0, 1], got {self.saturation}")
+        check_ablation(self.ablation, allowed=FIXED, where="estimate_errors")
+
+
+@dataclass
+class EstimateErrors(FolderResult):
+    """Per prompt (rows) and head of the order (columns): ``exact`` step changes of the answer
+    logit, the ``first_order`` and ``integrated`` attributions, the change of removing the head
+    ``alone``, and its ``attention_max``; ``cost``: forwards and backwards per prompt;
+    ``seconds``: wall time of each part over all prompts."""
+
+    model: str
+    task: str
+    order: list[str]
+    exact: Tensor
+    first_order: Tensor
+    integrated: Tensor
+    alone: Tensor
+    attention_max: Tensor
+    settings: dict[str, Any]
+    cost: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    _format: ClassVar[str] = "lens_heads.estimate_errors/1"
+
+    def _estimate(self, name: str) -> Tensor:
+        return {"first order": self.first_order, "integrated gradients": self.integrated}[name]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per estimate: the mean over prompts of Spearman's rank correlation with the
+        exact step changes, the top-k overlap (of ``k``), the mean absolute error per step and
+        of the total, the cost per prompt and the wall time."""
+        k = int(self.settings["k"])
+        rows = []
+        for name in ESTIMATES:
+            estimate = self._estimate(name)
+            spearman = [
+                float(stats.spearmanr(e, x).statistic) if len(x) > 2 else float("nan")
+                for e, x in zip(estimate.tolist(), self.exact.tolist(), strict=True)
+            ]
+            overlap = [
+                len(set(torch.topk(-x, min(k, len(x))).indices.tolist())
+                    & set(torch.topk(-e, min(k, len(e))).indices.tolist()))
+                for e, x in zip(estimate, self.exact, strict=True)
+            ]  # fmt: skip
+            rows.append(
+                {
+                    "estimate": name,
+                    "spearman": float(pd.Series(spearman).mean()),
+                    f"top-{k} overlap": float(pd.Series(overlap).mean()),
+                    "abs error per step": float((estimate - self.exact).abs().mean()),
+                    "abs error of the total": float(
+                        (estimate.sum(1) - self.exact.sum(1)).abs().mean()
+                    ),
+                    "mean abs exact step": float(self.exact.abs().mean()),
+                    "cost per prompt": self.cost.get(name, ""),
+                    "seconds": self.seconds.get(name, float("nan")),
+                    "seconds of the exact sweep": self.seconds.get("exact", float("nan")),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def by_step(self) -> pd.DataFrame:
+        """One row per step (head): mean exact change, each estimate's mean attribution and
+        mean absolute error, the mean change alone and the mean attention maximum."""
+        frame = pd.DataFrame(
+            {
+                "step": range(1, len(self.order) + 1),
+                "head": self.order,
+                "exact": self.exact.mean(0).tolist(),
+                "alone": self.alone.mean(0).tolist(),
+                "attention max": self.attention_max.mean(0).tolist(),
+            }
+        )
+        for name in ESTIMATES:
+            estimate = self._estimate(name)
+            frame[name] = estimate.mean(0).tolist()
+            frame[f"{name} abs error"] = (estimate - self.exact).abs().mean(0).tolist()
+        return frame
+
+    def failures(self, estimate: str = "first order", n: int = 10) -> pd.DataFrame:
+        """The ``n`` heads where ``estimate`` errs most (mean absolute error over the prompts),
+        each with the parts of its error and its failure: ``linearisation`` (the tangent misses
+        the head's own removal), ``interaction`` (earlier removals change its effect), plus
+        ``saturated`` when its attention reaches the saturation threshold on most prompts."""
+        if estimate not in ESTIMATES:
+            raise InputError(f"estimate must be one of {ESTIMATES}, got {estimate!r}")
+        values = self._estimate(estimate)
+        error = (values - self.exact).abs().mean(0)
+        own = (values - self.alone).abs().mean(0)
+        interaction = (self.alone - self.exact).abs().mean(0)
+        saturated = (self.attention_max >= float(self.settings["saturation"])).float().mean(0)
+        rows = []
+        for index in torch.argsort(error, descending=True)[:n].tolist():
+            kind = "linearisation" if own[index] >= interaction[index] else "interaction"
+            if saturated[index] > 0.5:
+                kind += ", saturated"
+            rows.append(
+                {
+                    "head": self.order[index],
+                    "step": index + 1,
+                    "abs error": float(error[index]),
+                    "linearisation part": float(own[index]),
+                    "interaction part": float(interaction[index]),
+                    "saturated share": float(saturated[index]),
+                    "failure": kind,
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def to_markdown(self) -> str:
+        from lens_heads.core.tables import markdown_table
+
+        return markdown_table(self.to_frame(), floatfmt=".3g", index=False)
+
+    def plot(self) -> Any:
+        """Mean absolute error of each estimate at each step of the sweep, beside the mean
+        absolute exact step change."""
+        import plotly.graph_objects as go
+
+        frame = self.by_step()
+        figure = go.Figure()
+        figure.add_scatter(
+            x=frame["step"], y=self.exact.abs().mean(0).tolist(), name="|exact step|",
+            mode="lines", line={"dash": "dot"},
+        )  # fmt: skip
+        for name in ESTIMATES:
+            figure.add_scatter(x=frame["step"], y=frame[f"{name} abs error"], name=name)
+        figure.update_layout(
+            title=f"gradient estimates of a removal sweep: error per step ({self.model}, "
+            f"{self.task}, {self.exact.shape[0]} prompts)",
+            xaxis_title="heads removed",
+            yaxis_title="mean |estimate - exact| (answer logit)",
+            template="plotly_white",
+        )
+        return figure
+
+
+def _attention_max(model: ModelLike, tokens: Sequence[int]) -> Tensor:
+    """Each head's largest attention weight from the last position, full model: ``[L, H]``."""
+    n_layers, _ = head_shape(model)
+    names = {f"blocks.{layer}.attn.hook_pattern" for layer in range(n_layers)}
+    with torch.no_grad():
+        _, cache = model.run_with_cache(
+            torch.tensor([list(tokens)], device=model.cfg.device), names_filter=names.__contains__
+        )
+    return torch.stack(
+        [cache[f"blocks.{layer}.attn.hook_pattern"][0, :, -1].max(-1).values for layer in
+         range(n_layers)]
+    ).float().cpu()  # fmt: skip
+
+
+def estimate_errors(
+    model: ModelLike,
+    task: Task | str,
+    order: OrderLike,
+    config: EstimateErrorsConfig | None = None,
+) -> EstimateErrors:
+    """The removal sweep of ``order`` (heads, a mask or trained weights, as
+    :func:`lens_heads.removal_sweep` takes it) on each of the task's last ``n_prompts``
+    examples, exactly and by each gradient estimate; see the module for what is recorded."""
+    config = config or EstimateErrorsConfig()
+    task = task if isinstance(task, Task) else get_task(task)
+    heads = removal_order(model, order)
+    if config.max_heads is not None:
+        heads = heads[: config.max_heads]
+    if len(heads) < 2:
+        raise InputError("the order has fewer than 2 heads: nothing to compare step by step")
+    train, evaluation = task.split(n_eval=config.n_prompts)
+    chat = has_chat_template(model.tokenizer) if config.chat is None else config.chat
+    encode = dict(instructed=False, chat=chat, shots=0, shot_pool=None, shot_seed=0)
+    encoded = scoring.encode_prompts(model, evaluation, separator="\n\n", **encode)
+    baseline = scoring.task_baseline(
+        model, config.ablation, train, evaluation, chat=chat, where="estimate_errors"
+    )
+    labels = [format_head(*head) for head in heads]
+    n_layers, n_heads = head_shape(model)
+    parts: dict[str, list[Tensor]] = {name: [] for name in ("exact", "first", "ig", "alone")}
+    saturation: list[Tensor] = []
+    seconds = dict.fromkeys(("exact", *ESTIMATES, "alone", "attention"), 0.0)
+    bar = tqdm(encoded, desc="estimate errors", disable=not config.progress)
+    with ablated(model, baseline):
+        for example in bar:
+            tokens, answer = example.prompt_tokens, example.answer_tokens[0]
+            found = sweep_estimates(model, tokens, answer, labels, steps=config.steps)
+            for name, value in found.seconds.items():
+                seconds[name] += value
+            started = time.perf_counter()
+            single = torch.ones(len(heads) + 1, n_layers, n_heads)
+            for row, (layer, head) in enumerate(heads, start=1):
+                single[row, layer, head] = 0.0
+            with torch.no_grad():
+                logits = answer_logit(model, tokens, answer, single).cpu()
+            seconds["alone"] += time.perf_counter() - started
+            started = time.perf_counter()
+            attention = _attention_max(model, tokens)
+            seconds["attention"] += time.perf_counter() - started
+            parts["exact"].append(torch.tensor(found.exact))
+            parts["first"].append(torch.tensor(found.first_order))
+            parts["ig"].append(torch.tensor(found.integrated))
+            parts["alone"].append(logits[1:] - logits[0])
+            saturation.append(torch.stack([attention[layer, head] for layer, head in heads]))
+    bar.close()
+    return EstimateErrors(
+        model=model_name(model),
+        task=task.name,
+        order=labels,
+        exact=torch.stack(parts["exact"]),
+        first_order=torch.stack(parts["first"]),
+        integrated=torch.stack(parts["ig"]),
+        alone=torch.stack(parts["alone"]),
+        attention_max=torch.stack(saturation),
+        settings={k: v for k, v in asdict(config).items() if k != "progress"} | {"chat": chat},
+        cost={
+            "exact": f"{len(heads)} forwards",
+            "first order": "1 forward and 1 backward",
+            "integrated gradients": f"1 forward and 1 backward of {config.steps} rows",
+            "alone": f"{len(heads)} forwards",
+        },
+        seconds={name: round(value, 3) for name, value in seconds.items()},
+    )
