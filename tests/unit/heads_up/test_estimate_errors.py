@@ -136,6 +136,7 @@ def test_the_command_writes_the_table_and_reloads(tiny_dir, tmp_path, capsys):
     assert "integrated gradients" in capsys.readouterr().out
     again = EstimateErrors.load(out / "errors")
     assert again.order == ["L0H1", "L1H2", "L0H3"] and again.exact.shape == (2, 3)
-    assert "linearisation" in (out / "summary.md").read_text() or "interaction" in (
-        out / "summary.md"
-    ).read_text()
+    assert (
+        "linearisation" in (out / "summary.md").read_text()
+        or "interaction" in (out / "summary.md").read_text()
+    )
