@@ -377,6 +377,47 @@ PLAN: tuple[Entry, ...] = (
         pending=True,
     ),
     Entry(
+        "sweep_estimates/smollm2-135m-instruct-capitalize",
+        _analysis(
+            "sweep_estimate_errors",
+            "sweep-estimates/smollm2-capitalize",
+            "--task",
+            "capitalize",
+            "--mask",
+            DEMO_MASK,
+        ),
+        str(RUNS / "sweep-estimates/smollm2-capitalize"),
+        pending=True,
+    ),
+    Entry(
+        "sweep_estimates/smollm2-135m-instruct-country-capital",
+        _analysis(
+            "sweep_estimate_errors",
+            "sweep-estimates/smollm2-country-capital",
+            "--task",
+            "country-capital",
+            "--mask",
+            str(RUNS / "mask-table/smollm2/country-capital"),
+        ),
+        str(RUNS / "sweep-estimates/smollm2-country-capital"),
+        pending=True,
+    ),
+    Entry(
+        "sweep_estimates/gemma-3-270m-en-fr",
+        _analysis(
+            "sweep_estimate_errors",
+            "sweep-estimates/gemma-en-fr",
+            "--model",
+            "gemma-3-270m",
+            "--task",
+            "en-fr",
+            "--mask",
+            str(RUNS / "table1/gemma-3-270m/training_en-fr"),
+        ),
+        str(RUNS / "sweep-estimates/gemma-en-fr"),
+        pending=True,
+    ),
+    Entry(
         "table3/smollm2-135m-instruct",
         _analysis(
             "table3_few_shot",

@@ -457,6 +457,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "atlas_agreement": atlas_agreement,
     "roles_runs": _pages(roles.roles_runs),
     "roles_vs_chg": _pages(roles.roles_vs_chg),
+    "sweep_estimates": _pages(roles.sweep_estimates),
 }
 
 

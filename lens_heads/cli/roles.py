@@ -69,8 +69,8 @@ def _add_estimates(sub: Any) -> None:
         help="errors of first-order and integrated-gradient estimates of a removal sweep",
         description="Runs the removal sweep of --mask (ascending trained weight) or --heads on "
         "the task's last --n-prompts examples exactly and by both gradient estimates; writes "
-        "<out>/errors (EstimateErrors.load), summary.md (the error table, the steps and the "
-        "heads where each estimate fails) and figure.html.",
+        "<out>/errors (EstimateErrors.load), summary.md (the error table and the heads where "
+        "each estimate fails), steps.csv (the errors step by step) and figure.html.",
     )
     common.add_model_argument(parser)
     parser.add_argument("--task", required=True, help="task name or JSON file")
@@ -103,6 +103,7 @@ def _cmd_estimates(args: argparse.Namespace) -> int:
         tables = [markdown_table(frame, floatfmt=".3g", index=False) for frame in failures]
         summary = "\n\n".join([errors.to_markdown(), *tables])
         write_atomic(out / "summary.md", summary + "\n")
+        write_atomic(out / "steps.csv", errors.by_step().to_csv(index=False))
         write_atomic(out / "figure.html", errors.plot().to_html(include_plotlyjs="cdn"))
         print(errors.to_markdown())
     return 0
@@ -122,8 +123,8 @@ EXAMPLES = {
         "--n-eval 2 --no-evaluate --out {out}",
     ),
     "sweep-estimates": common.Examples(
-        bad="--model {M} --task capitalize --heads L0H1,L0H2 --steps 0 --out {out}",
-        message="--steps: must be",
-        good="--model {M} --task capitalize --heads L0H1,L1H2,L0H3 --n-prompts 2 --steps 2",
+        bad="--model {M} --task capitalize --heads L0H1,L0H2 --ig-steps 0 --out {out}",
+        message="--ig-steps: must be",
+        good="--model {M} --task capitalize --heads L0H1,L1H2,L0H3 --n-prompts 2 --ig-steps 2",
     ),
 }

@@ -21,7 +21,7 @@ is saturated on most prompts.
 >>> model = lh.tiny_model(n_layers=2, n_heads=4)
 >>> task = Task("upper", tuple(Example(w, w.upper()) for w in "abcdefgh"))
 >>> found = estimate_errors(model, task, ["L1H0", "L0H2", "L1H3"],
-...                         EstimateErrorsConfig(n_prompts=3, steps=4, k=2, progress=False))
+...                         EstimateErrorsConfig(n_prompts=3, ig_steps=4, k=2, progress=False))
 >>> list(found.to_frame()["estimate"])
 ['first order', 'integrated gradients']
 """
@@ -65,7 +65,7 @@ class EstimateErrorsConfig:
 
     n_prompts: int = 10
     """Held-out examples of the task (its last ones) whose sweeps are estimated."""
-    steps: int = 32
+    ig_steps: int = 32
     """Midpoints of the integrated-gradient path (rows of its one batched backward)."""
     k: int = 10
     """The k largest drops compared (top-k overlap)."""
@@ -82,7 +82,7 @@ class EstimateErrorsConfig:
     """Show a progress bar."""
 
     def __post_init__(self) -> None:
-        for name in ("n_prompts", "steps", "k"):
+        for name in ("n_prompts", "ig_steps", "k"):
             check_int(name, getattr(self, name), minimum=1)
         if self.max_heads is not None:
             check_int("max_heads", self.max_heads, minimum=2)
@@ -271,7 +271,7 @@ def estimate_errors(
     with ablated(model, baseline):
         for example in bar:
             tokens, answer = example.prompt_tokens, example.answer_tokens[0]
-            found = sweep_estimates(model, tokens, answer, labels, steps=config.steps)
+            found = sweep_estimates(model, tokens, answer, labels, steps=config.ig_steps)
             for name, value in found.seconds.items():
                 seconds[name] += value
             started = time.perf_counter()
@@ -303,7 +303,7 @@ def estimate_errors(
         cost={
             "exact": f"{len(heads)} forwards",
             "first order": "1 forward and 1 backward",
-            "integrated gradients": f"1 forward and 1 backward of {config.steps} rows",
+            "integrated gradients": f"1 forward and 1 backward of {config.ig_steps} rows",
             "alone": f"{len(heads)} forwards",
         },
         seconds={name: round(value, 3) for name, value in seconds.items()},

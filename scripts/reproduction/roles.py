@@ -14,6 +14,14 @@ ROLE_RUNS = {
     "Gemma 3 270M, en-fr": "roles/gemma-3-270m-en-fr",
 }
 CHG_RUN = "roles_vs_chg/smollm2-135m-instruct"
+#: the stored runs of the gradient estimates' errors: name -> result path
+ESTIMATE_RUNS = {
+    "SmolLM2-135M-Instruct, capitalize": "sweep_estimates/smollm2-135m-instruct-capitalize",
+    "SmolLM2-135M-Instruct, country-capital": (
+        "sweep_estimates/smollm2-135m-instruct-country-capital"
+    ),
+    "Gemma 3 270M, en-fr": "sweep_estimates/gemma-3-270m-en-fr",
+}
 FITS = ("free", "down", "up")
 
 
@@ -118,3 +126,54 @@ def roles_vs_chg(load: Load) -> str:
         cells = [answer[tool].replace("|", "/") for tool in ("lens_heads", "CHG")]
         lines.append(f"| {model} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
+
+
+def _estimate_words(rows: dict[str, dict[str, Any]], k: int) -> str:
+    """Which estimate ranks the steps more like the exact sweep, and whether integrated
+    gradients keep their sum (the total's error against the mean exact step)."""
+    first, ig = rows["first order"], rows["integrated gradients"]
+    better = "integrated gradients" if ig["spearman"] > first["spearman"] else "the first order"
+    total = ig["abs error of the total"] / max(ig["mean abs exact step"], 1e-12)
+    return (
+        f"{better} ranks the steps more like the exact sweep (mean Spearman "
+        f"{first['spearman']:.2f} first order, {ig['spearman']:.2f} integrated gradients; top-{k} "
+        f"overlap {first[f'top-{k} overlap']:.1f} and {ig[f'top-{k} overlap']:.1f}); the "
+        f"integrated gradients' total misses the exact total by {total:.2f} mean exact steps"
+    )
+
+
+def sweep_estimates(load: Load) -> str:
+    """Per stored run: the error table of both estimates with their cost and time beside the
+    exact sweep's, the comparison in words, and what explains the largest errors."""
+    blocks = []
+    for name, path in ESTIMATE_RUNS.items():
+        try:
+            numbers = load(path)
+        except NotMeasured as missing:
+            blocks.append(f"- **{name}**: {missing.cell()}.")
+            continue
+        k = int(numbers["settings"]["k"])
+        rows = {row["estimate"]: row for row in numbers["table"]}
+        exact_seconds = numbers["seconds"]["exact"]
+        lines = [
+            f"- **{name}** (`results/{path}`; {numbers['prompts']} held-out prompts, "
+            f"{numbers['heads in the order']} heads removed in ascending trained weight, "
+            f"{numbers['settings']['ablation']} ablation): {_estimate_words(rows, k)}.",
+            "",
+            f"  | estimate | Spearman | top-{k} overlap | abs error per step | abs error of the "
+            "total | cost per prompt | seconds (exact sweep) |",
+            "  |---|---|---|---|---|---|---|",
+        ]
+        for estimate, row in rows.items():
+            lines.append(
+                f"  | {estimate} | {row['spearman']:.2f} | {row[f'top-{k} overlap']:.1f} | "
+                f"{row['abs error per step']:.3f} | {row['abs error of the total']:.3f} | "
+                f"{row['cost per prompt']} | {row['seconds']:.1f} ({exact_seconds:.1f}) |"
+            )
+        kinds = []
+        for estimate, counts in numbers["failure kinds"].items():
+            ranked = sorted(counts.items(), key=lambda item: -item[1])
+            kinds.append(f"{estimate}: " + ", ".join(f"{n} {kind}" for kind, n in ranked))
+        lines += ["", "  What explains each head's error (the larger part): " + "; ".join(kinds)]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)

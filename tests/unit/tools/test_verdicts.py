@@ -498,3 +498,41 @@ def test_a_transfer_record_without_counts_is_not_yet_measured():
     numbers = {"transfer": {"fr": []}, "provenance": {"command": "python -m analyses.x"}}
     with pytest.raises(NotMeasured, match="records no sentence count"):
         transfer_all_verdict(lambda path: numbers)
+
+
+def _estimate_numbers(first_spearman: float, ig_spearman: float) -> dict:
+    def row(name: str, spearman: float) -> dict:
+        return {
+            "estimate": name, "spearman": spearman, "top-3 overlap": 2.0,
+            "abs error per step": 0.1, "abs error of the total": 0.5, "mean abs exact step": 0.25,
+            "cost per prompt": "1 forward and 1 backward", "seconds": 1.0,
+        }  # fmt: skip
+
+    return {
+        "prompts": 4, "heads in the order": 9, "settings": {"k": 3, "ablation": "zero"},
+        "table": [row("first order", first_spearman), row("integrated gradients", ig_spearman)],
+        "failure kinds": {"first order": {"interaction": 5, "linearisation": 4},
+                          "integrated gradients": {"linearisation": 9}},
+        "seconds": {"exact": 7.0},
+    }  # fmt: skip
+
+
+def test_the_estimates_block_says_which_estimate_ranks_better_from_the_numbers():
+    from reproduction import NotMeasured
+    from reproduction.roles import ESTIMATE_RUNS, sweep_estimates
+
+    def load_with(numbers):
+        def load(path: str) -> dict:
+            if path != next(iter(ESTIMATE_RUNS.values())):
+                raise NotMeasured(path, "python -m analyses.sweep_estimate_errors")
+            return numbers
+
+        return load
+
+    ig_better = sweep_estimates(load_with(_estimate_numbers(0.2, 0.8)))
+    assert "integrated gradients ranks the steps more like" in ig_better
+    assert "misses the exact total by 2.00 mean exact steps" in ig_better
+    assert "first order: 5 interaction, 4 linearisation" in ig_better
+    first_better = sweep_estimates(load_with(_estimate_numbers(0.9, 0.3)))
+    assert "the first order ranks the steps more like" in first_better
+    assert first_better.count("not yet measured here") == len(ESTIMATE_RUNS) - 1
