@@ -254,7 +254,6 @@ PLAN: tuple[Entry, ...] = (
             "2",
         ),
         str(RUNS / "table1/gemma-3-270m-2-shot"),
-        pending=True,
     ),
     *(
         Entry(
