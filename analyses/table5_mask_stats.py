@@ -10,7 +10,8 @@ model, ``runs/mask-table/<model>`` -- and writes, under ``--out``:
   the same columns for each task against itself across the two models -- the paper's Table 5;
 * ``tasks-per-head/``: how many masks keep each head, the mean, the heads kept by all and by
   none, and the layer x head heat map;
-* ``table.md`` (all of it on one page) and ``summary.json``.
+* ``table.md`` (all of it on one page), ``summary.json`` and ``numbers.json`` (the stored
+  result: its numbers and the command's provenance).
 
     python -m analyses.table5_mask_stats --model smollm2-135m-instruct --out runs/table5/smollm2
     python -m analyses.table5_mask_stats --masks runs/mask-table/smollm2 \\
@@ -24,9 +25,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import lens_heads as lh
 from lens_heads.core.storage import write_atomic
@@ -87,9 +90,18 @@ class Table5:
         return "\n".join(parts)
 
 
+#: the command that writes a stored result, before its arguments
+_COMMAND = ["python", "-m", "analyses.table5_mask_stats"]
+
+
 def run(config: Config) -> Table5:
     """Compute the statistics of ``config.masks_folder`` and write them to ``config.out_folder``."""
+    from analyses._common import note_mask_precision
+
     masks = lh.load_masks(config.masks_folder)
+    for folder in sorted(config.masks_folder.iterdir()):  # the masks' training precision
+        if folder.is_dir():
+            note_mask_precision(folder)
     other = None if config.other is None else lh.load_masks(config.other)
     pairs = list(config.pairs) if config.pairs is not None else None
     result = Table5(
@@ -121,7 +133,33 @@ def run(config: Config) -> Table5:
         summary["models"] = result.models.to_frame().to_dict(orient="records")
     write_atomic(out / "summary.json", json.dumps(summary, indent=1, default=str))
     write_atomic(out / "table.md", result.to_markdown())
+    write_atomic(out / "numbers.json", json.dumps(numbers_of(result, masks), indent=2, default=str))
     return result
+
+
+def numbers_of(result: Table5, masks: dict[str, lh.HeadMask]) -> dict[str, Any]:
+    """The stored numbers (``results/table5/...``): task against task and tasks per head, with
+    the provenance of the command (and of the masks' training precision)."""
+    from analyses._common import provenance_of
+
+    per_head = result.tasks_per_head.summary()
+    metadata = [mask.metadata for mask in masks.values()]
+    numbers: dict[str, Any] = {
+        "model": next((m["model"] for m in metadata if m.get("model")), None),
+        "masks": per_head["masks"],
+        "heads": per_head["heads"],
+        "masks per head (mean)": round(per_head["mean tasks per head"], 1),
+        "heads kept by all masks": per_head["kept by all"],
+    }
+    if result.tasks is not None:
+        frame = result.tasks.to_frame()
+        numbers |= {
+            "task pairs": len(frame),
+            "mean Jaccard": round(float(frame["Jaccard"].mean()), 3),
+            "mean random Jaccard (eq. 4)": round(float(frame["random Jaccard"].mean()), 3),
+            "pairs above random": int((frame["Jaccard"] > frame["random Jaccard"]).sum()),
+        }
+    return numbers | {"provenance": provenance_of(_COMMAND + sys.argv[1:])}
 
 
 def _pairs(text: str | None) -> tuple[tuple[str, str], ...] | None:

@@ -181,6 +181,12 @@ PLAN: tuple[Entry, ...] = (
         bf16=True,
     ),
     Entry(
+        "table5/smollm2-135m-instruct-bfloat16",
+        "python -m analyses.table5_mask_stats --masks runs/rerun/mask-table/smollm2 --out "
+        + str(RUNS / "table5/smollm2"),
+        str(RUNS / "table5/smollm2"),
+    ),
+    Entry(
         "table7/smollm2-135m-instruct",
         _analysis("table7_attention", "table7"),
         str(RUNS / "table7"),
