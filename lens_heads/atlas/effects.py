@@ -46,7 +46,7 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from lens_heads.core.ablation import ABLATIONS, mean_head_outputs, right_padded
+from lens_heads.core.ablation import ABLATIONS, donor_prompts, mean_head_outputs, right_padded
 from lens_heads.core.capture import PromptLike, encode_prompt, lens_logits, target_token_ids
 from lens_heads.core.checks import check_int
 from lens_heads.core.errors import InputError
@@ -114,35 +114,6 @@ def skipping_blocks(model: ModelLike, layer: int) -> Iterator[None]:
 
 def _encode(model: ModelLike, prompts: Sequence[PromptLike]) -> list[list[int]]:
     return [list(encode_prompt(model, prompt).tokens) for prompt in prompts]
-
-
-def donor_prompts(
-    tokens: Sequence[Sequence[int]], reference: Sequence[Sequence[int]]
-) -> list[list[int]]:
-    """The resample ablation's donor of each prompt (token ids): a reference prompt of the same
-    length, the ``i``-th prompt of a length taking the ``i``-th such reference prompt (modulo
-    their number); an :class:`InputError` names a length no reference prompt has.
-
-    >>> donor_prompts([[1, 2], [3, 4], [5]], [[7, 8], [9, 9], [6]])
-    [[7, 8], [9, 9], [6]]
-    """
-    by_length: dict[int, list[list[int]]] = {}
-    for ids in reference:
-        by_length.setdefault(len(ids), []).append(list(ids))
-    seen: dict[int, int] = {}
-    donors = []
-    for index, ids in enumerate(tokens):
-        pool = by_length.get(len(ids))
-        if not pool:
-            raise InputError(
-                f"resample ablation: prompt {index} has {len(ids)} tokens and no reference prompt "
-                f"has as many (reference lengths: {sorted(by_length)}); give more reference "
-                "prompts, or use zero or mean ablation"
-            )
-        count = seen.get(len(ids), 0)
-        seen[len(ids)] = count + 1
-        donors.append(pool[count % len(pool)])
-    return donors
 
 
 def _baselines(

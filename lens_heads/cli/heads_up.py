@@ -9,7 +9,7 @@ from typing import Any
 
 from lens_heads.cli import common
 from lens_heads.cli.options import add_settings, settings_from
-from lens_heads.core.ablation import FIXED
+from lens_heads.core.ablation import ABLATIONS
 from lens_heads.core.errors import InputError
 from lens_heads.core.tables import markdown_table
 from lens_heads.demo import DemoConfig
@@ -61,12 +61,13 @@ def _add_sweep(sub: Any) -> None:
         SweepConfig,
         skip=("progress",),
         rename={"track_top_k": "top_k"},
-        choices={"ablation": FIXED, "engine": ENGINES},
+        choices={"ablation": ABLATIONS, "engine": ENGINES},
     )
     parser.add_argument(
-        "--mean-task",
-        help="with --ablation mean: the task (built-in name or file) whose first 64 training "
-        "inputs give each head's mean output",
+        "--ablation-task",
+        help="with --ablation mean or resample: the task (built-in name or file) whose first 64 "
+        "training inputs give each head's mean output, or the donor (the first with as many "
+        "tokens as --prompt)",
     )
     common.deprecated(
         parser, "--generate-tokens", "--max-new-tokens", "max_new_tokens", type=common.non_negative
@@ -131,18 +132,18 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.target is None and args.top_k == 0:
         raise InputError("nothing to track: give --target or --top-k above 0")
     config = settings_from(args, SweepConfig, rename={"track_top_k": "top_k"})
-    mean_prompts = None
-    if config.ablation == "mean" or args.mean_task:
-        if not (config.ablation == "mean" and args.mean_task):
+    ablation_prompts = None
+    if config.ablation != "zero" or args.ablation_task:
+        if config.ablation == "zero" or not args.ablation_task:
             raise InputError(
-                "mean ablation takes its reference from a task: pass --ablation mean "
-                "with --mean-task TASK"
+                "mean and resample ablation take their reference prompts from a task: pass "
+                "--ablation mean (or resample) with --ablation-task TASK"
             )
         from lens_heads.core.ablation import REFERENCE_SIZE
         from lens_heads.core.tasks import get_task
 
-        examples = get_task(args.mean_task).examples[:REFERENCE_SIZE]
-        mean_prompts = [example.input for example in examples]
+        examples = get_task(args.ablation_task).examples[:REFERENCE_SIZE]
+        ablation_prompts = [example.input for example in examples]
     with common.writing(args.out) as out:
         model = common.load_model(args)
         result = removal_sweep(
@@ -151,7 +152,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             order,  # a mask is checked against the model there
             target=args.target,
             reference_prompt=reference,
-            mean_prompts=mean_prompts,
+            ablation_prompts=ablation_prompts,
             config=config,
         )
         result.metadata["stay"] = args.stay

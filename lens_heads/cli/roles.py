@@ -13,7 +13,7 @@ from typing import Any
 
 from lens_heads.cli import common
 from lens_heads.cli.options import add_settings, settings_from
-from lens_heads.core.ablation import FIXED
+from lens_heads.core.ablation import ABLATIONS, FIXED
 from lens_heads.core.storage import write_atomic
 from lens_heads.core.tables import markdown_table
 from lens_heads.heads_up import EstimateErrorsConfig, RolesConfig
@@ -80,7 +80,7 @@ def _add_estimates(sub: Any) -> None:
     )
     order.add_argument("--heads", help="the removal order, e.g. L3H7,L0H1 (or a file of labels)")
     parser.set_defaults(influential=False)
-    add_settings(parser, EstimateErrorsConfig, skip=("progress",), choices={"ablation": FIXED})
+    add_settings(parser, EstimateErrorsConfig, skip=("progress",), choices={"ablation": ABLATIONS})
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 

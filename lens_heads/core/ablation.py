@@ -5,8 +5,9 @@
   reference prompts (:func:`mean_head_outputs`), the same vector at every position;
 * **resample** -- it is set to the head's ``z`` at the same position of another prompt of the
   same token length (:func:`lens_heads.core.hooks.head_outputs`). Only analyses that run each
-  prompt once at a fixed length take it (the atlas's single-head effects); generation and
-  batches of prompts of different lengths have no such donor.
+  prompt at its own fixed length take it (the atlas's single-head effects, removal sweeps
+  without continuations, the gradient estimates); generation and batches of prompts of
+  different lengths have no such donor.
 
 The one mask hook applies all three (``m * z + (1 - m) * baseline``); an analysis computes its
 baseline once and runs inside :func:`lens_heads.core.hooks.ablated`, so every mask it applies --
@@ -41,6 +42,7 @@ __all__ = [
     "REFERENCE_SIZE",
     "ablation_baseline",
     "check_ablation",
+    "donor_prompts",
     "mean_head_outputs",
     "right_padded",
 ]
@@ -64,7 +66,7 @@ def check_ablation(value: object, *, allowed: Sequence[str] = ABLATIONS, where: 
             f"{where} takes ablation {choices}, not 'resample': a resampled head needs a donor "
             "prompt of the same token length at every position, and this analysis generates or "
             "batches prompts of different lengths; resample ablation is in the atlas's "
-            "single-head effects (head_atlas(..., ablations=('resample',)))"
+            "single-head effects, removal sweeps without continuations and estimate_errors"
         )
     raise InputError(f"{where} takes ablation {choices}, got {value!r}")
 
@@ -113,6 +115,35 @@ def mean_head_outputs(
     return torch.stack([sums[layer] for layer in range(n_layers)]) / count
 
 
+def donor_prompts(
+    tokens: Sequence[Sequence[int]], reference: Sequence[Sequence[int]]
+) -> list[list[int]]:
+    """The resample ablation's donor of each prompt (token ids): a reference prompt of the same
+    length, the ``i``-th prompt of a length taking the ``i``-th such reference prompt (modulo
+    their number); an :class:`InputError` names a length no reference prompt has.
+
+    >>> donor_prompts([[1, 2], [3, 4], [5]], [[7, 8], [9, 9], [6]])
+    [[7, 8], [9, 9], [6]]
+    """
+    by_length: dict[int, list[list[int]]] = {}
+    for ids in reference:
+        by_length.setdefault(len(ids), []).append(list(ids))
+    seen: dict[int, int] = {}
+    donors = []
+    for index, ids in enumerate(tokens):
+        pool = by_length.get(len(ids))
+        if not pool:
+            raise InputError(
+                f"resample ablation: prompt {index} has {len(ids)} tokens and no reference prompt "
+                f"has as many (reference lengths: {sorted(by_length)}); give more reference "
+                "prompts, or use zero or mean ablation"
+            )
+        count = seen.get(len(ids), 0)
+        seen[len(ids)] = count + 1
+        donors.append(pool[count % len(pool)])
+    return donors
+
+
 def ablation_baseline(
     model: ModelLike,
     ablation: str,
@@ -120,16 +151,25 @@ def ablation_baseline(
     *,
     where: str,
     batch_size: int = 8,
+    tokens: Sequence[int] | None = None,
 ) -> Tensor | None:
-    """The baseline a fixed-type ablation gives removed heads: ``None`` for zero (the hook's
-    plain multiplier), the mean over ``reference`` for mean (an :class:`InputError` when there
-    is none)."""
-    check_ablation(ablation, allowed=FIXED, where=where)
+    """The baseline ``ablation`` gives removed heads: ``None`` for zero (the hook's plain
+    multiplier); for mean, the mean over ``reference``; for resample (only where ``tokens``, the
+    one prompt run at its own length, is given), the head outputs ``[1, pos, L, H, d_head]`` of
+    the first reference prompt with as many tokens. An :class:`InputError` says what is missing."""
+    check_ablation(ablation, allowed=ABLATIONS if tokens is not None else FIXED, where=where)
     if ablation == "zero":
         return None
     if not reference:
         raise InputError(
-            f"{where}: mean ablation needs reference prompts whose mean head outputs replace "
+            f"{where}: {ablation} ablation needs reference prompts whose head outputs replace "
             "the removed heads (e.g. the task's training inputs)"
         )
-    return mean_head_outputs(model, reference, batch_size=batch_size)
+    if ablation == "mean":
+        return mean_head_outputs(model, reference, batch_size=batch_size)
+    from lens_heads.core.hooks import head_outputs
+
+    assert tokens is not None
+    encoded = [list(encode_prompt(model, prompt).tokens) for prompt in reference]
+    (donor,) = donor_prompts([list(tokens)], encoded)
+    return head_outputs(model, torch.tensor([donor]))

@@ -98,10 +98,12 @@ def _layer_hook(
         if baseline is None:
             return z * scale
         if baseline.ndim == 5:  # per example and position: [batch, pos, layer, head, d_head]
-            if tuple(baseline.shape[:2]) != tuple(z.shape[:2]):
+            batch_ok = baseline.shape[0] in (1, z.shape[0])  # one donor serves every row
+            if not batch_ok or baseline.shape[1] != z.shape[1]:
                 raise MaskShapeError(
                     f"a per-example baseline has {tuple(baseline.shape[:2])} (batch, positions) "
-                    f"but {hook.name} has {tuple(z.shape[:2])}"
+                    f"but {hook.name} has {tuple(z.shape[:2])}; a resampled head needs a donor "
+                    "with as many positions (no generated tokens)"
                 )
             base = baseline[:, :, layer].to(dtype=z.dtype, device=z.device)
         else:
@@ -171,7 +173,9 @@ def apply_mask(model: ModelLike, mask: MaskLike) -> Iterator[ModelLike]:
 def ablated(model: ModelLike, baseline: Tensor | None) -> Iterator[ModelLike]:
     """Inside it, every mask applied to ``model`` (:func:`mask_hooks` with the model,
     :func:`apply_mask`, generation, training, sweeps, evaluation) moves a removed head's output
-    to ``baseline`` ``[n_layers, n_heads, d_head]`` instead of zero; ``None`` changes nothing.
+    to ``baseline`` instead of zero: ``[n_layers, n_heads, d_head]`` at every position, or a
+    donor's outputs ``[1 or batch, pos, n_layers, n_heads, d_head]`` (:func:`head_outputs`) for
+    inputs of exactly ``pos`` positions; ``None`` changes nothing.
     See :mod:`lens_heads.core.ablation` for the baselines.
 
     >>> import lens_heads as lh
@@ -186,10 +190,12 @@ def ablated(model: ModelLike, baseline: Tensor | None) -> Iterator[ModelLike]:
     if baseline is None:
         yield model
         return
-    if baseline.ndim != 3 or tuple(baseline.shape[:2]) != head_shape(model):
+    heads = tuple(baseline.shape[:2]) if baseline.ndim == 3 else tuple(baseline.shape[2:4])
+    if baseline.ndim not in (3, 5) or heads != head_shape(model):
         raise MaskShapeError(
             f"an ablation baseline is [n_layers, n_heads, d_head] = {head_shape(model)} + "
-            f"(d_head,), got {tuple(baseline.shape)}"
+            f"(d_head,), or [batch, pos, n_layers, n_heads, d_head] from donor prompts, got "
+            f"{tuple(baseline.shape)}"
         )
     previous = _BASELINES.get(model)
     _BASELINES[model] = baseline

@@ -39,10 +39,10 @@ from scipy import stats
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from lens_heads.core.ablation import FIXED, check_ablation
+from lens_heads.core.ablation import check_ablation, donor_prompts
 from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
-from lens_heads.core.hooks import ablated
+from lens_heads.core.hooks import ablated, head_outputs
 from lens_heads.core.masks import format_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.prompts import has_chat_template
@@ -74,8 +74,8 @@ class EstimateErrorsConfig:
     saturation: float = 0.9
     """A head whose largest attention weight from the last position reaches it is saturated."""
     ablation: str = "zero"
-    """What a removed head outputs: zero, or mean (over the bare prompts of the task's first 64
-    training examples)."""
+    """What a removed head outputs: zero, mean (over the bare prompts of the task's first 64
+    training examples) or resample (its output on a training prompt of the same length)."""
     chat: bool | None = None
     """Wrap the prompts in the chat template (default: when the tokenizer has one)."""
     progress: bool = True
@@ -88,7 +88,7 @@ class EstimateErrorsConfig:
             check_int("max_heads", self.max_heads, minimum=2)
         if not 0 < self.saturation <= 1:
             raise InputError(f"saturation must lie in (0, 1], got {self.saturation}")
-        check_ablation(self.ablation, allowed=FIXED, where="estimate_errors")
+        check_ablation(self.ablation, where="estimate_errors")
 
 
 @dataclass
@@ -259,18 +259,26 @@ def estimate_errors(
     chat = has_chat_template(model.tokenizer) if config.chat is None else config.chat
     encode = dict(instructed=False, chat=chat, shots=0, shot_pool=None, shot_seed=0)
     encoded = scoring.encode_prompts(model, evaluation, separator="\n\n", **encode)
+    fixed = config.ablation if config.ablation != "resample" else "zero"
     baseline = scoring.task_baseline(
-        model, config.ablation, train, evaluation, chat=chat, where="estimate_errors"
+        model, fixed, train, evaluation, chat=chat, where="estimate_errors"
     )
+    donors = None
+    if config.ablation == "resample":  # a donor of the same length per prompt, checked up front
+        pool = train if train is not None and len(train) else evaluation
+        bare = scoring.encode_prompts(model, pool, separator="\n\n", **encode)
+        donors = donor_prompts([e.prompt_tokens for e in encoded], [e.prompt_tokens for e in bare])
     labels = [format_head(*head) for head in heads]
     n_layers, n_heads = head_shape(model)
     parts: dict[str, list[Tensor]] = {name: [] for name in ("exact", "first", "ig", "alone")}
     saturation: list[Tensor] = []
     seconds = dict.fromkeys(("exact", *ESTIMATES, "alone", "attention"), 0.0)
     bar = tqdm(encoded, desc="estimate errors", disable=not config.progress)
-    with ablated(model, baseline):
-        for example in bar:
-            tokens, answer = example.prompt_tokens, example.answer_tokens[0]
+    for index, example in enumerate(bar):
+        tokens, answer = example.prompt_tokens, example.answer_tokens[0]
+        if donors is not None:  # the donor runs with the same appended answer (causal: unread)
+            baseline = head_outputs(model, torch.tensor([[*donors[index], answer]]))
+        with ablated(model, baseline):
             found = sweep_estimates(model, tokens, answer, labels, steps=config.ig_steps)
             for name, value in found.seconds.items():
                 seconds[name] += value

@@ -371,7 +371,7 @@ def removal_sweep(
     *,
     target: str | int | None = None,
     reference_prompt: str | None = None,
-    mean_prompts: Sequence[str] | None = None,
+    ablation_prompts: Sequence[str] | None = None,
     config: SweepConfig | None = None,
     **options: Any,
 ) -> SweepResult:
@@ -397,7 +397,9 @@ def removal_sweep(
     * ``batch_size``: steps evaluated together (default :func:`default_batch_size`); results do
       not depend on it.
     * ``ablation``: a removed head outputs zero (default), or with ``"mean"`` its mean output
-      over ``mean_prompts`` (e.g. the task's training inputs, rendered like ``prompt``).
+      over ``ablation_prompts`` (e.g. the task's training inputs, rendered like ``prompt``), or
+      with ``"resample"`` (and ``max_new_tokens=0``) its output on the first of them with as
+      many tokens as ``prompt``.
     * ``engine``: ``"batched"`` (default) or ``"naive"``, the reference loop that evaluates and
       generates each step on its own (same results, several times slower; for checking).
 
@@ -410,19 +412,26 @@ def removal_sweep(
     """
     config = configure(SweepConfig, config, options, "removal_sweep")
     check_prompt(prompt, "the prompt")
-    if mean_prompts is not None and config.ablation != "mean":
-        raise InputError("mean_prompts are the mean ablation's reference: pass ablation='mean'")
+    if ablation_prompts is not None and config.ablation == "zero":
+        raise InputError(
+            "ablation_prompts are the reference of a mean or resample ablation: pass "
+            "ablation='mean' or 'resample'"
+        )
     chat = has_chat_template(model.tokenizer) if config.chat is None else config.chat
     reference = (
         None
-        if mean_prompts is None
-        else [encode_text(model.tokenizer, p, chat=chat) for p in mean_prompts]
+        if ablation_prompts is None
+        else [encode_text(model.tokenizer, p, chat=chat) for p in ablation_prompts]
     )
-    baseline = ablation_baseline(model, config.ablation, reference, where="removal_sweep")
+    tokens = encode_text(model.tokenizer, prompt, chat=chat)
+    baseline = ablation_baseline(
+        model, config.ablation, reference, where="removal_sweep", tokens=tokens
+    )
     with ablated(model, baseline):
         result = _removal_sweep(model, prompt, order, target, reference_prompt, config)
     result.metadata.update(
-        ablation=config.ablation, mean_prompts=0 if mean_prompts is None else len(mean_prompts)
+        ablation=config.ablation,
+        ablation_prompts=0 if ablation_prompts is None else len(ablation_prompts),
     )
     return result
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from lens_heads.core.ablation import FIXED, check_ablation
+from lens_heads.core.ablation import check_ablation
 from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
 
@@ -42,7 +42,8 @@ class SweepConfig:
     influential_k: int | None = None
     """Re-order the first k heads by the gain in the target's rank each causes alone."""
     ablation: str = "zero"
-    """What a removed head outputs: zero, or mean (its mean output over reference prompts)."""
+    """What a removed head outputs: zero, mean (its mean output over reference prompts) or
+    resample (its output on a reference prompt of the same length; no continuations)."""
     engine: str = "batched"
     """batched (default) or naive: the reference loop, one step at a time (for checking)."""
     progress: bool = True
@@ -53,7 +54,11 @@ class SweepConfig:
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise InputError(f"engine must be 'batched' or 'naive', got {self.engine!r}")
-        check_ablation(self.ablation, allowed=FIXED, where="removal_sweep")
+        check_ablation(self.ablation, where="removal_sweep")
+        if self.ablation == "resample" and self.max_new_tokens:
+            raise InputError(
+                "resample ablation has no donor for generated tokens: pass max_new_tokens=0"
+            )
         check_int("every", self.every, minimum=1)
         check_int("track_top_k", self.track_top_k, minimum=0)
         check_int("max_new_tokens", self.max_new_tokens, minimum=0)

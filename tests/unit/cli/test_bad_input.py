@@ -213,9 +213,12 @@ SILENT = [
     *[(["translation-scores", "--model", "{M}", "--pairs", "en-fr", "--threshold", value,
         "--out", "{out}"], "--threshold: must") for value in ("nan", "-1", "inf")],
     (["sweep", "--model", "{M}", "--heads", "L0H1", "--prompt", "hi", "--target", "H",
-      "--ablation", "mean", "--out", "{out}"], "pass --ablation mean with --mean-task TASK"),
+      "--ablation", "mean", "--out", "{out}"], "with --ablation-task TASK"),
     (["sweep", "--model", "{M}", "--heads", "L0H1", "--prompt", "hi", "--target", "H",
-      "--mean-task", "{upper}", "--out", "{out}"], "pass --ablation mean with --mean-task TASK"),
+      "--ablation-task", "{upper}", "--out", "{out}"], "with --ablation-task TASK"),
+    (["sweep", "--model", "{M}", "--heads", "L0H1", "--prompt", "hi", "--target", "H",
+      "--ablation", "resample", "--ablation-task", "{upper}", "--out", "{out}"],
+     "no donor for generated tokens: pass --max-new-tokens=0"),
 ]  # fmt: skip
 
 

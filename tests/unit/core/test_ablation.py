@@ -71,7 +71,7 @@ def test_resample_and_unknown_ablations_are_refused_with_the_reason():
         lh.EvaluationConfig(ablation="resample")
     with pytest.raises(InputError, match="takes ablation 'zero' or 'mean', got 'median'"):
         lh.TrainingConfig(ablation="median")
-    with pytest.raises(InputError, match="removal_sweep takes ablation"):
+    with pytest.raises(InputError, match="no donor for generated tokens"):
         lh.SweepConfig(ablation="resample")
     assert check_ablation("resample", where="atlas") == "resample"
     with pytest.raises(InputError, match="needs reference prompts"):
@@ -124,9 +124,9 @@ def test_a_sweep_with_mean_ablation_equals_each_step_by_hand(model):
     reference = ["a dog", "the small bird ran", "one more prompt here"]
     sweep = lh.removal_sweep(
         model, "the cat", order, target=5, max_new_tokens=0, ablation="mean",
-        mean_prompts=reference, chat=False, progress=False,
+        ablation_prompts=reference, chat=False, progress=False,
     )  # fmt: skip
-    assert sweep.metadata["ablation"] == "mean" and sweep.metadata["mean_prompts"] == 3
+    assert sweep.metadata["ablation"] == "mean" and sweep.metadata["ablation_prompts"] == 3
     from lens_heads.core.prompts import encode_text
 
     baseline = mean_head_outputs(
@@ -144,5 +144,41 @@ def test_a_sweep_with_mean_ablation_equals_each_step_by_hand(model):
         model, "the cat", order, target=5, max_new_tokens=0, chat=False, progress=False
     )
     assert not torch.allclose(zero.logits[1:], sweep.logits[1:])
-    with pytest.raises(InputError, match="pass ablation='mean'"):
-        lh.removal_sweep(model, "the cat", order, target=5, mean_prompts=reference)
+    with pytest.raises(InputError, match="pass ablation='mean' or 'resample'"):
+        lh.removal_sweep(model, "the cat", order, target=5, ablation_prompts=reference)
+
+
+def test_a_sweep_with_resample_ablation_swaps_in_the_donors_outputs_by_hand(model):
+    from lens_heads.core.prompts import encode_text
+
+    order = ["L1H0", "L0H2", "L1H3"]
+    encode = lambda text: encode_text(model.tokenizer, text, chat=False)  # noqa: E731
+    prompt, donor = "the cat sat", "one dog ran"
+    assert len(encode(prompt)) == len(encode(donor))
+    reference = ["one", donor, "the mouse ran"]  # the first with as many tokens is the donor
+    sweep = lh.removal_sweep(
+        model, prompt, order, target=5, max_new_tokens=0, ablation="resample",
+        ablation_prompts=reference, chat=False, progress=False,
+    )  # fmt: skip
+    assert sweep.metadata["ablation"] == "resample"
+    donor_z = _z(model, torch.tensor([encode(donor)]))
+    tokens = torch.tensor([encode(prompt)])
+    for step in range(len(order) + 1):
+        removed = {lh.core.masks.parse_head(h) for h in order[:step]}
+
+        def swap(z, hook, removed=removed):
+            layer = int(hook.name.split(".")[1])
+            z = z.clone()
+            for head in [h for (at, h) in removed if at == layer]:
+                z[:, :, head] = donor_z[layer][:, :, head]
+            return z
+
+        hooks = [(f"blocks.{layer}.attn.hook_z", swap) for layer in range(2)]
+        with model.hooks(fwd_hooks=hooks):
+            logit = model(tokens)[0, -1, 5]
+        assert float(sweep.logits[step, 0]) == pytest.approx(float(logit), abs=1e-4)
+    with pytest.raises(InputError, match="no reference prompt has as many"):
+        lh.removal_sweep(
+            model, prompt, order, target=5, max_new_tokens=0, ablation="resample",
+            ablation_prompts=["one", "two words"], chat=False, progress=False,
+        )  # fmt: skip

@@ -121,8 +121,8 @@ def test_bad_settings_are_refused_before_any_model_runs():
         EstimateErrorsConfig(n_prompts=0)
     with pytest.raises(lh.LensHeadsError, match="saturation must lie in"):
         EstimateErrorsConfig(saturation=1.5)
-    with pytest.raises(lh.LensHeadsError, match="not 'resample'"):
-        EstimateErrorsConfig(ablation="resample")
+    with pytest.raises(lh.LensHeadsError, match="got 'median'"):
+        EstimateErrorsConfig(ablation="median")
 
 
 def test_the_command_writes_the_table_and_reloads(tiny_dir, tmp_path, capsys):
@@ -140,3 +140,25 @@ def test_the_command_writes_the_table_and_reloads(tiny_dir, tmp_path, capsys):
         "linearisation" in (out / "summary.md").read_text()
         or "interaction" in (out / "summary.md").read_text()
     )
+
+
+def test_resample_ablation_takes_a_training_prompt_of_the_same_length_as_donor(model):
+    from dataclasses import replace
+
+    from lens_heads.core.hooks import head_outputs
+
+    found = estimate_errors(model, TASK, ORDER, replace(FAST, ablation="resample"))
+    train, _, encoded = _prompts(model, FAST)
+    bare = scoring.encode_prompts(
+        model, train, instructed=False, chat=False, shots=0, shot_pool=None, shot_seed=0,
+        separator="\n\n",
+    )  # fmt: skip
+    example = encoded[0]  # "melon": its donor is the first training word of five letters
+    donor = next(e for e in bare if len(e.prompt_tokens) == len(example.prompt_tokens))
+    assert TASK.examples[WORDS.index("apple")].input == "apple"
+    answer = example.answer_tokens[0]
+    with ablated(model, head_outputs(model, torch.tensor([[*donor.prompt_tokens, answer]]))):
+        by_hand = sweep_estimates(model, example.prompt_tokens, answer, ORDER)
+    torch.testing.assert_close(found.exact[0], torch.tensor(by_hand.exact))
+    zero = estimate_errors(model, TASK, ORDER, FAST)
+    assert not torch.allclose(zero.exact, found.exact)
