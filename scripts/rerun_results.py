@@ -309,6 +309,11 @@ PLAN: tuple[Entry, ...] = (
         str(RUNS / "lahis-languages/gemma-3-270m"),
     ),
     Entry(
+        "alignment_extras/gemma-3-270m",
+        f"python scripts/alignment_extras.py --out {RUNS / 'alignment-extras'}",
+        str(RUNS / "alignment-extras"),
+    ),
+    Entry(
         "atlas/smollm2-135m-instruct",
         _analysis(
             "head_atlas",

@@ -219,6 +219,7 @@ def alignment_heads_across_models(
                 "n_alignment": len(heads),
                 "proportion": len(heads) / (scores.n_layers * scores.n_heads),
                 "layers": sorted(set(layers)),
+                "n_layers": scores.n_layers,
                 "relative_depths": [layer / depth for layer in layers],
                 "heads": heads,
             }

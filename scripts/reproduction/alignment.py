@@ -6,8 +6,11 @@ from typing import Any
 
 from reproduction import NOT_COVERED, Load, Row, cite, table
 
-
 # -- Token Alignment Heads ---------------------------------------------------------------------
+#: the failure counts of the ablated outputs, in the categories of the paper's appendix A.4
+DAMAGED = "damaged outputs (no translation, missing details, hallucination)"
+
+
 def _extras(load: Load) -> dict[str, Any]:
     return load("alignment_extras/gemma-3-270m")
 
@@ -76,7 +79,7 @@ def _consistency(load: Load) -> str:
     return (
         f"Gemma, top 20 of 72 heads (28 %), 20 ordered pairs of en/fr/es/de/zh: mean Jaccard "
         f"{n['consistency top-20 mean Jaccard']:.3f} against {n['random top-20 Jaccard']:.3f} for "
-        f"random sets; least similar {low:.2f}-{high:.2f} {cite(load, 'alignment_extras/gemma-3-270m')}"
+        f"random sets; each pair's least similar other pair {low:.2f}-{high:.2f} {cite(load, 'alignment_extras/gemma-3-270m')}"
     )
 
 
@@ -110,17 +113,20 @@ def n_heads_share(load: Load) -> str:
 
 def _failures(load: Load) -> str:
     n = _extras(load)
-    counts = n["damaged outputs (no translation, missing details, other)"]
+    counts = n[DAMAGED]
     total = sum(counts)
+    if not total:
+        return f"Gemma en→fr, alignment heads removed: no damaged output {cite(load, 'alignment_extras/gemma-3-270m')}"
     return (
         f"Gemma en→fr, alignment heads removed, {total} damaged outputs (chrF++ drop ≥ 10): "
-        f"no translation {counts[0] / total:.0%}, missing details {counts[1] / total:.0%}, other "
+        f"no translation {counts[0] / total:.0%}, missing details {counts[1] / total:.0%}, "
+        f"hallucination "
         f"{counts[2] / total:.0%} {cite(load, 'alignment_extras/gemma-3-270m')}"
     )
 
 
 def _failures_verdict(load: Load) -> str:
-    counts = _extras(load)["damaged outputs (no translation, missing details, other)"]
+    counts = _extras(load)[DAMAGED]
     largest = counts[0] == max(counts)
     return "partly: no translation is the largest category" + ("" if largest else " (not here)")
 
