@@ -25,19 +25,24 @@ pairs en-fr, en-de and en-es (``--tasks`` picks others). Writes ``<out>/masks/<t
 training results; a finished task is reused, an interrupted one resumes from its checkpoint),
 ``<out>/runs/<task>/<condition>.json`` (each evaluation, reused by a re-run with the same heads
 and settings), and the result folder itself: ``table.md`` (with the verdict), ``table.csv``,
-``runs.csv``, ``summary.csv``, ``result.json``, ``figure.html``; ``tasks-per-head/`` shows where
-the family's masks overlap. ``--masks DIR`` uses masks trained elsewhere instead of training.
+``runs.csv``, ``summary.csv``, ``result.json``, ``figure.html``, ``numbers.json`` (the stored
+result, the family under ``--name``); ``tasks-per-head/`` shows where the family's masks overlap.
+``--masks DIR`` uses masks trained elsewhere instead of training.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import lens_heads as lh
 from analyses.table5_mask_stats import short_name
+from lens_heads.core.storage import write_atomic
 
 #: The default family of each offline model (others get the translation pairs).
 FAMILIES = {
@@ -45,6 +50,8 @@ FAMILIES = {
     "gemma-3-270m": ("en-fr", "en-de", "en-es"),
 }
 TRANSLATION_FAMILY = ("en-fr", "en-de", "en-es")
+#: the name a default family is stored under (``numbers.json``); others are named with --name
+FAMILY_NAMES = {FAMILIES["smollm2-135m-instruct"]: "letter", TRANSLATION_FAMILY: "translation"}
 
 
 @dataclass(frozen=True)
@@ -67,10 +74,16 @@ class Config:
     eval_batch_size: int = 16
     device: str = "cpu"
     dtype: str = "float32"
+    name: str | None = None
 
     @property
     def family(self) -> tuple[str, ...]:
         return self.tasks or FAMILIES.get(self.model, TRANSLATION_FAMILY)
+
+    @property
+    def family_name(self) -> str:
+        """What ``numbers.json`` calls the family (``--name``, else its default name)."""
+        return self.name or FAMILY_NAMES.get(tuple(self.family), "family")
 
     @property
     def out_folder(self) -> Path:
@@ -123,7 +136,42 @@ def run(config: Config) -> lh.PathwaysResult:
     result.save(out)
     family_masks = {name: masks[name] for name in result.tasks}
     lh.tasks_per_head(family_masks).save(out / "tasks-per-head")
+    provenance = _provenance(config, result.tasks)
+    numbers = {config.family_name: numbers_of(result), "provenance": provenance}
+    write_atomic(out / "numbers.json", json.dumps(numbers, indent=2, default=str))
     return result
+
+
+def numbers_of(result: lh.PathwaysResult) -> dict[str, Any]:
+    """The stored numbers of one family: the sizes of (a) and (b), the mean change of the
+    instructed answer CE when each is removed and when random sets of their sizes are, and on
+    how many tasks (a) hurts more than random and (b) lowers the CE below the full model's."""
+    table = result.summary()
+
+    def mean(column: str) -> float:
+        return round(float((table[f"CE {column}"] - table["CE full"]).mean()), 2)
+
+    return {
+        "shared heads": len(result.shared),
+        "unused heads": len(result.unused),
+        "shared: CE rise": mean("shared"),
+        "shared: random CE rise": mean("random shared"),
+        "shared: tasks worse than random": int(table["shared hurts more"].sum()),
+        "unused: CE change": mean("unused"),
+        "unused: random CE change": mean("random unused"),
+        "unused: tasks improved": int((table["CE unused"] < table["CE full"]).sum()),
+        "tasks": len(table),
+    }
+
+
+def _provenance(config: Config, tasks: Sequence[str]) -> dict[str, Any]:
+    """The command, code, machine and the masks' training precision."""
+    from analyses._common import note_mask_precision, provenance_of
+
+    folder = Path(config.masks) if config.masks is not None else config.out_folder / "masks"
+    for task in tasks:
+        note_mask_precision(folder / task)
+    return provenance_of(["python", "-m", "analyses.table6_pathways", *sys.argv[1:]])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -147,6 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--eval-batch-size", type=int, default=defaults.eval_batch_size)
     parser.add_argument("--device", default=defaults.device, help="cpu, cuda or auto")
     parser.add_argument("--dtype", default=defaults.dtype, help="model dtype: float32, auto, ...")
+    parser.add_argument("--name", help="what numbers.json calls the family (default: by family)")
     args = parser.parse_args(argv)
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else None
     config = Config(
@@ -164,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         eval_batch_size=args.eval_batch_size,
         device=args.device,
         dtype=args.dtype,
+        name=args.name,
     )
     run(config)
     print((config.out_folder / "table.md").read_text())

@@ -186,6 +186,26 @@ PLAN: tuple[Entry, ...] = (
         + str(RUNS / "table5/smollm2"),
         str(RUNS / "table5/smollm2"),
     ),
+    *(
+        Entry(
+            f"table6/{model}-{name}-init0-bfloat16",
+            f"python -m analyses.table6_pathways --model {model} --init-mean 0 --name {name} "
+            + (f"--tasks {tasks} " if tasks else "")
+            + f"--out {RUNS / 'table6' / f'{model}-{name}'}",
+            str(RUNS / "table6" / f"{model}-{name}"),
+            bf16=True,
+            pending=True,
+        )
+        for model, name, tasks in (
+            ("smollm2-135m-instruct", "letter", ""),
+            (
+                "smollm2-135m-instruct",
+                "choice",
+                "color_v_animal_3,fruit_v_animal_3,object_v_concept_3",
+            ),
+            ("gemma-3-270m", "translation", ""),
+        )
+    ),
     Entry(
         "table7/smollm2-135m-instruct",
         _analysis("table7_attention", "table7"),

@@ -427,72 +427,64 @@ def figure9_verdict(load: Load) -> str:
     return f"not reproduced: the {label} order switches at {low}, the positive one at {positive}"
 
 
-def table6(load: Load, part: str) -> str:
-    cells = []
-    for path, families in (
-        ("table6/smollm2-135m-instruct-init0-bfloat16", ("letter", "choice")),
-        ("table6/gemma-3-270m-init0-bfloat16", ("translation",)),
-    ):
-        numbers = load(path)
-        for family in families:
-            f = numbers[family]
-            if part == "shared":
-                cells.append(
-                    f"{family} ({f['shared heads']} heads): +{f['shared: CE rise']} vs random "
-                    f"+{f['shared: random CE rise']}, worse than random on "
-                    f"{f['shared: tasks worse than random']}/{f['tasks']}"
-                )
-            else:
-                cells.append(
-                    f"{family} ({f['unused heads']} heads): {f['unused: CE change']:+} vs random "
-                    f"{f['unused: random CE change']:+}, better than the full model on "
-                    f"{f['unused: tasks improved']}/{f['tasks']}"
-                )
-    return (
-        "Instructed answer CE change, masks from init 0 (SmolLM2 letter and choice families, "
-        "Gemma en-fr/de/es): " + "; ".join(cells) + " "
-        f"{cite(load, 'table6/smollm2-135m-instruct-init0-bfloat16')} "
-        f"{cite(load, 'table6/gemma-3-270m-init0-bfloat16')}"
-    )
+#: the stored Table 6 runs, one family each (masks from init 0)
+TABLE6_RUNS = (
+    "table6/smollm2-135m-instruct-letter-init0-bfloat16",
+    "table6/smollm2-135m-instruct-choice-init0-bfloat16",
+    "table6/gemma-3-270m-translation-init0-bfloat16",
+)
 
 
-def _table6_families(load: Load) -> list[dict[str, Any]]:
+def _table6_families(load: Load) -> list[tuple[str, dict[str, Any]]]:
+    """``(name, numbers)`` of every family of the stored runs."""
     families = []
-    for path in (
-        "table6/smollm2-135m-instruct-init0-bfloat16",
-        "table6/gemma-3-270m-init0-bfloat16",
-    ):
-        families += [f for f in load(path).values() if isinstance(f, dict) and "tasks" in f]
+    for path in TABLE6_RUNS:
+        numbers = load(path)
+        families += [(k, f) for k, f in numbers.items() if isinstance(f, dict) and "tasks" in f]
     return families
 
 
+def table6(load: Load, part: str) -> str:
+    cells = []
+    for family, f in _table6_families(load):
+        if part == "shared":
+            cells.append(
+                f"{family} ({f['shared heads']} heads): +{f['shared: CE rise']} vs random "
+                f"+{f['shared: random CE rise']}, worse than random on "
+                f"{f['shared: tasks worse than random']}/{f['tasks']}"
+            )
+        else:
+            cells.append(
+                f"{family} ({f['unused heads']} heads): {f['unused: CE change']:+} vs random "
+                f"{f['unused: random CE change']:+}, better than the full model on "
+                f"{f['unused: tasks improved']}/{f['tasks']}"
+            )
+    return (
+        "Instructed answer CE change, masks from init 0 (SmolLM2 letter and choice families, "
+        "Gemma en-fr/de/es): "
+        + "; ".join(cells)
+        + " "
+        + " ".join(cite(load, path) for path in TABLE6_RUNS)
+    )
+
+
+def _majority(count: int, total: int) -> str:
+    """The page's rule for counts of tasks: all reproduced, more than half partly, else not."""
+    return "reproduced" if count == total else "partly" if 2 * count > total else "not reproduced"
+
+
 def table6_shared_verdict(load: Load) -> str:
-    families = _table6_families(load)
+    families = [f for _, f in _table6_families(load)]
     worse = sum(f["shared: tasks worse than random"] for f in families)
     total = sum(f["tasks"] for f in families)
-    word = "reproduced" if worse == total else "partly"
-    return f"{word}: worse than random on {worse} of {total} tasks (masks from init 0)"
+    return f"{_majority(worse, total)}: worse than random on {worse} of {total} tasks (masks from init 0)"
 
 
 def table6_unused_verdict(load: Load) -> str:
-    improved = total = 0
-    for path in (
-        "table6/smollm2-135m-instruct-init0-bfloat16",
-        "table6/gemma-3-270m-init0-bfloat16",
-    ):
-        for family in load(path).values():
-            if isinstance(family, dict) and "unused: tasks improved" in family:
-                improved += family["unused: tasks improved"]
-                total += family["tasks"]
-    # all tasks better: reproduced; most: partly; at most half: the opposite direction dominates
-    word = (
-        "reproduced"
-        if improved == total
-        else "partly"
-        if 2 * improved > total
-        else "not reproduced"
-    )
-    return f"**{word}**: better on {improved} of {total} tasks (the paper: 6 of 6)"
+    families = [f for _, f in _table6_families(load)]
+    improved = sum(f["unused: tasks improved"] for f in families)
+    total = sum(f["tasks"] for f in families)
+    return f"**{_majority(improved, total)}**: better on {improved} of {total} tasks (the paper: 6 of 6)"
 
 
 TABLE3 = "table3/smollm2-135m-instruct"

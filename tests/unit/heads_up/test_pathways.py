@@ -281,6 +281,13 @@ def test_table6_analysis_trains_evaluates_and_resumes(tiny, tmp_path, monkeypatc
     loaded = PathwaysResult.load(out)
     assert loaded.tasks == ["capitalize", "lowercase_last_letter"]
     assert loaded.config["training"]["init_mean"] == 0.0, "the init that trains on SmolLM2"
+    stored = json.loads((out / "numbers.json").read_text())["family"]
+    table = loaded.summary()
+    assert stored["tasks"] == 2 and stored["shared heads"] == len(loaded.shared)
+    assert stored["unused: tasks improved"] == int((table["CE unused"] < table["CE full"]).sum())
+    assert stored["shared: CE rise"] == pytest.approx(
+        float((table["CE shared"] - table["CE full"]).mean()), abs=0.006
+    )
     stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.json")}
     assert table6_pathways.main(argv) == 0
     assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.json")} == stamps

@@ -22,8 +22,6 @@ TRANSCRIBED = {
     "alignment_extras/gemma-3-270m",
     "mask_table/gemma-3-270m-bfloat16",
     "soft_mask/gemma-3-270m-en-fr",
-    "table6/gemma-3-270m-init0-bfloat16",
-    "table6/smollm2-135m-instruct-init0-bfloat16",
 }
 
 

@@ -158,15 +158,26 @@ def test_figure6_verdict_follows_its_numbers():
 
 @pytest.mark.parametrize(("improved", "word"), [(9, "reproduced"), (6, "partly"), (1, "not")])
 def test_table6_unused_verdict_follows_its_numbers(improved, word):
-    from reproduction.heads_up_results import table6_unused_verdict
+    from reproduction.heads_up_results import TABLE6_RUNS, table6_unused_verdict
 
-    split = {"f1": {"unused: tasks improved": min(improved, 5), "tasks": 5}}
-    other = {"f2": {"unused: tasks improved": max(improved - 5, 0), "tasks": 4}}
+    counts = [min(improved, 5), max(improved - 5, 0), 0]
     numbers = {
-        "table6/smollm2-135m-instruct-init0-bfloat16": split,
-        "table6/gemma-3-270m-init0-bfloat16": other,
+        path: {f"f{i}": {"unused: tasks improved": count, "tasks": [5, 4, 0][i]}}
+        for i, (path, count) in enumerate(zip(TABLE6_RUNS, counts, strict=True))
     }
     assert table6_unused_verdict(numbers.__getitem__).startswith(f"**{word}")
+
+
+@pytest.mark.parametrize(("worse", "word"), [(9, "reproduced"), (6, "partly"), (2, "not")])
+def test_table6_shared_verdict_follows_its_numbers(worse, word):
+    from reproduction.heads_up_results import TABLE6_RUNS, table6_shared_verdict
+
+    counts = [min(worse, 3), min(max(worse - 3, 0), 3), max(worse - 6, 0)]
+    numbers = {
+        path: {"f": {"shared: tasks worse than random": count, "tasks": 3}}
+        for path, count in zip(TABLE6_RUNS, counts, strict=True)
+    }
+    assert table6_shared_verdict(numbers.__getitem__).startswith(word)
 
 
 def test_table4_with_one_size_is_not_measurable_whatever_it_shows():
