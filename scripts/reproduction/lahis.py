@@ -80,10 +80,19 @@ def _soft_mask(load: Load) -> str:
 
 
 def _soft_mask_verdict(load: Load) -> str:
+    """Does the soft mask on the top heads improve the task? Lower answer CE than no mask and
+    than the random heads' mean by more than their spread: reproduced; lower than no mask only:
+    partly (no better than masking random heads); not lower than no mask: not reproduced."""
     n = load("soft_mask/gemma-3-270m-en-fr")
-    ce = n["answer CE (no mask, top head, random mean, random std)"]
-    inside = abs(ce[1] - ce[2]) <= ce[3]
-    return "not reproduced here" + (" (inside the random heads' spread)" if inside else "")
+    none, top, random_mean, random_std = n["answer CE (no mask, top head, random mean, random std)"]
+    if top >= none:
+        return f"not reproduced: the answer CE does not fall ({none} → {top})"
+    if top < random_mean - random_std:
+        return f"reproduced: the answer CE falls {none} → {top}, below random heads' {random_mean}"
+    return (
+        f"partly: the answer CE falls {none} → {top}, but random heads do as well "
+        f"({random_mean} ± {random_std})"
+    )
 
 
 def _languages(load: Load) -> dict[str, Any]:

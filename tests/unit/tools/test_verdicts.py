@@ -547,3 +547,15 @@ def test_the_estimates_block_says_which_estimate_ranks_better_from_the_numbers()
     first_better = sweep_estimates(load_with(_estimate_numbers(0.9, 0.3)))
     assert "the first order ranks the steps more like" in first_better
     assert first_better.count("not yet measured here") == len(ESTIMATE_RUNS) - 1
+
+
+@pytest.mark.parametrize(
+    ("ce", "word"),
+    [((1.0, 0.8, 0.95, 0.05), "reproduced"), ((1.0, 0.93, 0.95, 0.05), "partly"),
+     ((1.0, 1.1, 0.95, 0.05), "not reproduced")],
+)  # fmt: skip
+def test_the_soft_mask_verdict_follows_its_numbers(ce, word):
+    from reproduction.lahis import _soft_mask_verdict
+
+    numbers = {"answer CE (no mask, top head, random mean, random std)": list(ce)}
+    assert _soft_mask_verdict(lambda path: numbers).startswith(word)
