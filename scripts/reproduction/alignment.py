@@ -126,9 +126,17 @@ def _failures(load: Load) -> str:
 
 
 def _failures_verdict(load: Load) -> str:
-    counts = _extras(load)[DAMAGED]
-    largest = counts[0] == max(counts)
-    return "partly: no translation is the largest category" + ("" if largest else " (not here)")
+    """The paper's order of the categories (no translation, missing details, hallucination):
+    reproduced; no translation the largest, another order after it: partly; otherwise not."""
+    counts = dict(zip(PAPER_ORDER, _extras(load)[DAMAGED], strict=True))
+    if not sum(counts.values()):
+        return "not measurable: no damaged output"
+    order = tuple(sorted(PAPER_ORDER, key=lambda c: -counts[c]))
+    if order == PAPER_ORDER:
+        return "reproduced: the paper's order, no translation first"
+    if order[0] == PAPER_ORDER[0]:
+        return f"partly: no translation is the largest category, then {order[1]}"
+    return f"not reproduced: {order[0]} is the largest category, not no translation"
 
 
 def _heads(load: Load) -> dict[str, Any]:
@@ -186,10 +194,18 @@ def consistency_ours(load: Load) -> str:
 
 
 def consistency_verdict(load: Load) -> str:
+    """The paper's mean above 0.8 and floor of 0.6: reproduced; a mean at least twice the random
+    expectation without them: partly; otherwise not reproduced."""
     c = _heads(load)["consistency"]["20"]
-    if c["mean off-diagonal"] > 0.8 and c["min off-diagonal"] >= 0.6:
+    mean, low, chance = c["mean off-diagonal"], c["min off-diagonal"], c["random expectation"]
+    if mean > 0.8 and low >= 0.6:
         return "reproduced"
-    return "partly: far above random, below the paper's 0.8 mean and 0.6 floor"
+    if mean >= 2 * chance:
+        return (
+            f"partly: mean {mean:.2f}, at least twice random ({chance:.2f}), but below the "
+            "paper's 0.8 mean or 0.6 floor"
+        )
+    return f"not reproduced: mean {mean:.2f} against {chance:.2f} for random sets"
 
 
 def _ablation_by_k(numbers: dict[str, Any]) -> dict[int, dict[str, dict[str, Any]]]:

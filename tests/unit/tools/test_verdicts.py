@@ -559,3 +559,24 @@ def test_the_soft_mask_verdict_follows_its_numbers(ce, word):
 
     numbers = {"answer CE (no mask, top head, random mean, random std)": list(ce)}
     assert _soft_mask_verdict(lambda path: numbers).startswith(word)
+
+
+@pytest.mark.parametrize(
+    ("mean", "low", "word"),
+    [(0.85, 0.65, "reproduced"), (0.64, 0.38, "partly"), (0.2, 0.1, "not reproduced")],
+)
+def test_the_consistency_verdict_follows_its_numbers(mean, low, word):
+    from reproduction.alignment import consistency_verdict
+
+    c = {"mean off-diagonal": mean, "min off-diagonal": low, "random expectation": 0.164}
+    assert consistency_verdict(lambda path: {"consistency": {"20": c}}).startswith(word)
+
+
+@pytest.mark.parametrize(
+    ("counts", "word"),
+    [((9, 4, 1), "reproduced"), ((9, 1, 4), "partly"), ((1, 9, 4), "not reproduced")],
+)
+def test_the_extras_failures_verdict_follows_its_numbers(counts, word):
+    from reproduction.alignment import DAMAGED, _failures_verdict
+
+    assert _failures_verdict(lambda path: {DAMAGED: list(counts)}).startswith(word)
