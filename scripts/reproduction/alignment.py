@@ -36,8 +36,9 @@ def _sparsity_verdict(load: Load) -> str:
     outside = [m for m, share in shares.items() if share >= 0.08]
     if not outside:
         return "reproduced"
+    word = "partly" if inside else "not reproduced"
     return (
-        f"partly: {', '.join(inside) or 'no model'} under 8 %; {', '.join(outside)} above it "
+        f"{word}: {', '.join(inside) or 'no model'} under 8 %; {', '.join(outside)} above it "
         "(one head of 72 is 1.4 points, and 270M is below the paper's 1.7B)"
     )
 
