@@ -400,6 +400,23 @@ PLAN: tuple[Entry, ...] = (
         pending=True,
     ),
     Entry(
+        "roles/gemma-3-270m-en-fr-2-shot",
+        _roles(
+            "roles/gemma-en-fr-2-shot",
+            "--model",
+            "gemma-3-270m",
+            "--task",
+            "en-fr",
+            "--shots",
+            "2",
+            steps=100,
+            masks=2,
+        ),
+        str(RUNS / "roles/gemma-en-fr-2-shot"),
+        bf16=True,
+        pending=True,
+    ),
+    Entry(
         "roles_vs_chg/smollm2-135m-instruct",
         "python -m benchmarks.bench_roles --out runs/rerun/roles-vs-chg",
         str(RUNS / "roles-vs-chg"),

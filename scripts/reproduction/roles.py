@@ -12,6 +12,7 @@ ROLE_RUNS = {
     "SmolLM2-135M-Instruct, capitalize": "roles/smollm2-135m-instruct-capitalize",
     "SmolLM2-135M-Instruct, country-capital": "roles/smollm2-135m-instruct-country-capital",
     "Gemma 3 270M, en-fr": "roles/gemma-3-270m-en-fr",
+    "Gemma 3 270M, en-fr with two demonstrations": "roles/gemma-3-270m-en-fr-2-shot",
 }
 CHG_RUN = "roles_vs_chg/smollm2-135m-instruct"
 #: the stored runs of the gradient estimates' errors: name -> result path
@@ -25,21 +26,37 @@ ESTIMATE_RUNS = {
 FITS = ("free", "down", "up")
 
 
-def _interference(effect: dict[str, Any]) -> str:
+def _chrf(numbers: dict[str, Any], instructed: bool) -> tuple[float, float] | None:
+    """chrF++ with all heads and without the interfering ones (sentence tasks), else None."""
+    rows = {
+        row["heads"]: row
+        for row in numbers.get("evaluation", [])
+        if row["instructed"] == instructed
+        and isinstance(row.get("chrf"), float)
+        and row["chrf"] == row["chrf"]  # not NaN
+    }
+    if {"all heads", "without interfering heads"} <= set(rows):
+        return rows["all heads"]["chrf"], rows["without interfering heads"]["chrf"]
+    return None
+
+
+def _interference(numbers: dict[str, Any]) -> str:
     parts = []
-    for prompts, numbers in effect.items():
-        before, after = numbers["accuracy"]
-        ce_before, ce_after = numbers["answer CE"]
+    for prompts, effect in numbers.get("removing interfering heads", {}).items():
+        before, after = effect["accuracy"]
+        ce_before, ce_after = effect["answer CE"]
         verdict = (
             "is at least as accurate with a lower answer CE"
-            if numbers["better"]
+            if effect["better"]
             else "is not both at least as accurate and lower in answer CE"
         )
         given = "with the instruction" if prompts == "instructed" else "on the bare input"
+        chrf = _chrf(numbers, prompts == "instructed")
+        also = "" if chrf is None else f", chrF++ {chrf[0]:.1f} → {chrf[1]:.1f}"
         parts.append(
-            f"{given} the model without its {numbers['heads removed']} interfering "
+            f"{given} the model without its {effect['heads removed']} interfering "
             f"heads {verdict} (accuracy {before:.2f} → {after:.2f}, answer CE {ce_before:.2f} → "
-            f"{ce_after:.2f})"
+            f"{ce_after:.2f}{also})"
         )
     return "; ".join(parts)
 
@@ -67,9 +84,8 @@ def roles_runs(load: Load) -> str:
             f"{settings['n_masks']} masks per fit): {counts}; the masks agree on a head's class "
             f"{numbers['mean agreement']:.0%} of the time on average"
         )
-        effect = numbers.get("removing interfering heads") or {}
-        if effect:
-            text += f"; on {_held_out(numbers)}, " + _interference(effect)
+        if numbers.get("removing interfering heads"):
+            text += f"; on {_held_out(numbers)}, " + _interference(numbers)
         lines.append(text + ".")
     return "\n".join(lines)
 
