@@ -418,14 +418,10 @@ def removal_sweep(
             "ablation='mean' or 'resample'"
         )
     chat = has_chat_template(model.tokenizer) if config.chat is None else config.chat
-    reference = (
-        None
-        if ablation_prompts is None
-        else [encode_text(model.tokenizer, p, chat=chat) for p in ablation_prompts]
-    )
+    encoded = [encode_text(model.tokenizer, p, chat=chat) for p in ablation_prompts or ()]
     tokens = encode_text(model.tokenizer, prompt, chat=chat)
     baseline = ablation_baseline(
-        model, config.ablation, reference, where="removal_sweep", tokens=tokens
+        model, config.ablation, encoded, where="removal_sweep", tokens=tokens
     )
     with ablated(model, baseline):
         result = _removal_sweep(model, prompt, order, target, reference_prompt, config)
