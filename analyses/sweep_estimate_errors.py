@@ -16,7 +16,7 @@ Resumable (the mask's training and the errors are stages).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,9 @@ class Config(MaskedTaskConfig):
     k: int = field(default=10, metadata=help_of("top-k sets compared"))
     max_heads: int | None = field(default=None, metadata=help_of("first N heads of the order"))
     ablation: str = field(default="zero", metadata=help_of("what a removed head outputs"))
+    outside_mask: bool = field(
+        default=False, metadata=help_of("sweep only the heads the mask removes (sigmoid(W) < 0.5)")
+    )
     out: str = field(default="runs/sweep-estimates", metadata=help_of("output folder"))
 
     @property
@@ -71,6 +74,7 @@ def numbers_of(errors: EstimateErrors) -> dict[str, Any]:
             name: errors.failures(name, n=len(errors.order))["failure"].value_counts().to_dict()
             for name in ESTIMATES
         },
+        "path": errors.path_roughness(),
         "cost": errors.cost,
         "seconds": errors.seconds,
     }
@@ -86,6 +90,8 @@ def run(config: Config) -> EstimateErrors:
     stages = stages_of(config)
     model = LazyModel(config.model)
     training = mask_of(config, stages, model)
+    if config.outside_mask:  # ascending W: the heads the mask removes come first
+        settings = replace(settings, max_heads=max(int((training.W < 0).sum()), 2))
 
     def compute(where: Path) -> EstimateErrors:
         errors = estimate_errors(model(), config.task_object(), training.W, settings)
@@ -99,10 +105,13 @@ def run(config: Config) -> EstimateErrors:
         + markdown_table(errors.failures(name), floatfmt=".3g", index=False)
         for name in ESTIMATES
     ]
+    rough = numbers["path"]
     text = "\n\n".join(
         [
             f"{numbers['prompts']} prompts, {numbers['heads in the order']} heads removed in "
-            f"ascending trained weight, {config.ablation} ablation.",
+            f"ascending trained weight, {config.ablation} ablation. Along the integrated "
+            f"gradients' path the answer logit travels {rough['path travel']:.1f} on average "
+            f"between ends {rough['path ends apart']:.1f} apart.",
             errors.to_markdown(),
             *failures,
         ]

@@ -423,46 +423,33 @@ PLAN: tuple[Entry, ...] = (
         bf16=True,
         pending=True,
     ),
-    Entry(
-        "sweep_estimates/smollm2-135m-instruct-capitalize",
-        _analysis(
-            "sweep_estimate_errors",
-            "sweep-estimates/smollm2-capitalize",
-            "--task",
-            "capitalize",
-            "--mask",
-            DEMO_MASK,
-        ),
-        str(RUNS / "sweep-estimates/smollm2-capitalize"),
-        pending=True,
-    ),
-    Entry(
-        "sweep_estimates/smollm2-135m-instruct-country-capital",
-        _analysis(
-            "sweep_estimate_errors",
-            "sweep-estimates/smollm2-country-capital",
-            "--task",
-            "country-capital",
-            "--mask",
-            str(RUNS / "mask-table/smollm2/country-capital"),
-        ),
-        str(RUNS / "sweep-estimates/smollm2-country-capital"),
-        pending=True,
-    ),
-    Entry(
-        "sweep_estimates/gemma-3-270m-en-fr",
-        _analysis(
-            "sweep_estimate_errors",
-            "sweep-estimates/gemma-en-fr",
-            "--model",
-            "gemma-3-270m",
-            "--task",
-            "en-fr",
-            "--mask",
-            str(RUNS / "table1/gemma-3-270m/training_en-fr"),
-        ),
-        str(RUNS / "sweep-estimates/gemma-en-fr"),
-        pending=True,
+    *(
+        Entry(
+            f"sweep_estimates/{model}-{task}{suffix}",
+            _analysis(
+                "sweep_estimate_errors",
+                f"sweep-estimates/{model}-{task}{suffix}",
+                "--model",
+                model,
+                "--task",
+                task,
+                "--mask",
+                mask,
+                *(["--outside-mask"] if suffix else []),
+            ),
+            str(RUNS / f"sweep-estimates/{model}-{task}{suffix}"),
+            pending=True,
+        )
+        for model, task, mask in (
+            ("smollm2-135m-instruct", "capitalize", DEMO_MASK),
+            (
+                "smollm2-135m-instruct",
+                "country-capital",
+                str(RUNS / "mask-table/smollm2/country-capital"),
+            ),
+            ("gemma-3-270m", "en-fr", str(RUNS / "table1/gemma-3-270m/training_en-fr")),
+        )
+        for suffix in ("", "-outside-mask")
     ),
     Entry(
         "table3/smollm2-135m-instruct",

@@ -73,6 +73,9 @@ class EstimateErrorsConfig:
     """Estimate the first N heads of the order only (None: every head)."""
     saturation: float = 0.9
     """A head whose largest attention weight from the last position reaches it is saturated."""
+    path_points: int = 41
+    """Points at which the answer logit is read along integrated gradients' straight path (from
+    every head kept to the order's heads all removed), to show how rough the integrand is."""
     ablation: str = "zero"
     """What a removed head outputs: zero, mean (over the bare prompts of the task's first 64
     training examples) or resample (its output on a training prompt of the same length)."""
@@ -82,7 +85,7 @@ class EstimateErrorsConfig:
     """Show a progress bar."""
 
     def __post_init__(self) -> None:
-        for name in ("n_prompts", "ig_steps", "k"):
+        for name in ("n_prompts", "ig_steps", "k", "path_points"):
             check_int(name, getattr(self, name), minimum=1)
         if self.max_heads is not None:
             check_int("max_heads", self.max_heads, minimum=2)
@@ -95,8 +98,10 @@ class EstimateErrorsConfig:
 class EstimateErrors(FolderResult):
     """Per prompt (rows) and head of the order (columns): ``exact`` step changes of the answer
     logit, the ``first_order`` and ``integrated`` attributions, the change of removing the head
-    ``alone``, and its ``attention_max``; ``cost``: forwards and backwards per prompt;
-    ``seconds``: wall time of each part over all prompts."""
+    ``alone``, and its ``attention_max``; ``path``: the answer logit at ``path_points`` evenly
+    spaced points of the straight path integrated gradients integrate along (rows: prompts);
+    ``cost``: forwards and backwards per prompt; ``seconds``: wall time of each part over all
+    prompts."""
 
     model: str
     task: str
@@ -107,6 +112,7 @@ class EstimateErrors(FolderResult):
     alone: Tensor
     attention_max: Tensor
     settings: dict[str, Any]
+    path: Tensor | None = None
     cost: dict[str, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -148,6 +154,17 @@ class EstimateErrors(FolderResult):
                 }
             )
         return pd.DataFrame(rows)
+
+    def path_roughness(self) -> dict[str, float]:
+        """How far the answer logit travels along the integrated-gradient path (the sum of its
+        absolute changes between the recorded points, mean over prompts) against how far apart
+        its ends are (the mean absolute total change): a ratio far above 1 is a rough integrand
+        that a quadrature of few steps misses."""
+        if self.path is None:
+            return {}
+        travel = float(self.path.diff(dim=1).abs().sum(1).mean())
+        ends = float((self.path[:, -1] - self.path[:, 0]).abs().mean())
+        return {"path travel": travel, "path ends apart": ends, "ratio": travel / max(ends, 1e-9)}
 
     def by_step(self) -> pd.DataFrame:
         """One row per step (head): mean exact change, each estimate's mean attribution and
@@ -270,9 +287,16 @@ def estimate_errors(
         donors = donor_prompts([e.prompt_tokens for e in encoded], [e.prompt_tokens for e in bare])
     labels = [format_head(*head) for head in heads]
     n_layers, n_heads = head_shape(model)
-    parts: dict[str, list[Tensor]] = {name: [] for name in ("exact", "first", "ig", "alone")}
+    parts: dict[str, list[Tensor]] = {
+        name: [] for name in ("exact", "first", "ig", "alone", "path")
+    }
+    last = torch.ones(n_layers, n_heads)
+    for layer, head in heads:
+        last[layer, head] = 0.0
+    t = torch.linspace(0.0, 1.0, config.path_points)[:, None, None]
+    path_masks = 1.0 + t * (last - 1.0)
     saturation: list[Tensor] = []
-    seconds = dict.fromkeys(("exact", *ESTIMATES, "alone", "attention"), 0.0)
+    seconds = dict.fromkeys(("exact", *ESTIMATES, "alone", "path", "attention"), 0.0)
     bar = tqdm(encoded, desc="estimate errors", disable=not config.progress)
     for index, example in enumerate(bar):
         tokens, answer = example.prompt_tokens, example.answer_tokens[0]
@@ -289,6 +313,10 @@ def estimate_errors(
             with torch.no_grad():
                 logits = answer_logit(model, tokens, answer, single).cpu()
             seconds["alone"] += time.perf_counter() - started
+            started = time.perf_counter()
+            with torch.no_grad():
+                parts["path"].append(answer_logit(model, tokens, answer, path_masks).cpu())
+            seconds["path"] += time.perf_counter() - started
             started = time.perf_counter()
             attention = _attention_max(model, tokens)
             seconds["attention"] += time.perf_counter() - started
@@ -307,12 +335,14 @@ def estimate_errors(
         integrated=torch.stack(parts["ig"]),
         alone=torch.stack(parts["alone"]),
         attention_max=torch.stack(saturation),
+        path=torch.stack(parts["path"]),
         settings={k: v for k, v in asdict(config).items() if k != "progress"} | {"chat": chat},
         cost={
             "exact": f"{len(heads)} forwards",
             "first order": "1 forward and 1 backward",
             "integrated gradients": f"1 forward and 1 backward of {config.ig_steps} rows",
             "alone": f"{len(heads)} forwards",
+            "path": f"{config.path_points} forwards",
         },
         seconds={name: round(value, 3) for name, value in seconds.items()},
     )

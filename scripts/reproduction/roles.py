@@ -17,11 +17,15 @@ ROLE_RUNS = {
 CHG_RUN = "roles_vs_chg/smollm2-135m-instruct"
 #: the stored runs of the gradient estimates' errors: name -> result path
 ESTIMATE_RUNS = {
-    "SmolLM2-135M-Instruct, capitalize": "sweep_estimates/smollm2-135m-instruct-capitalize",
-    "SmolLM2-135M-Instruct, country-capital": (
-        "sweep_estimates/smollm2-135m-instruct-country-capital"
-    ),
-    "Gemma 3 270M, en-fr": "sweep_estimates/gemma-3-270m-en-fr",
+    f"{model}, {task}{', ' + part if part else ''}": (
+        f"sweep_estimates/{path}-{task}{'-outside-mask' if part else ''}"
+    )
+    for model, path, task in (
+        ("SmolLM2-135M-Instruct", "smollm2-135m-instruct", "capitalize"),
+        ("SmolLM2-135M-Instruct", "smollm2-135m-instruct", "country-capital"),
+        ("Gemma 3 270M", "gemma-3-270m", "en-fr"),
+    )
+    for part in ("", "the heads outside the mask")
 }
 FITS = ("free", "down", "up")
 
@@ -191,5 +195,13 @@ def sweep_estimates(load: Load) -> str:
             ranked = sorted(counts.items(), key=lambda item: -item[1])
             kinds.append(f"{estimate}: " + ", ".join(f"{n} {kind}" for kind, n in ranked))
         lines += ["", "  What explains each head's error (the larger part): " + "; ".join(kinds)]
+        path = numbers.get("path")
+        if path:
+            lines += [
+                "",
+                f"  Along the integrated gradients' path the answer logit travels "
+                f"{path['path travel']:.1f} on average between ends {path['path ends apart']:.1f} "
+                f"apart ({path['ratio']:.1f} times as far).",
+            ]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)

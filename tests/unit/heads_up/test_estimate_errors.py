@@ -162,3 +162,31 @@ def test_resample_ablation_takes_a_training_prompt_of_the_same_length_as_donor(m
     torch.testing.assert_close(found.exact[0], torch.tensor(by_hand.exact))
     zero = estimate_errors(model, TASK, ORDER, FAST)
     assert not torch.allclose(zero.exact, found.exact)
+
+
+def test_the_path_is_the_answer_logit_along_the_integrated_gradient_path(model, tmp_path):
+    from dataclasses import replace
+
+    from lens_heads.heads_up.sweep_gradients import answer_logit
+
+    found = estimate_errors(model, TASK, ORDER, replace(FAST, path_points=5))
+    _, _, encoded = _prompts(model, FAST)
+    example = encoded[1]
+    removed = torch.ones(2, 4)
+    for head in ORDER:
+        layer, index = lh.core.masks.parse_head(head)
+        removed[layer, index] = 0.0
+    t = torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0])[:, None, None]
+    with torch.no_grad():
+        expected = answer_logit(
+            model, example.prompt_tokens, example.answer_tokens[0], 1 + t * (removed - 1)
+        )
+    torch.testing.assert_close(found.path[1], expected)
+    # its ends are the full model and the sweep's last step
+    assert float(found.path[1, -1] - found.path[1, 0]) == pytest.approx(
+        float(found.exact[1].sum()), abs=1e-4
+    )
+    rough = found.path_roughness()
+    assert rough["path travel"] >= rough["path ends apart"] - 1e-6
+    found.save(tmp_path / "e")
+    torch.testing.assert_close(EstimateErrors.load(tmp_path / "e").path, found.path)
