@@ -253,10 +253,13 @@ def check_settings(
     remedy: str,
     ignore: Sequence[str] = (),
     error: type[Exception] = InputError,
+    later: Mapping[str, Any] | None = None,
 ) -> None:
     """The one settings guard: raise ``error`` naming each field that differs between the
     settings ``stored`` with a result (a folder, a checkpoint) and the ones ``wanted`` now, so
-    that finished work is never reused for other settings. Fields in ``ignore`` are not compared.
+    that finished work is never reused for other settings. Fields in ``ignore`` are not compared;
+    a field of ``later`` (added after results existed) missing from ``stored`` reads as its value
+    there, the behaviour from before it.
 
     >>> check_settings({"steps": 3, "lr": 0.1}, {"steps": 3, "lr": 0.1}, where="runs/a", remedy="")
     >>> try:
@@ -265,7 +268,7 @@ def check_settings(
     ...     print(error)
     runs/a holds a run with other settings (steps: saved 3, this run 4); use another folder
     """
-    stored = json.loads(json.dumps(dict(stored), default=str))
+    stored = json.loads(json.dumps({**(later or {}), **dict(stored)}, default=str))
     wanted = json.loads(json.dumps(dict(wanted), default=str))
     fields = sorted((set(stored) | set(wanted)) - set(ignore))
     changed = [k for k in fields if stored.get(k) != wanted.get(k)]
@@ -283,6 +286,7 @@ def record_settings(
     remedy: str,
     what: str = "a run",
     replace: bool = False,
+    later: Mapping[str, Any] | None = None,
 ) -> None:
     """Write ``settings`` to the JSON file ``path`` on a result folder's first run; a later run
     with other settings is refused by :func:`check_settings` (``remedy`` says what to do), since
@@ -301,7 +305,7 @@ def record_settings(
     path = Path(path)
     if path.is_file() and not replace:
         stored = json.loads(path.read_text(encoding="utf-8"))
-        check_settings(stored, settings, where=path.parent, what=what, remedy=remedy)
+        check_settings(stored, settings, where=path.parent, what=what, remedy=remedy, later=later)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(json.loads(json.dumps(dict(settings), default=str)), indent=2))

@@ -222,6 +222,7 @@ def head_roles(
             folder / "config.json",
             {**asdict(config), "task": task.name, "model": model_name(model)},
             remedy="choose another out folder, or delete it to start again",
+            later={"ablation": "zero"},  # folders from before the setting ran zero ablation
         )
     free = _fit(model, task, config.training("free"), stages, "free", None, progress)
     start = free.W.detach().clone()

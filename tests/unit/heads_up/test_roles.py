@@ -101,6 +101,20 @@ def test_roles_save_reload_and_resume(tmp_path) -> None:
     with pytest.raises(InputError, match=r"differ|another"):
         other = RolesConfig(**{**FAST.__dict__, "n_masks": 2})
         head_roles(model, TASK, other, out=tmp_path / "run")
+    # a folder from before the ablation setting (no "ablation" in its config) ran zero ablation
+    import json
+
+    path = tmp_path / "run" / "config.json"
+    recorded = json.loads(path.read_text())
+    del recorded["ablation"]
+    path.write_text(json.dumps(recorded))
+    torch.testing.assert_close(
+        head_roles(model, TASK, FAST, out=tmp_path / "run").gates, first.gates
+    )
+    with pytest.raises(InputError, match=r"ablation: saved 'zero', this run 'mean'"):
+        head_roles(
+            model, TASK, RolesConfig(**{**FAST.__dict__, "ablation": "mean"}), out=path.parent
+        )
 
 
 def test_the_sets_found_are_evaluated() -> None:
