@@ -149,16 +149,17 @@ def roles_vs_chg(load: Load) -> str:
 
 
 def _estimate_words(rows: dict[str, dict[str, Any]], k: int) -> str:
-    """Which estimate ranks the steps more like the exact sweep, and whether integrated
-    gradients keep their sum (the total's error against the mean exact step)."""
+    """Which estimate ranks the steps more like the exact sweep, and how far integrated
+    gradients' sum is from the exact total change (which it equals in the limit of many steps)."""
     first, ig = rows["first order"], rows["integrated gradients"]
     better = "integrated gradients" if ig["spearman"] > first["spearman"] else "the first order"
-    total = ig["abs error of the total"] / max(ig["mean abs exact step"], 1e-12)
     return (
         f"{better} ranks the steps more like the exact sweep (mean Spearman "
         f"{first['spearman']:.2f} first order, {ig['spearman']:.2f} integrated gradients; top-{k} "
         f"overlap {first[f'top-{k} overlap']:.1f} and {ig[f'top-{k} overlap']:.1f}); the "
-        f"integrated gradients' total misses the exact total by {total:.2f} mean exact steps"
+        f"integrated gradients' sum misses the exact total change by "
+        f"{ig['abs error of the total']:.2f} on average, where a step changes the answer logit "
+        f"by {ig['mean abs exact step']:.2f} on average"
     )
 
 
