@@ -156,15 +156,23 @@ class EstimateErrors(FolderResult):
         return pd.DataFrame(rows)
 
     def path_roughness(self) -> dict[str, float]:
-        """How far the answer logit travels along the integrated-gradient path (the sum of its
-        absolute changes between the recorded points, mean over prompts) against how far apart
-        its ends are (the mean absolute total change): a ratio far above 1 is a rough integrand
-        that a quadrature of few steps misses."""
+        """How the answer logit moves along the integrated-gradient path, mean over prompts:
+        how far it travels (the sum of its absolute changes between the recorded points), how
+        far apart its ends are, their ratio (far above 1: a rough integrand), and the share of
+        the travel in the one segment that moves most (near 1: all the change happens in one
+        short stretch, which a quadrature of few steps misses)."""
         if self.path is None:
             return {}
-        travel = float(self.path.diff(dim=1).abs().sum(1).mean())
+        steps = self.path.diff(dim=1).abs()
+        travel = float(steps.sum(1).mean())
         ends = float((self.path[:, -1] - self.path[:, 0]).abs().mean())
-        return {"path travel": travel, "path ends apart": ends, "ratio": travel / max(ends, 1e-9)}
+        largest = float((steps.max(1).values / steps.sum(1).clamp_min(1e-9)).mean())
+        return {
+            "path travel": travel,
+            "path ends apart": ends,
+            "ratio": travel / max(ends, 1e-9),
+            "largest segment share": largest,
+        }
 
     def by_step(self) -> pd.DataFrame:
         """One row per step (head): mean exact change, each estimate's mean attribution and

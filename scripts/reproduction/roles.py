@@ -202,7 +202,12 @@ def sweep_estimates(load: Load) -> str:
                 "",
                 f"  Along the integrated gradients' path the answer logit travels "
                 f"{path['path travel']:.1f} on average between ends {path['path ends apart']:.1f} "
-                f"apart ({path['ratio']:.1f} times as far).",
+                f"apart ({path['ratio']:.1f} times as far)"
+                + (
+                    f"; the segment that moves most holds {share:.0%} of that travel."
+                    if (share := path.get("largest segment share")) is not None
+                    else "."
+                ),
             ]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)

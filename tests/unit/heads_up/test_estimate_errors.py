@@ -188,5 +188,9 @@ def test_the_path_is_the_answer_logit_along_the_integrated_gradient_path(model, 
     )
     rough = found.path_roughness()
     assert rough["path travel"] >= rough["path ends apart"] - 1e-6
+    steps = found.path.diff(dim=1).abs()
+    share = (steps.max(1).values / steps.sum(1)).mean()
+    assert rough["largest segment share"] == pytest.approx(float(share))
+    assert 1 / 4 <= rough["largest segment share"] <= 1  # 4 segments
     found.save(tmp_path / "e")
     torch.testing.assert_close(EstimateErrors.load(tmp_path / "e").path, found.path)
