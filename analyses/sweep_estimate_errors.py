@@ -51,7 +51,7 @@ class Config(MaskedTaskConfig):
     def estimates(self) -> EstimateErrorsConfig:
         """The estimates' settings (validated when built)."""
         return EstimateErrorsConfig(
-            n_prompts=self.n_prompts,
+            n_eval=self.n_prompts,
             ig_steps=self.ig_steps,
             k=self.k,
             max_heads=self.max_heads,

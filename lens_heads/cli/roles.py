@@ -68,7 +68,7 @@ def _add_estimates(sub: Any) -> None:
         "sweep-estimates",
         help="errors of first-order and integrated-gradient estimates of a removal sweep",
         description="Runs the removal sweep of --mask (ascending trained weight) or --heads on "
-        "the task's last --n-prompts examples exactly and by both gradient estimates; writes "
+        "the task's last --n-eval examples exactly and by both gradient estimates; writes "
         "<out>/errors (EstimateErrors.load), summary.md (the error table and the heads where "
         "each estimate fails), steps.csv (the errors step by step) and figure.html.",
     )
@@ -93,7 +93,7 @@ def _cmd_estimates(args: argparse.Namespace) -> int:
 
     config = settings_from(args, EstimateErrorsConfig, progress=not args.no_progress)
     task = get_task(args.task)
-    task.split(n_eval=config.n_prompts)  # enough examples, before the model loads
+    task.split(n_eval=config.n_eval)  # enough examples, before the model loads
     order = _sweep_order(args, common.check_model(args))
     with common.writing(args.out) as out:
         model = common.load_model(args)
@@ -125,6 +125,6 @@ EXAMPLES = {
     "sweep-estimates": common.Examples(
         bad="--model {M} --task capitalize --heads L0H1,L0H2 --ig-steps 0 --out {out}",
         message="--ig-steps: must be",
-        good="--model {M} --task capitalize --heads L0H1,L1H2,L0H3 --n-prompts 2 --ig-steps 2",
+        good="--model {M} --task capitalize --heads L0H1,L1H2,L0H3 --n-eval 2 --ig-steps 2",
     ),
 }

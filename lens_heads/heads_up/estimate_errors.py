@@ -21,7 +21,7 @@ is saturated on most prompts.
 >>> model = lh.tiny_model(n_layers=2, n_heads=4)
 >>> task = Task("upper", tuple(Example(w, w.upper()) for w in "abcdefgh"))
 >>> found = estimate_errors(model, task, ["L1H0", "L0H2", "L1H3"],
-...                         EstimateErrorsConfig(n_prompts=3, ig_steps=4, k=2, progress=False))
+...                         EstimateErrorsConfig(n_eval=3, ig_steps=4, k=2, progress=False))
 >>> list(found.to_frame()["estimate"])
 ['first order', 'integrated gradients']
 """
@@ -63,7 +63,7 @@ ESTIMATES = ("first order", "integrated gradients")
 class EstimateErrorsConfig:
     """Settings of :func:`estimate_errors`."""
 
-    n_prompts: int = 10
+    n_eval: int = 10
     """Held-out examples of the task (its last ones) whose sweeps are estimated."""
     ig_steps: int = 32
     """Midpoints of the integrated-gradient path (rows of its one batched backward)."""
@@ -85,7 +85,7 @@ class EstimateErrorsConfig:
     """Show a progress bar."""
 
     def __post_init__(self) -> None:
-        for name in ("n_prompts", "ig_steps", "k", "path_points"):
+        for name in ("n_eval", "ig_steps", "k", "path_points"):
             check_int(name, getattr(self, name), minimum=1)
         if self.max_heads is not None:
             check_int("max_heads", self.max_heads, minimum=2)
@@ -271,7 +271,7 @@ def estimate_errors(
     config: EstimateErrorsConfig | None = None,
 ) -> EstimateErrors:
     """The removal sweep of ``order`` (heads, a mask or trained weights, as
-    :func:`lens_heads.removal_sweep` takes it) on each of the task's last ``n_prompts``
+    :func:`lens_heads.removal_sweep` takes it) on each of the task's last ``n_eval``
     examples, exactly and by each gradient estimate; see the module for what is recorded."""
     config = config or EstimateErrorsConfig()
     task = task if isinstance(task, Task) else get_task(task)
@@ -280,7 +280,7 @@ def estimate_errors(
         heads = heads[: config.max_heads]
     if len(heads) < 2:
         raise InputError("the order has fewer than 2 heads: nothing to compare step by step")
-    train, evaluation = task.split(n_eval=config.n_prompts)
+    train, evaluation = task.split(n_eval=config.n_eval)
     chat = has_chat_template(model.tokenizer) if config.chat is None else config.chat
     encode = dict(instructed=False, chat=chat, shots=0, shot_pool=None, shot_seed=0)
     encoded = scoring.encode_prompts(model, evaluation, separator="\n\n", **encode)

@@ -17,7 +17,7 @@ from lens_heads.heads_up.sweep_gradients import sweep_estimates
 WORDS = "apple pear plum fig kiwi lime date peach grape melon lemon mango".split()
 TASK = Task("upper", tuple(Example(w, w.upper()) for w in WORDS))
 ORDER = ["L1H0", "L0H2", "L1H3", "L0H1"]
-FAST = EstimateErrorsConfig(n_prompts=3, ig_steps=64, k=2, chat=False, progress=False)
+FAST = EstimateErrorsConfig(n_eval=3, ig_steps=64, k=2, chat=False, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def model():
 
 
 def _prompts(model, config):
-    train, evaluation = TASK.split(n_eval=config.n_prompts)
+    train, evaluation = TASK.split(n_eval=config.n_eval)
     encoded = scoring.encode_prompts(
         model, evaluation, instructed=False, chat=False, shots=0, shot_pool=None, shot_seed=0,
         separator="\n\n",
@@ -117,8 +117,8 @@ def test_the_summary_and_the_failure_names_follow_from_the_parts():
 
 
 def test_bad_settings_are_refused_before_any_model_runs():
-    with pytest.raises(lh.LensHeadsError, match="n_prompts must be at least 1"):
-        EstimateErrorsConfig(n_prompts=0)
+    with pytest.raises(lh.LensHeadsError, match="n_eval must be at least 1"):
+        EstimateErrorsConfig(n_eval=0)
     with pytest.raises(lh.LensHeadsError, match="saturation must lie in"):
         EstimateErrorsConfig(saturation=1.5)
     with pytest.raises(lh.LensHeadsError, match="got 'median'"):
@@ -130,7 +130,7 @@ def test_the_command_writes_the_table_and_reloads(tiny_dir, tmp_path, capsys):
 
     out = tmp_path / "run"
     argv = ["sweep-estimates", "--model", str(tiny_dir), "--task", "capitalize", "--heads",
-            "L0H1,L1H2,L0H3", "--n-prompts", "2", "--ig-steps", "4", "--k", "2", "--chat", "no",
+            "L0H1,L1H2,L0H3", "--n-eval", "2", "--ig-steps", "4", "--k", "2", "--chat", "no",
             "--out", str(out), "--no-progress"]  # fmt: skip
     assert main(argv) == 0
     assert "integrated gradients" in capsys.readouterr().out
