@@ -44,10 +44,12 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "compatibility"
 
 
-def result_path(transformers_version: str | None = None) -> Path:
-    """Where the matrix of a transformers release is stored (default: the installed one)."""
+def result_path(transformers_version: str | None = None, device: str = "cpu") -> Path:
+    """Where the matrix of a transformers release is stored (default: the installed one); a
+    matrix with the bridge on another device (``cuda``) goes in a folder of that name."""
     version = transformers_version or importlib.metadata.version("transformers")
-    return RESULTS / f"transformers-{version}" / "numbers.json"
+    folder = RESULTS if device == "cpu" else RESULTS / device
+    return folder / f"transformers-{version}" / "numbers.json"
 
 
 COMMAND = "python scripts/compatibility_matrix.py"
@@ -237,8 +239,8 @@ def check_training(model: Any, reference: Any, workdir: Path) -> Any:
         logits, continuation = _zeroed_logits(reference, ids, order[:removed])
         expected = logits[naive.token_ids]
         scale = max(1.0, float(logits.abs().max()))
-        worst = max(worst, float((naive.logits[step] - expected).abs().max()) / scale)
-        worst = max(worst, float((batched.logits[step] - expected).abs().max()) / scale)
+        for sweep in (naive, batched):
+            worst = max(worst, float((sweep.logits[step].cpu() - expected).abs().max()) / scale)
         if continuation != naive.output_ids[step]:
             detail = f"sweep step {step}: greedy {naive.output_ids[step]} vs {continuation}"
             return CheckResult("training", FAIL, detail)
@@ -260,8 +262,9 @@ def row_name(key: str, attention: str | None) -> str:
     return name if attention is None else f"{name} (config asks for {attention})"
 
 
-def run_row(key: str, attention: str | None, workdir: Path) -> dict[str, Any]:
-    """Every check on one family's tiny checkpoint, as ``{"results": {check: result}}``."""
+def run_row(key: str, attention: str | None, workdir: Path, device: str = "cpu") -> dict[str, Any]:
+    """Every check on one family's tiny checkpoint, as ``{"results": {check: result}}``, with
+    the bridge in float32 on ``device`` and plain ``transformers`` on the CPU."""
     import transformers
 
     from lens_heads.core.compatibility import (
@@ -283,7 +286,7 @@ def run_row(key: str, attention: str | None, workdir: Path) -> dict[str, Any]:
     else:
         folder = tiny_checkpoint(key, workdir / "checkpoint", attn_implementation=attention)
         try:
-            model = load_model(folder, verify=False)
+            model = load_model(folder, verify=False, device=device, dtype="float32")
         except UnsupportedModelError as error:
             reason = f"{type(error).__name__}: {error}"
             results = [CheckResult(name, NOT_SUPPORTED, reason) for name in names]
@@ -344,7 +347,9 @@ def versions() -> dict[str, str]:
     return {name: importlib.metadata.version(name) for name in names}
 
 
-def run_matrix(rows: Sequence[tuple[str, str | None]] = ROWS) -> dict[str, Any]:
+def run_matrix(
+    rows: Sequence[tuple[str, str | None]] = ROWS, device: str = "cpu"
+) -> dict[str, Any]:
     from lens_heads.core.compatibility import CHECKS
     from lens_heads.core.provenance import code_version, machine
 
@@ -352,14 +357,16 @@ def run_matrix(rows: Sequence[tuple[str, str | None]] = ROWS) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="lens-heads-compat-"))
     try:
         matrix = [
-            run_row(key, attention, workdir / f"{i}") for i, (key, attention) in enumerate(rows)
+            run_row(key, attention, workdir / f"{i}", device)
+            for i, (key, attention) in enumerate(rows)
         ]
         example = unsupported_example(workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return {
         "format": "lens_heads.compatibility/1",
-        "command": COMMAND,
+        "command": COMMAND if device == "cpu" else f"{COMMAND} --device {device}",
+        "device": device,
         "code": code_version(),
         "machine": machine(),
         "versions": versions(),
@@ -380,10 +387,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", help="run only this family (repeatable)")
     parser.add_argument("--no-store", action="store_true", help="print the matrix, store nothing")
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "cuda"),
+        help="where the bridge runs (float32); plain transformers stays on the CPU",
+    )
     args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA GPU here; run it on a GPU machine")
     torch.set_num_threads(1)
     rows = [row for row in ROWS if not args.only or row[0] in args.only]
-    numbers = run_matrix(rows)
+    numbers = run_matrix(rows, args.device)
     failed = 0
     for row in numbers["rows"]:
         print(f"{row['name']} ({row['seconds']} s)")
@@ -391,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {result['check']:9s} {result['status']:13s} {result['detail']}")
             failed += result["status"] == "fail"
     if not args.only and not args.no_store:
-        result = result_path()
+        result = result_path(device=args.device)
         result.parent.mkdir(parents=True, exist_ok=True)
         result.write_text(json.dumps(numbers, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {result.relative_to(ROOT)}")

@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import prose_numbers  # noqa: E402
-from reproduction import NotMeasured, alignment, heads_up, lahis, roles  # noqa: E402
+from reproduction import NotMeasured, alignment, devices, heads_up, lahis, roles  # noqa: E402
 from reproduction.heads_up_results import DEMO_RUNS  # noqa: E402
 
 RESULTS = ROOT / "results"
@@ -145,14 +145,7 @@ def demo_summary(results: Path) -> str:
 
 
 COMPATIBILITY = "compatibility"
-_COMPATIBILITY_COLUMNS = {
-    "ones": "1 mask of ones",
-    "head": "2 query head",
-    "generate": "3 generate",
-    "pattern": "4 hook_pattern",
-    "gradient": "5 mask gradient",
-    "training": "6 train, resume, sweep",
-}
+_COMPATIBILITY_COLUMNS = devices.MATRIX_CHECKS
 
 
 def _escape(text: str) -> str:
@@ -208,18 +201,12 @@ def compatibility_table(results: Path) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
-        verdicts = [row["results"][c] for row in run["rows"] for c in _COMPATIBILITY_COLUMNS]
-        passed = sum(verdict["status"] == "pass" for verdict in verdicts)
-
-        def largest(check: str, run: dict[str, Any] = run) -> float:
-            return max(row["results"][check]["max_diff"] or 0.0 for row in run["rows"])
-
-        logits = max(largest(check) for check in ("ones", "head", "training"))
-        versions = run["versions"]
+        summary, versions = devices.matrix_summary(run), run["versions"]
         environments.append(
             f"| {versions['transformers']} | {versions['transformer-lens']} | {versions['torch']} "
-            f"| {passed} of {len(verdicts)} | {logits:.1e} | {largest('pattern'):.1e} "
-            f"| {largest('gradient'):.2f} | {_machine(run)} | {run['code']['source']} |"
+            f"| {summary['passed']} of {summary['cells']} | {summary['logits']:.1e} "
+            f"| {summary['pattern']:.1e} | {summary['gradient']:.2f} | {_machine(run)} "
+            f"| {run['code']['source']} |"
         )
     return (
         "\n".join(lines)
@@ -419,7 +406,8 @@ def results_index(results: Path) -> str:
         wall = f"{seconds / 60:.1f} min" if seconds else ""
         kind = "transcribed" if numbers.get("source") else "stored run"
         where = file.parent.relative_to(results).as_posix() or "."
-        cells = [f"`{where}`", f"`{command}`" if command else "", machine.get("cpu", "")]
+        gpu = f" + {machine['cuda']}" if machine.get("cuda") else ""
+        cells = [f"`{where}`", f"`{command}`" if command else "", machine.get("cpu", "") + gpu]
         cells += [libraries(machine) or "not recorded", precision or "", wall, kind]
         lines.append("| " + " | ".join(_escape(str(c)) for c in cells) + " |")
     return "\n".join(lines)
@@ -458,6 +446,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "roles_runs": _pages(roles.roles_runs),
     "roles_vs_chg": _pages(roles.roles_vs_chg),
     "sweep_estimates": _pages(roles.sweep_estimates),
+    "gpu_check": devices.gpu_check,
 }
 
 

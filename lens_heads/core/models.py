@@ -240,9 +240,8 @@ def load_model(
 
     ``verify`` (the default) runs the guards of :mod:`lens_heads.core.guards` on the loaded
     model -- KV-cached logits against full forwards, ``hook_pattern`` against the checkpoint's
-    eager attention weights, a few short forwards -- so that installed libraries that compute
-    wrong numbers stop the load with a
-    :class:`~lens_heads.core.libraries.LibraryMismatchError` instead of a result.
+    eager attention weights, a few short forwards -- so that libraries that compute wrong
+    numbers stop the load with a :class:`~lens_heads.core.libraries.LibraryMismatchError`.
 
     >>> model = load_model("smollm2-135m-instruct", dtype="auto")  # doctest: +SKIP
     >>> resolve_dtype("auto", "cpu"), resolve_device("cpu")
@@ -394,6 +393,8 @@ def _finish(bridge: Any, name: str, dtype: torch.dtype, device: Any, freeze: boo
         bridge.to(dtype)
     if str(device) != "cpu" and not split:
         bridge.to(device)
+    if not split:  # TransformerLens names CUDA whenever a GPU is visible, even for CPU weights
+        bridge.cfg.device = str(next(bridge.parameters()).device)
     bridge.eval()
     if freeze:
         for parameter in bridge.parameters():

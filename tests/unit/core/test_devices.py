@@ -9,7 +9,9 @@ import pytest
 import torch
 
 import lens_heads as lh
+from lens_heads.core.compatibility import PASS, Reference, run_checks
 from lens_heads.core.devices import resolve_device, resolve_dtype
+from lens_heads.core.families import tiny_checkpoint
 from lens_heads.core.models import _tiny_hf_model
 from lens_heads.core.tasks import Example, Task
 
@@ -43,6 +45,20 @@ def test_load_model_takes_dtype_names(tmp_path):
     assert lh.load_model(tmp_path, dtype="auto", device="cpu").cfg.n_layers == 2
 
 
+def test_a_model_on_the_cpu_names_the_cpu_where_a_gpu_is_visible(tmp_path, monkeypatch):
+    """TransformerLens's config names CUDA whenever a GPU is visible; lens_heads places inputs
+    by the config, so a model loaded on the CPU of a GPU machine must name the CPU (seen failing
+    on an H100 machine: every CPU-loaded model raised a device mismatch)."""
+    hf_model, tokenizer = _tiny_hf_model(2, 4, None, 16, None, 128, 0)
+    hf_model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    model = lh.load_model(tmp_path, device="cpu", verify=False)
+    assert model.cfg.device == "cpu"
+    monkeypatch.undo()
+    assert lh.generate(model, "hi", max_new_tokens=2)[0].new_tokens
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
 def test_load_model_on_cuda_with_auto_dtype(tmp_path):
     hf_model, tokenizer = _tiny_hf_model(2, 4, None, 16, None, 128, 0)
@@ -53,6 +69,22 @@ def test_load_model_on_cuda_with_auto_dtype(tmp_path):
     assert parameter.device.type == "cuda"
     expected = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
     assert parameter.dtype == expected
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_bridge_on_each_device_computes_what_transformers_computes_on_the_cpu(
+    device, family, tmp_path
+):
+    """Checks 1-4 of docs/compatibility.md (mask of ones, zeroed query head, greedy generation,
+    hook_pattern) with the float32 bridge on ``device`` against plain transformers on the CPU:
+    grouped-query attention (Llama), and sliding windows with soft-capping (Gemma 3)."""
+    folder = tiny_checkpoint(family, tmp_path / family)
+    model = lh.load_model(folder, device=device, dtype="float32", verify=False)
+    assert next(iter(model.parameters())).device.type == device
+    results = run_checks(model, Reference.from_pretrained(folder))
+    failed = [f"{r.check}: {r.detail}" for r in results if r.status != PASS]
+    assert not failed, failed
 
 
 def _tensors(value, seen=None):

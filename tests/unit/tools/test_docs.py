@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -272,3 +273,26 @@ def test_a_planned_result_not_yet_run_is_not_yet_measured_with_its_command(docs,
     assert caught.value.command == entry.command
     with pytest.raises(docs.ResultMissing):
         docs.load("figure7/not-in-the-plan", copy / "results")
+
+
+def test_the_gpu_block_counts_what_the_stored_gpu_check_holds(docs, tmp_path):
+    """The GPU block reads the stored check: a cell planted as failed, or a failed device test,
+    shows in its counts; without a stored check it says how to run one."""
+    from reproduction import devices
+
+    assert "not yet measured" in devices.gpu_check(tmp_path).lower()
+    results = ROOT / "results"
+    shutil.copytree(results / "benchmarks" / "gpu", tmp_path / "benchmarks" / "gpu")
+    shutil.copytree(results / "compatibility" / "cuda", tmp_path / "compatibility" / "cuda")
+    [matrix] = (tmp_path / "compatibility" / "cuda").glob("*/numbers.json")
+    run = json.loads(matrix.read_text())
+    cells = devices.matrix_summary(run)["cells"]
+    assert f"{cells} of {cells} cells pass" in devices.gpu_check(tmp_path)
+    run["rows"][0]["results"]["head"]["status"] = "fail"
+    matrix.write_text(json.dumps(run))
+    report = tmp_path / "benchmarks" / "gpu" / "tests.xml"
+    report.write_text(report.read_text().replace('failures="0"', 'failures="1"', 1))
+    block = devices.gpu_check(tmp_path)
+    assert f"{cells - 1} of {cells} cells pass" in block
+    passed, run_count = map(int, re.search(r"(\d+) of (\d+) passed", block).groups())
+    assert passed == run_count - 1
