@@ -329,6 +329,11 @@ PLAN: tuple[Entry, ...] = (
         str(RUNS / "lahis-languages/gemma-3-270m"),
     ),
     Entry(
+        "soft_mask/gemma-3-270m-en-fr",
+        _analysis("soft_mask", "soft-mask/gemma-3-270m-en-fr"),
+        str(RUNS / "soft-mask/gemma-3-270m-en-fr"),
+    ),
+    Entry(
         "alignment_extras/gemma-3-270m",
         f"python scripts/alignment_extras.py --out {RUNS / 'alignment-extras'}",
         str(RUNS / "alignment-extras"),

@@ -352,7 +352,8 @@ def _ranking_before_model(args: argparse.Namespace, task: Any, shape: Any) -> tu
 
     from lens_heads.core.masks import MaskShapeError
     from lens_heads.lahis.importance import HeadImportance
-    from lens_heads.lahis.languages import LanguageHeads, load_texts_by_language
+    from lens_heads.lahis.languages import LanguageHeads
+    from lens_heads.lahis.soft_mask_experiment import ranking_documents
 
     folder = Path(args.importance) if args.importance else Path(args.out) / "importance"
     if args.importance or (folder / "result.json").is_file():
@@ -371,16 +372,10 @@ def _ranking_before_model(args: argparse.Namespace, task: Any, shape: Any) -> tu
                 f"{ranking.shape[1]} model, not of {shape.name}"
             )
         return ranking, None
-    language = args.language or task.target_lang
-    corpus = load_texts_by_language()
-    if language not in corpus:
-        raise InputError(
-            f"--language {language!r} is not in the built-in corpus ({list(corpus)}); pass "
-            "--importance DIR computed on your own text"
-        )
-    _, held_out = task.split(n_eval=args.n_eval, seed=args.split_seed)
-    excluded = set(held_out.outputs) | set(held_out.inputs)
-    return None, [text for text in corpus[language] if text not in excluded][: args.n_docs]
+    documents = ranking_documents(
+        task, args.language, n_docs=args.n_docs, n_eval=args.n_eval, split_seed=args.split_seed
+    )
+    return None, documents
 
 
 def _cmd_soft_mask_experiment(args: argparse.Namespace) -> int:

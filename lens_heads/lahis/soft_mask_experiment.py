@@ -39,13 +39,14 @@ from lens_heads.engine import (
     train_or_resume,
 )
 from lens_heads.lahis.importance import HeadImportance
-from lens_heads.lahis.languages import LanguageHeads
+from lens_heads.lahis.languages import LanguageHeads, load_texts_by_language
 from lens_heads.lahis.soft_mask_result import SoftMaskExperiment
 
 __all__ = [
     "SoftMaskConfig",
     "SoftMaskExperiment",
     "random_heads",
+    "ranking_documents",
     "soft_mask_config",
     "soft_mask_experiment",
     "top_heads",
@@ -161,6 +162,34 @@ def random_heads(exclude: Sequence[str], shape: tuple[int, int], k: int, seed: i
     generator = torch.Generator().manual_seed(int(seed))
     chosen = sorted(torch.randperm(len(candidates), generator=generator)[:k].tolist())
     return [format_head(*candidates[i]) for i in chosen]
+
+
+def ranking_documents(
+    task: Task,
+    language: str | None = None,
+    *,
+    n_docs: int = 32,
+    n_eval: int = 20,
+    split_seed: int | None = None,
+) -> list[str]:
+    """The built-in corpus sentences to rank the heads of ``language`` (default: the task's
+    target language) on: the first ``n_docs`` that are neither input nor answer of the task's
+    ``n_eval`` held-out examples, so the ranking never sees what the experiment evaluates.
+
+    >>> docs = ranking_documents(get_task("en-fr"), n_docs=4)
+    >>> len(docs), docs[0] in get_task("en-fr").split(n_eval=20)[1].outputs
+    (4, False)
+    """
+    language = language or task.target_lang
+    corpus = load_texts_by_language()
+    if language not in corpus:
+        raise InputError(
+            f"language {language!r} is not in the built-in corpus ({list(corpus)}); rank the "
+            "heads on your own text (lens-heads importance, then --importance DIR)"
+        )
+    _, held_out = task.split(n_eval=n_eval, seed=split_seed)
+    excluded = set(held_out.outputs) | set(held_out.inputs)
+    return [text for text in corpus[language] if text not in excluded][:n_docs]
 
 
 # -- the experiment -----------------------------------------------------------------------------

@@ -209,7 +209,7 @@ HEADS_UP: list[tuple[str, Row]] = [
             "Llama3.1-8B-inst: 47 unused heads, PPL lower on all 6 pairs (en-fr 0.619 → 0.577; "
             "random sets 0.688).",
             lambda load: table6(load, "unused"),
-            "no: 3 masks make a loose 'unused' set (43 of 270, 4 of 72)",
+            "no: 3 masks per family make a loose 'unused' set",
             table6_unused_verdict,
         ),
     ),

@@ -549,16 +549,25 @@ def test_the_estimates_block_says_which_estimate_ranks_better_from_the_numbers()
     assert first_better.count("not yet measured here") == len(ESTIMATE_RUNS) - 1
 
 
-@pytest.mark.parametrize(
-    ("ce", "word"),
-    [((1.0, 0.8, 0.95, 0.05), "reproduced"), ((1.0, 0.93, 0.95, 0.05), "partly"),
-     ((1.0, 1.1, 0.95, 0.05), "not reproduced")],
-)  # fmt: skip
-def test_the_soft_mask_verdict_follows_its_numbers(ce, word):
-    from reproduction.lahis import _soft_mask_verdict
+HELPS, NO_BETTER, HURTS = (1.0, 0.8, 0.95, 0.05), (1.0, 0.93, 0.95, 0.05), (1.0, 1.1, 0.95, 0.05)
 
-    numbers = {"answer CE (no mask, top head, random mean, random std)": list(ce)}
-    assert _soft_mask_verdict(lambda path: numbers).startswith(word)
+
+@pytest.mark.parametrize(
+    ("fractions", "word"),
+    [((HELPS, HELPS), "reproduced"), ((NO_BETTER, NO_BETTER), "partly"),
+     ((HURTS, HURTS), "not reproduced"), ((HELPS, HURTS), "partly"),
+     ((NO_BETTER, HELPS), "partly")],
+)  # fmt: skip
+def test_the_soft_mask_verdict_follows_its_numbers(fractions, word):
+    from reproduction.lahis import _SOFT_CE, _soft_mask_verdict
+
+    numbers = {
+        f"fraction {share}": {_SOFT_CE: list(ce)}
+        for share, ce in zip(("0.02", "0.05"), fractions, strict=True)
+    }
+    verdict = _soft_mask_verdict(lambda path: numbers)
+    assert verdict.startswith(f"{word}:")
+    assert verdict.count("top 0.0") == 2
 
 
 @pytest.mark.parametrize(
