@@ -194,7 +194,6 @@ PLAN: tuple[Entry, ...] = (
             + f"--out {RUNS / 'table6' / f'{model}-{name}'}",
             str(RUNS / "table6" / f"{model}-{name}"),
             bf16=True,
-            pending=True,
         )
         for model, name, tasks in (
             ("smollm2-135m-instruct", "letter", ""),
