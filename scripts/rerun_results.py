@@ -501,8 +501,21 @@ def run(entry: Entry, results: Path, log: Path) -> bool:
         elif name == "numbers.json":
             print(f"FAIL {entry.result}: the run wrote no {source}")
             return False
+    record_wall_time(target / "numbers.json", minutes * 60)
     print(f"done {entry.result} in {minutes:.1f} min -> {target}", flush=True)
     return True
+
+
+def record_wall_time(numbers: Path, seconds: float) -> None:
+    """Give a stored run's provenance the command's wall time when the command recorded none
+    (the analyses that write ``numbers.json`` themselves time no stages)."""
+    import json
+
+    stored = json.loads(numbers.read_text(encoding="utf-8"))
+    provenance = stored.get("provenance")
+    if isinstance(provenance, dict) and provenance.get("seconds") is None:
+        provenance["seconds"] = round(seconds, 1)
+        numbers.write_text(json.dumps(stored, indent=2, default=str) + "\n", encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
