@@ -141,3 +141,6 @@ EXAMPLE = (
     ],
     "soft_mask_fraction_0.25",
 )
+
+if __name__ == "__main__":
+    raise SystemExit(main())

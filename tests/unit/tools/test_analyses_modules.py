@@ -63,6 +63,14 @@ def test_every_analysis_has_a_tiny_run_here_or_names_its_test():
         assert module.__name__.split(".")[-1] in text, f"{where} does not test {module.__name__}"
 
 
+@pytest.mark.parametrize("module", _analyses(), ids=lambda module: module.__name__)
+def test_every_analysis_runs_as_python_dash_m(module):
+    """``python -m analyses.NAME`` runs ``main`` (a module without the guard exits 0 silently:
+    a re-run then stores nothing)."""
+    source = Path(module.__file__).read_text(encoding="utf-8")
+    assert 'if __name__ == "__main__":\n    raise SystemExit(main())' in source
+
+
 @pytest.mark.parametrize(
     ("module", "options", "figure"), CASES, ids=lambda v: getattr(v, "__name__", "")
 )
