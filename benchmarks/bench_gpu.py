@@ -32,6 +32,30 @@ def _training_step_seconds(model: Any, repeats: int, batch_size: int = 16) -> fl
     return statistics.median(time_call(trainer.step) for _ in range(repeats))
 
 
+def _plain_step_seconds(source: str, repeats: int, batch_size: int = 16) -> float:
+    """Forward and backward of the same checkpoint in plain ``transformers`` on the GPU (bf16,
+    no hooks, no mask, frozen weights, a gradient to the input embeddings), on the first
+    ``batch_size`` capitalize prompts in the chat template, right-padded: the eager floor that a
+    training step of lens_heads cannot go below."""
+    import lens_heads as lh
+    from lens_heads.core.compatibility import Reference, reference_source
+
+    reference = Reference.from_pretrained(reference_source(source))
+    model = reference.model.to("cuda", torch.bfloat16).requires_grad_(False)
+    rows = [reference.encode(text, chat=True) for text in lh.get_task("capitalize").inputs]
+    rows = rows[:batch_size]
+    width = max(map(len, rows))
+    ids = torch.tensor([row + row[-1:] * (width - len(row)) for row in rows], device="cuda")
+
+    def step() -> None:
+        embeds = model.get_input_embeddings()(ids).detach().requires_grad_()
+        model(inputs_embeds=embeds).logits[:, -1].float().logsumexp(-1).mean().backward()
+        torch.cuda.synchronize()
+
+    step()
+    return statistics.median(time_call(step) for _ in range(repeats))
+
+
 def _sweep_seconds(model: Any, every: int) -> float:
     import lens_heads as lh
 
@@ -55,6 +79,7 @@ def bench_gpu_training_step_and_sweep(quick: bool) -> BenchmarkResult | None:
     sweep_cpu, sweep_gpu = _sweep_seconds(cpu, every), _sweep_seconds(gpu, every)
     # a step that barely lengthens with 4x and 16x the batch is bound by per-step overhead
     larger = {size: _training_step_seconds(gpu, repeats, size) for size in (64, 256)}
+    plain = _plain_step_seconds(source, repeats)
     return BenchmarkResult(
         "SmolLM2 training step (batch 16), CPU / GPU",
         step_cpu,
@@ -70,6 +95,7 @@ def bench_gpu_training_step_and_sweep(quick: bool) -> BenchmarkResult | None:
             f"removal sweep (every {every}) GPU s": round(sweep_gpu, 2),
             "removal sweep CPU / GPU": round(sweep_cpu / sweep_gpu, 2),
             **{f"GPU training step s, batch {size}": round(t, 4) for size, t in larger.items()},
+            "plain transformers forward and backward on the GPU s, batch 16": round(plain, 4),
             "peak GPU memory MiB": round(torch.cuda.max_memory_allocated() / 2**20, 1),
         },
     )

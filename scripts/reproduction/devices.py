@@ -106,6 +106,15 @@ def gpu_check(results: Path) -> str:
             + f" ({widest // 16}× the batch takes {steps[widest] / step_16:.1f}× as long)",
         ),
     ]
+    floor = extra.get("plain transformers forward and backward on the GPU s, batch 16")
+    if floor is not None:
+        rows.append(
+            (
+                "plain `transformers` forward and backward on the GPU, batch 16 (no hooks, no "
+                "mask: the eager floor)",
+                f"{floor:.3f} s; the lens_heads step takes {step_16 / floor:.1f}× as long",
+            )
+        )
     table = ["| check | result |", "|---|---|"] + [f"| {a} | {b} |" for a, b in rows]
     return "\n".join(
         [
