@@ -82,11 +82,13 @@ def _soft_mask(load: Load) -> str:
     cells = []
     for fraction, n in _soft_fractions(load).items():
         ce, chrf = n[_SOFT_CE], n[_SOFT_CHRF]
+        trained = n["trained parameters"]
         cells.append(
-            f"top {fraction} of the heads ({n['trained parameters']} trained multipliers, "
-            f"{n['steps']} steps, {n['held-out sentences']} held-out sentences): answer CE "
-            f"{ce[0]} no mask, {ce[1]} top heads, {ce[2]} ± {ce[3]} random heads; chrF++ "
-            f"{chrf[0]} / {chrf[1]} / {chrf[2]} ± {chrf[3]}"
+            f"top {fraction} of the heads ({trained} trained multiplier"
+            f"{'' if trained == 1 else 's'}, {n['steps']} steps, {n['held-out sentences']} "
+            f"held-out sentences): answer CE {ce[0]:.3f} no mask, {ce[1]:.3f} top heads, "
+            f"{ce[2]:.3f} ± {ce[3]:.3f} random heads; chrF++ {chrf[0]:.1f} / {chrf[1]:.1f} / "
+            f"{chrf[2]:.1f} ± {chrf[3]:.1f}"
         )
     return "Gemma en→fr, " + "; ".join(cells) + f" {cite(load, SOFT_MASK)}"
 
@@ -105,10 +107,12 @@ def _soft_mask_verdict(load: Load) -> str:
     reproduced. The row: reproduced or not reproduced when every fraction says so, else partly."""
     words, reasons = [], []
     for fraction, n in _soft_fractions(load).items():
-        ce = n[_SOFT_CE]
+        ce, chrf = n[_SOFT_CE], n.get(_SOFT_CHRF)
         words.append(_soft_mask_word(ce))
+        also = "" if chrf is None else f"; chrF++ {chrf[0]:.1f} → {chrf[1]:.1f}"
         reasons.append(
-            f"top {fraction}: CE {ce[0]} → {ce[1]} ({words[-1]}; random heads {ce[2]} ± {ce[3]})"
+            f"top {fraction}: CE {ce[0]:.3f} → {ce[1]:.3f} ({words[-1]}; random heads "
+            f"{ce[2]:.3f} ± {ce[3]:.3f}{also})"
         )
     word = words[0] if len(set(words)) == 1 and words[0] != "partly" else "partly"
     return f"{word}: " + "; ".join(reasons)
