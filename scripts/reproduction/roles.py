@@ -3,6 +3,7 @@ benchmark with Causal Head Gating 0.1.0, in words and tables from their numbers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from reproduction import Load, NotMeasured
@@ -69,29 +70,41 @@ def _held_out(numbers: dict[str, Any]) -> str:
     return f"{numbers['settings']['n_eval']} held-out prompts, no significance test"
 
 
-def roles_runs(load: Load) -> str:
-    """One line per stored run: the classes, the agreement of the masks, the settings, and
-    what removing the interfering heads does."""
-    lines = []
-    for name, path in ROLE_RUNS.items():
+def _per_run(
+    load: Load, runs: dict[str, str], render: Callable[[str, str, dict[str, Any]], str]
+) -> list[str]:
+    """``render(name, path, numbers)`` for each run of ``runs`` (name -> result path); a run
+    not measured yet is a line that says so, with its command."""
+    items = []
+    for name, path in runs.items():
         try:
             numbers = load(path)
         except NotMeasured as missing:
-            lines.append(f"- **{name}**: {missing.cell()}.")
+            items.append(f"- **{name}**: {missing.cell()}.")
             continue
-        counts = ", ".join(f"{n} {c}" for c, n in numbers["counts"].items() if n)
-        settings = numbers["settings"]
-        precision = numbers.get("provenance", {}).get("precision", "?")
-        text = (
-            f"- **{name}** (`results/{path}`, {precision}; {settings['steps']} + "
-            f"{settings['pulled_steps']} + {settings['pulled_steps']} updates, "
-            f"{settings['n_masks']} masks per fit): {counts}; the masks agree on a head's class "
-            f"{numbers['mean agreement']:.0%} of the time on average"
-        )
-        if numbers.get("removing interfering heads"):
-            text += f"; on {_held_out(numbers)}, " + _interference(numbers)
-        lines.append(text + ".")
-    return "\n".join(lines)
+        items.append(render(name, path, numbers))
+    return items
+
+
+def _roles_line(name: str, path: str, numbers: dict[str, Any]) -> str:
+    counts = ", ".join(f"{n} {c}" for c, n in numbers["counts"].items() if n)
+    settings = numbers["settings"]
+    precision = numbers.get("provenance", {}).get("precision", "?")
+    text = (
+        f"- **{name}** (`results/{path}`, {precision}; {settings['steps']} + "
+        f"{settings['pulled_steps']} + {settings['pulled_steps']} updates, "
+        f"{settings['n_masks']} masks per fit): {counts}; the masks agree on a head's class "
+        f"{numbers['mean agreement']:.0%} of the time on average"
+    )
+    if numbers.get("removing interfering heads"):
+        text += f"; on {_held_out(numbers)}, " + _interference(numbers)
+    return text + "."
+
+
+def roles_runs(load: Load) -> str:
+    """One line per stored run: the classes, the agreement of the masks, the settings, and
+    what removing the interfering heads does."""
+    return "\n".join(_per_run(load, ROLE_RUNS, _roles_line))
 
 
 def roles_vs_chg(load: Load) -> str:
@@ -163,51 +176,47 @@ def _estimate_words(rows: dict[str, dict[str, Any]], k: int) -> str:
     )
 
 
+def _estimates_block(name: str, path: str, numbers: dict[str, Any]) -> str:
+    k = int(numbers["settings"]["k"])
+    rows = {row["estimate"]: row for row in numbers["table"]}
+    exact_seconds = numbers["seconds"]["exact"]
+    lines = [
+        f"- **{name}** (`results/{path}`; {numbers['prompts']} held-out prompts, "
+        f"{numbers['heads in the order']} heads removed in ascending trained weight, "
+        f"{numbers['settings']['ablation']} ablation): {_estimate_words(rows, k)}.",
+        "",
+        f"  | estimate | Spearman | top-{k} overlap | abs error per step | abs error of the "
+        "total | cost per prompt | seconds (exact sweep) |",
+        "  |---|---|---|---|---|---|---|",
+    ]
+    for estimate, row in rows.items():
+        lines.append(
+            f"  | {estimate} | {row['spearman']:.2f} | {row[f'top-{k} overlap']:.1f} | "
+            f"{row['abs error per step']:.3f} | {row['abs error of the total']:.3f} | "
+            f"{row['cost per prompt']} | {row['seconds']:.1f} ({exact_seconds:.1f}) |"
+        )
+    kinds = []
+    for estimate, counts in numbers["failure kinds"].items():
+        ranked = sorted(counts.items(), key=lambda item: -item[1])
+        kinds.append(f"{estimate}: " + ", ".join(f"{n} {kind}" for kind, n in ranked))
+    lines += ["", "  What explains each head's error (the larger part): " + "; ".join(kinds)]
+    travel = numbers.get("path")
+    if travel:
+        lines += [
+            "",
+            f"  Along the integrated gradients' path the answer logit travels "
+            f"{travel['path travel']:.1f} on average between ends {travel['path ends apart']:.1f} "
+            f"apart ({travel['ratio']:.1f} times as far)"
+            + (
+                f"; the segment that moves most holds {share:.0%} of that travel."
+                if (share := travel.get("largest segment share")) is not None
+                else "."
+            ),
+        ]
+    return "\n".join(lines)
+
+
 def sweep_estimates(load: Load) -> str:
     """Per stored run: the error table of both estimates with their cost and time beside the
     exact sweep's, the comparison in words, and what explains the largest errors."""
-    blocks = []
-    for name, path in ESTIMATE_RUNS.items():
-        try:
-            numbers = load(path)
-        except NotMeasured as missing:
-            blocks.append(f"- **{name}**: {missing.cell()}.")
-            continue
-        k = int(numbers["settings"]["k"])
-        rows = {row["estimate"]: row for row in numbers["table"]}
-        exact_seconds = numbers["seconds"]["exact"]
-        lines = [
-            f"- **{name}** (`results/{path}`; {numbers['prompts']} held-out prompts, "
-            f"{numbers['heads in the order']} heads removed in ascending trained weight, "
-            f"{numbers['settings']['ablation']} ablation): {_estimate_words(rows, k)}.",
-            "",
-            f"  | estimate | Spearman | top-{k} overlap | abs error per step | abs error of the "
-            "total | cost per prompt | seconds (exact sweep) |",
-            "  |---|---|---|---|---|---|---|",
-        ]
-        for estimate, row in rows.items():
-            lines.append(
-                f"  | {estimate} | {row['spearman']:.2f} | {row[f'top-{k} overlap']:.1f} | "
-                f"{row['abs error per step']:.3f} | {row['abs error of the total']:.3f} | "
-                f"{row['cost per prompt']} | {row['seconds']:.1f} ({exact_seconds:.1f}) |"
-            )
-        kinds = []
-        for estimate, counts in numbers["failure kinds"].items():
-            ranked = sorted(counts.items(), key=lambda item: -item[1])
-            kinds.append(f"{estimate}: " + ", ".join(f"{n} {kind}" for kind, n in ranked))
-        lines += ["", "  What explains each head's error (the larger part): " + "; ".join(kinds)]
-        path = numbers.get("path")
-        if path:
-            lines += [
-                "",
-                f"  Along the integrated gradients' path the answer logit travels "
-                f"{path['path travel']:.1f} on average between ends {path['path ends apart']:.1f} "
-                f"apart ({path['ratio']:.1f} times as far)"
-                + (
-                    f"; the segment that moves most holds {share:.0%} of that travel."
-                    if (share := path.get("largest segment share")) is not None
-                    else "."
-                ),
-            ]
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
+    return "\n\n".join(_per_run(load, ESTIMATE_RUNS, _estimates_block))
