@@ -101,7 +101,9 @@ def run(config: Config) -> dict[str, Any]:
     documents = ranking_documents(task, config.language, n_docs=config.n_docs, n_eval=config.n_eval)
     ranking = stages(
         "importance",
-        lambda where: _saved(lh.head_importance(model(), documents), where),
+        lambda where: _saved(
+            lh.head_importance(model(), documents, progress=config.progress), where
+        ),
         HeadImportance.load,
     )
     numbers: dict[str, Any] = {"task": config.task, "language": config.language or task.target_lang}
