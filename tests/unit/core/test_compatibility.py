@@ -71,6 +71,20 @@ def test_the_stored_matrix_covers_every_family_and_check():
     assert all(len(row["results"]) == 6 for row in _stored()["rows"])
 
 
+def test_a_stored_gpu_matrix_ran_every_row_on_cuda():
+    """The matrix of ``--device cuda`` (run on a GPU machine; CI has none) has the CPU matrix's
+    rows and checks, and records the GPU it ran on."""
+    stored = sorted(matrix.RESULTS.glob("cuda/transformers-*/numbers.json"))
+    assert stored, "no GPU matrix stored: run scripts/gpu_check.sh on a GPU machine"
+    for file in stored:
+        run = json.loads(file.read_text(encoding="utf-8"))
+        assert run["device"] == "cuda" and run["machine"]["cuda"], file
+        assert [(r["key"], r["attention"]) for r in run["rows"]] == list(matrix.ROWS), file
+        assert all(
+            set(row["results"]) == set(_stored()["rows"][0]["results"]) for row in run["rows"]
+        )
+
+
 # -- what is not supported, and the error a user gets ----------------------------------------------
 def test_an_architecture_transformer_lens_has_no_adapter_for_is_a_clear_error(tmp_path):
     example = matrix.unsupported_example(tmp_path)
