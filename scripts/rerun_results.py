@@ -171,7 +171,6 @@ PLAN: tuple[Entry, ...] = (
         f"--out {RUNS / 'mask-table/smollm2-answer-only'}",
         str(RUNS / "mask-table/smollm2-answer-only"),
         bf16=True,
-        pending=True,
     ),
     Entry(
         "mask_table/gemma-3-270m-bfloat16",

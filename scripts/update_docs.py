@@ -231,7 +231,7 @@ def readme_mask_table(results: Path) -> str:
     goals = n["goals"]
     try:
         other = load(MASK_TABLE_ANSWER_ONLY, results)["goals"]["accuracy goal met"]
-        answer_only = f"{other} with answer-only targets"
+        answer_only = f"{other} with answer-only targets, `results/{MASK_TABLE_ANSWER_ONLY}`"
     except NotMeasured as missing:
         answer_only = f"answer-only targets {missing.cell()}"
     return (
