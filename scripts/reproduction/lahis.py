@@ -143,16 +143,24 @@ def perplexity_all(load: Load) -> str:
 
 
 def perplexity_all_verdict(load: Load) -> str:
+    """Each language's own heads, removed, raise its perplexity most (a count) and more than
+    random heads (one one-sided test per language, Holm over the languages): all of both,
+    reproduced; none of either, not reproduced; else partly."""
     n = _languages(load)
     most = n["languages whose own perplexity rose most"]
-    significant = sum(
-        row["p (own heads cost more, one-sided Wilcoxon)"] < LEVEL for row in n["own versus random"]
-    )
+    tests = {
+        str(row["masked"]): row["p (own heads cost more, one-sided Wilcoxon)"]
+        for row in n["own versus random"]
+    }
+    significant = sum(p < LEVEL for p in holm(tests).values())
     total = n["languages"]
-    word = "reproduced" if most == total and significant == total else "partly"
+    if most == total and significant == total:
+        word = "reproduced"
+    else:
+        word = "not reproduced" if most == 0 and significant == 0 else "partly"
     return (
         f"{word}: own language hurt most for {most} of {total}; its own heads cost more than "
-        f"random ones at {LEVEL} for {significant} of {total}"
+        f"random ones for {significant} of {total} (Holm over the languages, level {LEVEL})"
     )
 
 

@@ -589,3 +589,114 @@ def test_the_extras_failures_verdict_follows_its_numbers(counts, word):
     from reproduction.alignment import DAMAGED, _failures_verdict
 
     assert _failures_verdict(lambda path: {DAMAGED: list(counts)}).startswith(word)
+
+
+# -- the verdicts of the remaining rows, each fed every outcome of its rule ----------------------
+@pytest.mark.parametrize(
+    ("random_hurts", "pairs", "word"),
+    [("reproduced", [True, True], "reproduced"), ("reproduced", [True, False], "partly"),
+     ("not reproduced", [False, True], "partly"), ("not reproduced", [False, False], "not")],
+)  # fmt: skip
+def test_random_everywhere_verdict_follows_its_numbers(monkeypatch, random_hurts, pairs, word):
+    from reproduction import heads_up_results as results
+
+    per_pair = {f"p{i}": {"claims": {"random M hurts": hurts}} for i, hurts in enumerate(pairs)}
+    monkeypatch.setattr(results, "_t1", lambda load: per_pair)
+    monkeypatch.setattr(results, "random_verdict", lambda load: random_hurts)
+    assert results.random_everywhere_verdict(lambda path: {}).startswith(word)
+
+
+def _figure8(both, only, median, words=8, kept=218, p=0.5, earlier=0, later=0):
+    verdict = {"both switch": both, "only ascending switches": only, "words": words}
+    verdict |= {"median switch, ascending": median, "p (influential later, one-sided Wilcoxon)": p}
+    verdict |= {"influential earlier": earlier, "influential later": later}
+    return lambda path: {"verdict": verdict, "heads kept": kept}
+
+
+def test_figure2_verdict_follows_its_numbers():
+    from reproduction.heads_up_results import figure2_verdict
+
+    assert figure2_verdict(_figure8(4, 1, 20)).startswith("reproduced")
+    assert figure2_verdict(_figure8(2, 1, 20)).startswith("not reproduced"), "too few words"
+    assert figure2_verdict(_figure8(5, 1, 60)).startswith("not reproduced"), "too late"
+
+
+def test_figure8_verdict_follows_its_numbers():
+    from reproduction.heads_up_results import figure8_verdict
+
+    assert figure8_verdict(_figure8(8, 0, 20, p=0.001, later=8)) == "reproduced"
+    assert "opposite direction" in figure8_verdict(_figure8(8, 0, 20, p=1.0, earlier=8))
+    assert figure8_verdict(_figure8(8, 0, 20, p=0.3, earlier=2, later=3)) == "not reproduced"
+
+
+def test_figure6_both_is_the_figure6_verdict():
+    from reproduction.heads_up_results import TABLE8, figure6_both_verdict, figure6_verdict
+
+    load = _figure6((0.2, 1.0, 2.0, 3.0), [(0.9, 1.0, 2.0, 1.1)] * len(TABLE8))
+    assert figure6_both_verdict(load) == figure6_verdict(load)
+
+
+@pytest.mark.parametrize(
+    ("p", "second", "first", "start", "end"),
+    [(0.5, 110, 100, "no KV-group pattern: reproduced", "more: reproduced"),
+     (0.001, 90, 100, "KV groups removed: not reproduced", "fewer: not reproduced")],
+)  # fmt: skip
+def test_figure7_verdict_follows_its_numbers(p, second, first, start, end):
+    from reproduction.heads_up_results import figure7_verdict
+
+    numbers = {"KV groups removed whole": {"p_value": p}, "kept in the second half": second}
+    numbers["kept in the first half of the layers"] = first
+    verdict = figure7_verdict(lambda path: numbers)
+    assert verdict.startswith(start) and verdict.endswith(end)
+
+
+@pytest.mark.parametrize(("supported", "word"), [(True, "reproduced"), (False, "**not")])
+def test_table41_verdict_follows_its_numbers(supported, word):
+    from reproduction.heads_up_results import table41_verdict
+
+    assert table41_verdict(lambda path: {"verdict": {"supported": supported}}).startswith(word)
+
+
+@pytest.mark.parametrize(
+    ("smollm2", "gemma", "word"),
+    [((5, 270), 0.05, "reproduced"), ((5, 270), 0.2, "partly"), ((50, 270), 0.2, "not")],
+)
+def test_sparsity_verdict_follows_its_numbers(smollm2, gemma, word):
+    from reproduction.alignment import _sparsity_verdict
+
+    def load(path: str) -> dict:
+        if path == "alignment_heads/gemma-3-270m":
+            return {"activity mean": {"alignment heads": gemma}}
+        return {"sparsity": {"smollm2-135m-instruct": list(smollm2)}}
+
+    assert _sparsity_verdict(load).startswith(word)
+
+
+@pytest.mark.parametrize(
+    ("most", "p_values", "word"),
+    [(3, (0.001, 0.002, 0.003), "reproduced"), (3, (0.001, 0.5, 0.5), "partly"),
+     (0, (0.001, 0.5, 0.5), "partly"), (0, (0.5, 0.5, 0.5), "not reproduced"),
+     (3, (0.004, 0.008, 0.009), "partly")],  # every raw p below the level, none after Holm
+)  # fmt: skip
+def test_perplexity_verdict_follows_its_numbers_after_holm(most, p_values, word):
+    from reproduction.lahis import perplexity_all_verdict
+
+    rows = [
+        {"masked": language, "p (own heads cost more, one-sided Wilcoxon)": p}
+        for language, p in zip(("fr", "de", "zh"), p_values, strict=True)
+    ]
+    numbers = {"languages whose own perplexity rose most": most, "languages": 3}
+    numbers["own versus random"] = rows
+    assert perplexity_all_verdict(lambda path: numbers).startswith(f"{word}:")
+
+
+def test_every_verdict_function_of_the_page_is_fed_here():
+    """A row's verdict is a function of its numbers only if a test feeds it: each verdict
+    function of the three tables is named in this file."""
+    from reproduction import alignment, heads_up, lahis
+
+    source = Path(__file__).read_text(encoding="utf-8")
+    rows = [*heads_up.HEADS_UP, *alignment.ALIGNMENT, *lahis.LAHIS]
+    verdicts = {row.verdict.__name__ for _, row in rows if callable(row.verdict)}
+    assert len(verdicts) > 20
+    assert not {name for name in verdicts if name not in source}
