@@ -372,9 +372,12 @@ def _ranking_before_model(args: argparse.Namespace, task: Any, shape: Any) -> tu
                 f"{ranking.shape[1]} model, not of {shape.name}"
             )
         return ranking, None
-    documents = ranking_documents(
-        task, args.language, n_docs=args.n_docs, n_eval=args.n_eval, split_seed=args.split_seed
-    )
+    try:
+        documents = ranking_documents(
+            task, args.language, n_docs=args.n_docs, n_eval=args.n_eval, split_seed=args.split_seed
+        )
+    except InputError as error:  # the same error, naming the flag
+        raise InputError(f"--{error}") from error
     return None, documents
 
 
