@@ -29,8 +29,9 @@ from typing import Any
 
 import lens_heads as lh
 from lens_heads.cli.options import add_settings
+from lens_heads.core.fingerprints import Fingerprint, claim_folder
 from lens_heads.core.provenance import code_version, machine
-from lens_heads.core.storage import Stages, record_settings, save_figures, write_atomic
+from lens_heads.core.storage import Stages, save_figures, write_atomic
 from lens_heads.core.tables import markdown_table
 from lens_heads.engine import MaskTrainingResult, train_or_resume
 
@@ -47,6 +48,7 @@ __all__ = [
     "Stages",
     "check_config",
     "command_line",
+    "fingerprint_of",
     "help_of",
     "markdown_table",
     "mask_of",
@@ -122,30 +124,49 @@ UNSTORED_FIELDS = ("out", "progress")
 LEVEL = 0.01
 
 
-def check_config(config: Any, out: str | os.PathLike[str]) -> None:
-    """Record ``config`` (every field of the dataclass but :data:`UNSTORED_FIELDS` and the
-    config class's own ``UNSTORED``, e.g. a count of independent items each a stage) in
-    ``<out>/config.json`` on the first run; refuse a later run with other settings, whose
-    finished stages would otherwise be reused as if they were its own."""
+def fingerprint_of(config: Any, model: Any) -> Fingerprint:
+    """What an analysis with ``config`` computes from: the loaded ``model`` (its weights and
+    tokenizer), the content of every input the config names (its task and every other field
+    that is an existing file or folder, e.g. a training folder to reuse) and the settings (every
+    field of the dataclass but :data:`UNSTORED_FIELDS` and the config class's own ``UNSTORED``,
+    e.g. a count of independent items each a stage)."""
     settings = dataclasses.asdict(config)
     for name in (*UNSTORED_FIELDS, *getattr(config, "UNSTORED", ())):
         settings.pop(name, None)
-    record_settings(
-        Path(out) / "config.json",
-        settings,
+    data: dict[str, Any] = {}
+    if isinstance(settings.get("task"), str):
+        data["task"] = lh.get_task(settings["task"])  # its examples, not only its name
+    if isinstance(settings.get("tasks"), (list, tuple)):
+        data["tasks"] = [lh.get_task(name) for name in settings["tasks"]]
+    for name, value in settings.items():
+        if name != "model" and isinstance(value, str) and value and Path(value).exists():
+            data[name] = value  # a file or folder it reads: its content, not its name
+    return Fingerprint.of(model, settings, data)
+
+
+def check_config(config: Any, model: Any) -> Fingerprint:
+    """Record the fingerprint of ``config`` run on ``model`` (:func:`fingerprint_of`) in
+    ``<config.out>/config.json`` on the first run; refuse a later run of another model, other
+    inputs or other settings, whose finished stages would otherwise be reused as if they were
+    its own."""
+    fingerprint = fingerprint_of(config, model)
+    claim_folder(
+        config.out,
+        fingerprint,
+        what="an analysis",
         remedy="choose another --out, or delete the folder to start again",
     )
+    return fingerprint
 
 
-def stages_of(config: Any) -> Stages:
-    """The resumable stages of ``config.out``, after :func:`check_config`."""
-    check_config(config, config.out)
-    return Stages(config.out)
+def stages_of(config: Any, model: LazyModel) -> Stages:
+    """The resumable stages of ``config.out`` for ``model`` (loaded here: its fingerprint decides
+    whether finished stages are this run's), after :func:`check_config`."""
+    return Stages(config.out, check_config(config, model()))
 
 
 class LazyModel:
-    """The model of ``spec``, loaded on first call (a finished analysis reloads its results
-    without loading the model at all)."""
+    """The model of ``spec``, loaded on first call (once per analysis)."""
 
     def __init__(self, spec: Any) -> None:
         self.spec = spec

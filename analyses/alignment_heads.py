@@ -69,7 +69,8 @@ def _failure_shares(result: AblationResult) -> dict[str, dict[str, float]]:
 
 
 def run(config: Config) -> dict[str, Any]:
-    stages, model = stages_of(config), LazyModel(config.model)
+    model = LazyModel(config.model)
+    stages = stages_of(config, model)
     record_precision("float32")  # scores and ablations: float32 forwards, nothing trained
     scores = {}
     for source in config.languages:

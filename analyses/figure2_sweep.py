@@ -92,7 +92,8 @@ def sweep_markdown(sweep: SweepResult) -> str:
 
 
 def run(config: Config) -> SweepResult:
-    stages, model = stages_of(config), LazyModel(config.model)
+    model = LazyModel(config.model)
+    stages = stages_of(config, model)
     training = mask_of(config, stages, model)
     sweep = sweep_of(config, stages, model, training.W)
     write_outputs(

@@ -38,8 +38,9 @@ class Config(MaskedTaskConfig):
 
 
 def run(config: Config) -> MaskTrainingResult:
-    stages = stages_of(config)
-    training = mask_of(config, stages, LazyModel(config.model), init_mean=config.init_mean)
+    model = LazyModel(config.model)
+    stages = stages_of(config, model)
+    training = mask_of(config, stages, model, init_mean=config.init_mean)
     changes = dependent_changes(training)
     summary = training.summary()
     numbers = {

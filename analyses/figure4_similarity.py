@@ -40,7 +40,8 @@ class Config(MaskedTaskConfig):
 
 
 def run(config: Config) -> SimilarityStats:
-    stages, model = stages_of(config), LazyModel(config.model)
+    model = LazyModel(config.model)
+    stages = stages_of(config, model)
     if config.answer_end != "auto" and config.mask is not None:
         raise ValueError("--answer-end trains a mask; it cannot apply to a given --mask")
     training = mask_of(config, stages, model, answer_end=config.answer_end)

@@ -26,7 +26,8 @@ class Config(figure2_sweep.Config):
 
 
 def run(config: Config) -> SweepResult:
-    stages, model = stages_of(config), LazyModel(config.model)
+    model = LazyModel(config.model)
+    stages = stages_of(config, model)
     training = mask_of(config, stages, model)
     sweep = figure2_sweep.sweep_of(config, stages, model, training.W)
     frame = sweep.similarity_frame()

@@ -173,8 +173,8 @@ def run(config: Config, model: Any = None, command: Sequence[str] = ()) -> Figur
     command = list(command) or ["(run from Python)"]
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    check_config(config, out)
     model = lh.load_model(config.model) if model is None else model
+    check_config(config, model)  # the model, its inputs and settings, before anything reused
     mask = _mask(config, model, out)
     evaluation = dict(
         n_eval=config.n_eval,

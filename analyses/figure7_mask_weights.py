@@ -47,8 +47,8 @@ def per_layer(training: MaskTrainingResult) -> pd.DataFrame:
 
 
 def run(config: Config) -> MaskTrainingResult:
-    stages = stages_of(config)
     model = LazyModel(config.model)
+    stages = stages_of(config, model)
     training = mask_of(config, stages, model)
     layers = per_layer(training)
     n_kv_heads = getattr(model().cfg, "n_key_value_heads", None) or training.W.shape[1]

@@ -44,7 +44,8 @@ class Config(figure2_sweep.Config):
 
 
 def run(config: Config) -> dict[str, SweepResult]:
-    stages, model = stages_of(config), LazyModel(config.model)
+    model = LazyModel(config.model)
+    stages = stages_of(config, model)
     training = mask_of(config, stages, model)
     negative = mask_of(
         config,

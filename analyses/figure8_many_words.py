@@ -114,7 +114,8 @@ def verdict(table: pd.DataFrame) -> dict[str, Any]:
 
 
 def run(config: Config) -> pd.DataFrame:
-    stages, model = stages_of(config), LazyModel(config.model)
+    model = LazyModel(config.model)
+    stages = stages_of(config, model)
     training = mask_of(config, stages, model)
     rows = []
     for index, example in enumerate(words_of(config, model)):

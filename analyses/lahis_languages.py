@@ -78,7 +78,8 @@ def own_versus_random(result: PerplexityExperiment) -> pd.DataFrame:
 
 
 def run(config: Config) -> dict[str, Any]:
-    stages, model = stages_of(config), LazyModel(config.model)
+    model = LazyModel(config.model)
+    stages = stages_of(config, model)
 
     def heads_of(where: Path) -> LanguageHeads:
         result = language_heads(

@@ -35,7 +35,8 @@ class Config(MaskedTaskConfig):
 
 
 def run(config: Config) -> LogitLensResult:
-    stages, model = stages_of(config), LazyModel(config.model)
+    model = LazyModel(config.model)
+    stages = stages_of(config, model)
     training = mask_of(config, stages, model)
 
     def compute(where: Path) -> LogitLensResult:

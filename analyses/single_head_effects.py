@@ -83,8 +83,8 @@ def head_effects(model: object, task: lh.Task, batch_size: int) -> pd.DataFrame:
 
 
 def run(config: Config) -> pd.DataFrame:
-    stages = stages_of(config)
     model = LazyModel(config.model)
+    stages = stages_of(config, model)
     held_out = lh.get_task(config.task).split(n_eval=config.n_eval)[1]
 
     def compute(where: Path) -> pd.DataFrame:

@@ -94,7 +94,8 @@ def row_numbers(result: SoftMaskExperiment) -> dict[str, Any]:
 
 
 def run(config: Config) -> dict[str, Any]:
-    stages, model = stages_of(config), LazyModel(config.model)
+    model = LazyModel(config.model)
+    stages = stages_of(config, model)
     task = lh.get_task(config.task)
     for fraction in config.fractions:  # bad settings fail before the model loads
         _experiment_config(config, fraction).check(task)

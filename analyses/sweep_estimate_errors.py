@@ -87,8 +87,8 @@ def run(config: Config) -> EstimateErrors:
             f"--n-prompts {config.n_prompts} exceeds the {config.n_eval} examples held out of "
             "the mask's training (--n-eval)"
         )
-    stages = stages_of(config)
     model = LazyModel(config.model)
+    stages = stages_of(config, model)
     training = mask_of(config, stages, model)
     if config.outside_mask:  # ascending W: the heads the mask removes come first
         settings = replace(settings, max_heads=max(int((training.W < 0).sum()), 2))

@@ -141,7 +141,8 @@ def claims(evaluation: EvaluationResult) -> dict[str, Any]:
 
 
 def run(config: Config) -> dict[str, EvaluationResult]:
-    stages, model = stages_of(config), LazyModel(config.model)
+    model = LazyModel(config.model)
+    stages = stages_of(config, model)
     evaluations, columns, numbers = {}, {}, {}
     for pair in config.pairs:
         task = lh.get_task(pair)

@@ -189,7 +189,8 @@ def run(config: Config) -> pd.DataFrame | None:
         for path in export_tasks(config, config.export_tasks):
             print(f"wrote {path}")
         return None
-    stages, model = stages_of(config), LazyModel(config.model)
+    model = LazyModel(config.model)
+    stages = stages_of(config, model)
     mixture = hybrid_few_shot(
         config.tasks,
         shots=config.shots,

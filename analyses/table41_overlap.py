@@ -83,7 +83,8 @@ def word_row(model: Any, mask: lh.HeadMask, task: Any, example: Any) -> dict[str
 
 
 def run(config: Config) -> pd.DataFrame:
-    stages, model = stages_of(config), LazyModel(config.model)
+    model = LazyModel(config.model)
+    stages = stages_of(config, model)
     training = mask_of(config, stages, model)
     task = config.task_object()
     rows = []

@@ -90,7 +90,8 @@ def pair_table(config: Config, model: Any, task: Any, mask: lh.HeadMask) -> pd.D
 
 
 def run(config: Config) -> dict[str, Any]:
-    stages, model = stages_of(config), LazyModel(config.model)
+    model = LazyModel(config.model)
+    stages = stages_of(config, model)
     numbers: dict[str, Any] = {}
     sections = []
     for pair in config.pairs:

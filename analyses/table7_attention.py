@@ -136,7 +136,8 @@ def claims(rows: dict[str, torch.Tensor]) -> dict[str, Any]:
 
 
 def run(config: Config) -> dict[str, AttentionResult]:
-    stages, model = stages_of(config), LazyModel(config.model)
+    model = LazyModel(config.model)
+    stages = stages_of(config, model)
     results, tables, numbers = {}, [], {}
     for name in (config.task,) if config.task else config.tasks:
         mask = _mask(config, name, stages, model)

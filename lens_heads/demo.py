@@ -23,11 +23,12 @@ from typing import Any, ClassVar
 
 from lens_heads.core.checks import check_int, check_number, own_checks
 from lens_heads.core.errors import InputError
+from lens_heads.core.fingerprints import Fingerprint, claim_folder
 from lens_heads.core.guards import verify_model
 from lens_heads.core.models import load_model, model_name
 from lens_heads.core.prompts import INSTRUCTION_TEMPLATE, has_chat_template
 from lens_heads.core.settings import configure
-from lens_heads.core.storage import Stages, record_settings, write_atomic
+from lens_heads.core.storage import Stages, write_atomic
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine import (
@@ -110,10 +111,6 @@ class DemoReport:
         return self.out / "report.md"
 
 
-def _timed(seconds: dict[str, float], name: str, start: float) -> None:
-    seconds[name] = round(time.perf_counter() - start, 1)
-
-
 _STAGES = ("training", "eval", "sweep", "similarity", "logit_lens")
 
 
@@ -122,8 +119,9 @@ def _settings_of(model: Any, task: Task, **values: Any) -> dict[str, Any]:
     return {"format": "lens_heads.demo/1", "model": name, "task": task.name, **values}
 
 
-def _prepare_folder(folder: Path, settings: dict[str, Any], fresh: bool) -> None:
-    """Record the demo's settings; a folder of another demo is an error unless ``fresh``."""
+def _prepare_folder(folder: Path, fingerprint: Fingerprint, fresh: bool) -> None:
+    """Record the demo's fingerprint; a folder of another demo (another model, task or settings)
+    is an error unless ``fresh``, which recomputes every stage."""
     import shutil
 
     recorded = folder / "demo.json"
@@ -135,11 +133,13 @@ def _prepare_folder(folder: Path, settings: dict[str, Any], fresh: bool) -> None
     if fresh:
         for stage in _STAGES:
             shutil.rmtree(folder / stage, ignore_errors=True)
-    record_settings(
-        folder / "demo.json",
-        settings,
+        recorded.unlink(missing_ok=True)
+    claim_folder(
+        folder,
+        fingerprint,
+        record="demo.json",
+        what="a demo",
         remedy="choose another output folder, or pass fresh=True (--fresh) to replace it",
-        replace=fresh,
     )
 
 
@@ -158,11 +158,13 @@ def run_demo(
     The schedule (100 steps, lr 0.2, batch 8) is the short CPU schedule of
     ``docs/training.md``; the sweep uses the first held-out example with a one-token answer as
     its prompt, that answer as the target and the instructed prompt as the reference (Figures
-    2 and 5). Every stage is saved; running again with the same settings reuses the finished
-    stages (and resumes an interrupted training), so a finished folder loads in seconds --
-    the notebooks rely on it. ``fresh=True`` recomputes everything. ``answer_end`` is the
-    training target's end (:class:`~lens_heads.engine.training.TrainingConfig`); a folder trained
-    before it was recorded (answer-only targets) is refused unless ``fresh``. ``precision`` is
+    2 and 5). Every stage is saved; running again with the same model (its weights and tokenizer
+    are fingerprinted after loading), task and settings reuses the finished stages (and resumes
+    an interrupted training), so a finished folder loads in seconds -- the notebooks rely on it;
+    another model, task file or settings is refused. ``fresh=True`` recomputes everything.
+    ``answer_end`` is the training target's end
+    (:class:`~lens_heads.engine.training.TrainingConfig`); a folder trained before it was
+    recorded (answer-only targets) is refused unless ``fresh``. ``precision`` is
     the training's (``"auto"``: bf16 autocast where the CPU computes bf16 natively, else fp32;
     ``"float32"`` reproduces on any machine what a CPU without bf16 does).
     """
@@ -187,8 +189,12 @@ def run_demo(
         # "auto" is left out, so folders written before this option still match
         **({} if config.precision == "auto" else {"precision": config.precision}),
     )
-    _prepare_folder(folder, settings, fresh)
     demo = _Demo(folder, config, task)
+    fingerprint = Fingerprint.of(demo.model(), settings, {"task": task})
+    _prepare_folder(folder, fingerprint, fresh)
+    demo.stage = Stages(folder, fingerprint)
+    if demo.load_seconds is not None:
+        demo.stage.seconds["load model"] = demo.load_seconds
     training = demo.stage("training", demo.train, MaskTrainingResult.load)
     evaluation = demo.stage(
         "eval", lambda where: demo.evaluate(where, training), EvaluationResult.load
@@ -210,16 +216,17 @@ def run_demo(
 
 @dataclass
 class _Demo:
-    """The demo's stages, each computing one result into its folder; the model is loaded only
-    when a stage has to compute (a finished folder never loads it)."""
+    """The demo's stages, each computing one result into its folder. The model is loaded first:
+    its fingerprint decides whether the folder's finished stages are this run's."""
 
     folder: Path
     config: DemoConfig
     task: Task
     loaded: list[Any] = field(default_factory=list)
+    load_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        self.stage = Stages(self.folder)
+        self.stage: Stages | None = None  # once the folder is claimed for the model's fingerprint
         self.progress = self.config.progress
         self.n_eval = self.config.n_eval
         if not isinstance(self.config.model, str):
@@ -230,7 +237,7 @@ class _Demo:
         if not self.loaded:
             start = time.perf_counter()
             self.loaded.append(load_model(self.config.model))
-            _timed(self.stage.seconds, "load model", start)
+            self.load_seconds = round(time.perf_counter() - start, 1)
         return self.loaded[0]
 
     def chat(self) -> bool:

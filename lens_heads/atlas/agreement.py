@@ -24,7 +24,10 @@ from scipy import stats
 from lens_heads.core.checks import check_int
 from lens_heads.core.errors import InputError
 
-__all__ = ["AgreementConfig", "agreement", "holm", "top_k_overlap"]
+__all__ = ["MAX_RESAMPLES", "AgreementConfig", "agreement", "check_top_k", "holm", "top_k_overlap"]
+
+#: the most permutations or bootstrap resamples a table draws (each a row of ranks per pair)
+MAX_RESAMPLES = 100_000
 
 
 @dataclass(frozen=True)
@@ -42,8 +45,9 @@ class AgreementConfig:
 
     def __post_init__(self) -> None:
         check_int("k", self.k, minimum=1)
-        check_int("permutations", self.permutations, minimum=10)
-        check_int("bootstrap", self.bootstrap, minimum=10)
+        why = "each resample costs time, and 2,000 already resolve p-values to 1/2,001"
+        check_int("permutations", self.permutations, minimum=10, maximum=MAX_RESAMPLES, why=why)
+        check_int("bootstrap", self.bootstrap, minimum=10, maximum=MAX_RESAMPLES, why=why)
         check_int("seed", self.seed)
         if not 0 < self.level < 1:
             raise InputError(f"level must be in (0, 1), got {self.level}")
@@ -65,10 +69,32 @@ def holm(p_values: np.ndarray) -> np.ndarray:
     return adjusted
 
 
-def top_k_overlap(first: np.ndarray, second: np.ndarray, k: int) -> tuple[int, float]:
-    """(heads in both top-k sets, the expected overlap of two random k-sets: ``k * k / n``)."""
+def check_top_k(k: int, n_heads: int, name: str = "k") -> None:
+    """Refuse top sets larger than half of the ``n_heads`` heads compared: two sets of ``k`` of
+    ``n`` heads share at least ``2 k - n`` heads whatever they measure (all of them at ``k = n``),
+    so their overlap says nothing.
+
+    >>> check_top_k(10, 8)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.errors.InputError: k=10 top heads of 8: ... pass k=4 or less (--k 4)
+    """
+    if 2 * k > n_heads:
+        flag = "--" + name.replace("_", "-")
+        raise InputError(
+            f"{name}={k} top heads of {n_heads}: two top sets of more than half of the heads "
+            f"overlap by at least 2k - n heads whatever they measure, so their overlap would "
+            f"say nothing; pass {name}={max(1, n_heads // 2)} or less ({flag} "
+            f"{max(1, n_heads // 2)})"
+        )
+
+
+def top_k_overlap(first: np.ndarray, second: np.ndarray, k: int) -> tuple[int | float, float]:
+    """(heads in both top-k sets, the expected overlap of two random k-sets: ``k * k / n``);
+    both NaN where ``k`` is more than half of the ``n`` heads (:func:`check_top_k`)."""
     n = len(first)
-    k = min(k, n)
+    if 2 * k > n:
+        return math.nan, math.nan
     top_first = set(np.argsort(-first, kind="stable")[:k].tolist())
     top_second = set(np.argsort(-second, kind="stable")[:k].tolist())
     return len(top_first & top_second), k * k / n
@@ -84,8 +110,15 @@ def _permutation_p(a: np.ndarray, b: np.ndarray, rho: float, n: int, rng: Any) -
     ra, rb = stats.rankdata(a), stats.rankdata(b)
     ra = (ra - ra.mean()) / ra.std()
     rb = (rb - rb.mean()) / rb.std()
-    null = rng.permuted(np.tile(rb, (n, 1)), axis=1) @ ra / len(ra)
-    return float((np.sum(np.abs(null) >= abs(rho) - 1e-12) + 1) / (n + 1))
+    extreme = 0
+    for start in range(0, n, _CHUNK):  # a bounded block of permutations at a time
+        rows = min(_CHUNK, n - start)
+        null = rng.permuted(np.tile(rb, (rows, 1)), axis=1) @ ra / len(ra)
+        extreme += int(np.sum(np.abs(null) >= abs(rho) - 1e-12))
+    return float((extreme + 1) / (n + 1))
+
+
+_CHUNK = 4096
 
 
 def agreement(
@@ -112,8 +145,12 @@ def agreement(
             continue
         rho = _spearman(a, b)
         p = _permutation_p(a, b, rho, permutations, rng)
-        draws = rng.integers(0, len(a), size=(config.bootstrap, len(a)))
-        boot = np.array([_spearman(a[i], b[i]) for i in draws])
+        boot = np.array(
+            [
+                _spearman(a[i], b[i])
+                for i in (rng.integers(0, len(a), len(a)) for _ in range(config.bootstrap))
+            ]
+        )
         overlap, expected = top_k_overlap(a, b, config.k)
         rows.append(
             {

@@ -1,17 +1,22 @@
 """Build a :class:`HeadAtlas`: every measure the toolkit has of each head, in one table.
 
-Stages (each saved under ``out`` and reused when the same code finished it; a killed run resumes
-at the stage it was in): ``detectors`` (attention patterns on generated inputs), ``readouts``
-(the OV circuits, no forward pass), ``effects`` (exact single-head effects on a task). The three
+Stages (each saved under ``out`` and reused when the same code finished it for the same model,
+data and settings -- their fingerprint; a killed run resumes at the stage it was in):
+``detectors`` (attention patterns on generated inputs), ``readouts`` (the OV circuits, no forward
+pass), ``effects`` (exact single-head effects on a task). The three
 research lines join from results already on disk: a folder of Heads up! masks, a removal sweep,
 token-alignment translation scores and LAHIS language heads.
 
 >>> import lens_heads as lh
 >>> model = lh.tiny_model(n_layers=2, n_heads=4)
->>> config = AtlasConfig(task=None, n_sequences=2, length=4, permutations=10, bootstrap=10)
+>>> config = AtlasConfig(task=None, n_sequences=2, length=4, k=4, permutations=10, bootstrap=10)
 >>> atlas = head_atlas(model, config)
 >>> atlas.measures[:2]
 ['previous token', 'duplicate token']
+>>> head_atlas(model, config, k=10)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+lens_heads.core.errors.InputError: k=10 top heads of 8: ... pass k=4 or less (--k 4)
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from lens_heads.alignment import TranslationScores
-from lens_heads.atlas.agreement import AgreementConfig
+from lens_heads.atlas.agreement import AgreementConfig, check_top_k
 from lens_heads.atlas.atlas_result import HeadAtlas
 from lens_heads.atlas.detectors import (
     DETECTORS,
@@ -36,7 +41,7 @@ from lens_heads.atlas.detectors import (
     detect_patterns,
     repeated_random_tokens,
 )
-from lens_heads.atlas.effects import EffectsConfig, single_head_effects
+from lens_heads.atlas.effects import EffectsConfig, donor_prompts, single_head_effects
 from lens_heads.atlas.readouts import (
     builtin_relations,
     relation_chance,
@@ -45,11 +50,14 @@ from lens_heads.atlas.readouts import (
 )
 from lens_heads.core.capture import encode_prompt
 from lens_heads.core.checks import check_int
-from lens_heads.core.errors import InputError
-from lens_heads.core.masks import format_head
+from lens_heads.core.errors import InputError, InputTypeError, LensHeadsError
+from lens_heads.core.fingerprints import Fingerprint, claim_folder
+from lens_heads.core.masks import MaskShapeError, format_head, parse_head
+from lens_heads.core.model_shape import TokenizerOnly
 from lens_heads.core.models import ModelLike, head_shape, model_name
-from lens_heads.core.storage import Stages, record_settings, write_atomic
-from lens_heads.core.tasks import get_task
+from lens_heads.core.settings import configure
+from lens_heads.core.storage import Stages, write_atomic
+from lens_heads.core.tasks import Task, get_task
 from lens_heads.heads_up import SweepResult, load_masks
 from lens_heads.lahis import LanguageHeads
 
@@ -94,13 +102,56 @@ class AtlasConfig:
     """Prompts per forward pass."""
 
     def __post_init__(self) -> None:
-        for name in ("n_eval", "n_reference", "n_sequences", "length", "batch_size"):
+        for name in ("n_eval", "n_reference", "batch_size"):
             check_int(name, getattr(self, name), minimum=1)
+        why = "each is a forward pass over the generated sequences"
+        check_int("n_sequences", self.n_sequences, minimum=1, maximum=10_000, why=why)
+        check_int("length", self.length, minimum=1)
+        if self.task is not None and not isinstance(self.task, str):
+            raise InputTypeError(
+                f"task must be a task name or file (or None for no effects), got "
+                f"{type(self.task).__name__}"
+            )
         EffectsConfig(ablations=self.ablations)  # checks the names
+        _ = self.agreement  # checks k, permutations, bootstrap and seed
         for name in ("masks", "sweep", "scores", "language_heads"):
             path = getattr(self, name)
             if path is not None and not Path(path).exists():
                 raise InputError(f"{name}={path!r} does not exist; give a saved result folder")
+
+    def check(self, model: Any = None, tokenizer: Any = None) -> Task | None:
+        """Check, without running the model, what would otherwise fail after stages computed:
+        the task (a name or a file, with enough examples for ``n_eval``), ``k`` against the
+        heads, the saved results of the research lines (readable, non-empty, of the model's
+        shape) and, for resample ablation, a donor of every prompt's length. ``model`` may be a
+        shape read before the weights (None: no shape checks), with the model's ``tokenizer``
+        (:func:`lens_heads.core.model_shape.load_tokenizer`) for the donors. Returns the task
+        (None without one)."""
+        task = None
+        if self.task is not None:
+            task = get_task(self.task)
+            if len(task) <= self.n_eval:
+                raise InputError(
+                    f"task {task.name!r} has {len(task)} examples: not more than n_eval="
+                    f"{self.n_eval} held out for the single-head effects; pass a smaller n_eval "
+                    "(--n-eval)"
+                )
+        shape = None if model is None else head_shape(model)
+        if shape is not None:
+            check_top_k(self.k, shape[0] * shape[1])
+        for name, read in _LINES.items():  # before any stage computes
+            path = getattr(self, name)
+            if path is None:
+                continue
+            try:
+                read(path, shape)
+            except LensHeadsError as error:
+                raise type(error)(f"{name}={path!r}: {error}") from error
+        tokenizer = tokenizer or getattr(model, "tokenizer", None)
+        if task is not None and "resample" in self.ablations and tokenizer is not None:
+            encoder = TokenizerOnly(tokenizer, getattr(model, "cfg", None))
+            _effect_inputs(encoder, self, task)  # a prompt of a length no donor has
+        return task
 
     @property
     def detectors(self) -> DetectorConfig:
@@ -115,6 +166,48 @@ class AtlasConfig:
         return AgreementConfig(
             k=self.k, permutations=self.permutations, bootstrap=self.bootstrap, seed=self.seed
         )
+
+
+def _check_masks(path: str, shape: tuple[int, int] | None) -> None:
+    masks = load_masks(path)  # readable, not empty, one shape
+    found = next(iter(masks.values())).shape
+    if shape is not None and found != shape:
+        raise MaskShapeError(
+            f"the masks are of a {found[0]}x{found[1]} model (layers x heads), not of this "
+            f"{shape[0]}x{shape[1]} model; give this model's masks"
+        )
+
+
+def _check_sweep(path: str, shape: tuple[int, int] | None) -> None:
+    order = SweepResult.load(path).order
+    for label in order:
+        parse_head(label, *(shape or (None, None)))  # a head this model has
+
+
+def _check_scores(path: str, shape: tuple[int, int] | None) -> None:
+    _check_shape(tuple(TranslationScores.load(path).scores.shape), shape, "translation scores")
+
+
+def _check_language_heads(path: str, shape: tuple[int, int] | None) -> None:
+    found = tuple(LanguageHeads.load(path).scores.shape[1:])
+    _check_shape(found, shape, "language heads")
+
+
+def _check_shape(found: tuple[int, ...], shape: tuple[int, int] | None, what: str) -> None:
+    if shape is not None and found != shape:
+        raise MaskShapeError(
+            f"the {what} are of a {found[0]}x{found[1]} model (layers x heads), not of this "
+            f"{shape[0]}x{shape[1]} model; give this model's results"
+        )
+
+
+#: each research line's saved result, checked (readable, of the model's shape when known)
+_LINES = {
+    "masks": _check_masks,
+    "sweep": _check_sweep,
+    "scores": _check_scores,
+    "language_heads": _check_language_heads,
+}
 
 
 def _heads(model: ModelLike) -> pd.DataFrame:
@@ -175,8 +268,11 @@ def _readout_stage(model: ModelLike, where: Path, top: int = 8) -> None:
     _save_stage(where, frame, meta)
 
 
-def _effect_stage(model: ModelLike, config: AtlasConfig, where: Path, progress: bool) -> None:
-    task = get_task(config.task)  # type: ignore[arg-type]
+def _effect_inputs(
+    model: ModelLike, config: AtlasConfig, task: Task
+) -> tuple[list[list[int]], list[str], list[list[int]] | None]:
+    """The held-out prompts (token ids), their answers and the reference prompts of the
+    single-head effects; with resample ablation, every prompt's donor is found here."""
     train, held_out = task.split(n_eval=config.n_eval)
     instruction = task.instruction if config.instructed else None
 
@@ -185,16 +281,21 @@ def _effect_stage(model: ModelLike, config: AtlasConfig, where: Path, progress: 
 
     reference = prompts(train)[: config.n_reference] if train is not None else None
     answers = [output if isinstance(output, str) else output[0] for output in held_out.outputs]
+    tokens = prompts(held_out)
+    if "resample" in config.ablations:
+        donor_prompts(tokens, reference or [])
+    return tokens, answers, reference
+
+
+def _effect_stage(
+    model: ModelLike, config: AtlasConfig, task: Task, where: Path, progress: bool
+) -> None:
+    tokens, answers, reference = _effect_inputs(model, config, task)
     effects = single_head_effects(
-        model,
-        prompts(held_out),
-        answers,
-        reference=reference,
-        config=config.effects,
-        progress=progress,
+        model, tokens, answers, reference=reference, config=config.effects, progress=progress
     )
     frame = pd.DataFrame({f"{name}-ablation effect": _column(v) for name, v in effects.items()})
-    meta = {"task": task.name, "prompts": len(held_out.inputs), "instructed": config.instructed}
+    meta = {"task": task.name, "prompts": len(tokens), "instructed": config.instructed}
     _save_stage(where, frame, meta)
 
 
@@ -239,16 +340,35 @@ def head_atlas(
     *,
     out: str | os.PathLike[str] | None = None,
     progress: bool = False,
+    overwrite: bool = False,
+    **overrides: Any,
 ) -> HeadAtlas:
-    """The atlas of ``model`` (saved in ``out`` with its stages when given)."""
-    config = config or AtlasConfig()
+    """The atlas of ``model`` (``config``, an :class:`AtlasConfig`; its fields also as keywords:
+    ``head_atlas(model, task=None)``), saved in ``out`` with its stages when given.
+
+    Everything that needs no forward pass is checked first (:meth:`AtlasConfig.check`, the
+    resample donors). A folder ``out`` is resumed only by the same model (weights, tokenizer),
+    task examples, saved results and settings: another one is refused naming what differs,
+    unless ``overwrite`` (then its stages are computed again).
+    """
+    config = configure(AtlasConfig, config, overrides, "head_atlas")
+    task = config.check(model)  # with the resample donors, before any stage runs
     folder = Path(out) if out is not None else None
-    stages = Stages(folder) if folder is not None else None
-    if folder is not None:  # a folder's stages belong to one configuration
-        record_settings(
-            folder / "config.json",
-            {name: getattr(config, name) for name in AtlasConfig.__dataclass_fields__},
-            remedy="choose another out folder, or delete it to start again",
+    fingerprint = Fingerprint.of(
+        model,
+        {name: getattr(config, name) for name in AtlasConfig.__dataclass_fields__},
+        {"task": task, **{name: getattr(config, name) for name in _LINES}},
+    )
+    stages = Stages(folder, fingerprint) if folder is not None else None
+    if folder is not None:  # a folder's stages belong to one model, data and configuration
+        claim_folder(
+            folder,
+            fingerprint,
+            what="an atlas",
+            overwrite=overwrite,
+            stages=("detectors", "readouts", "effects", "atlas"),
+            remedy="choose another out folder (--out), or pass overwrite=True (--overwrite) to "
+            "compute it again",
         )
 
     def stage(name: str, compute: Any) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
@@ -271,9 +391,9 @@ def head_atlas(
     notes = {name: "attention-pattern detector on BOS R R sequences" for name in DETECTORS}
     notes |= {c: "OV readout of built-in pairs (weights only)" for c in readouts if "OV " in c}
     effect_meta: dict[str, Any] = {}
-    if config.task is not None:
+    if task is not None:
         effects, effect_meta, _ = stage(
-            "effects", lambda where: _effect_stage(model, config, where, progress)
+            "effects", lambda where: _effect_stage(model, config, task, where, progress)
         )
         parts.append(effects)
         notes |= {c: f"mean answer-logit drop on {config.task}" for c in effects}

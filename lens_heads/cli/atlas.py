@@ -26,6 +26,7 @@ def _add_atlas(sub: Any) -> None:
     )
     add_settings(parser, AtlasConfig)
     parser.add_argument("--out", required=True, help="output directory")
+    common.add_overwrite_argument(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -33,10 +34,18 @@ def _cmd_atlas(args: argparse.Namespace) -> int:
     from lens_heads.atlas import head_atlas
 
     config = settings_from(args, AtlasConfig)  # checked before the model loads
-    common.check_model(args)
+    shape = common.check_model(args)
+    tokenizer = None
+    if config.task is not None and "resample" in config.ablations:  # donors: token counts only
+        from lens_heads.core.model_shape import load_tokenizer
+
+        tokenizer = load_tokenizer(args.model)
+    config.check(shape, tokenizer)  # the task, k, the saved results against the shape, donors
     with common.writing(args.out) as out:
         model = common.load_model(args)
-        atlas = head_atlas(model, config, out=out, progress=not args.no_progress)
+        atlas = head_atlas(
+            model, config, out=out, progress=not args.no_progress, overwrite=args.overwrite
+        )
         print(f"{len(atlas.frame)} heads, {len(atlas.measures)} measures -> {out / 'atlas'}")
         for sentence in atlas.agreement_sentences()[:10]:
             print("  " + sentence)
@@ -50,7 +59,7 @@ EXAMPLES = {
     "atlas": common.Examples(
         bad="{M} --n-eval 0 --out {out}",
         message="--n-eval: must be at least 1",
-        good="{M} --task none --n-sequences 2 --length 4 --permutations 10 --bootstrap 10 "
+        good="{M} --task none --n-sequences 2 --length 4 --k 4 --permutations 10 --bootstrap 10 "
         "--out {out}",
     ),
 }

@@ -27,6 +27,7 @@ __all__ = [
     "add_chat_argument",
     "add_match_argument",
     "add_model_argument",
+    "add_overwrite_argument",
     "chat_choice",
     "check_heads",
     "check_model",
@@ -87,8 +88,16 @@ class Parser(argparse.ArgumentParser):
         #: checks of the parsed values (the settings objects the flags build), run right after
         #: parsing: a bad value is a usage error, like a bad type
         self.checks: list[Callable[[argparse.Namespace], Any]] = []
+        #: (old, new) spellings of one flag (:func:`deprecated`): giving both is an error
+        self.spellings: list[tuple[str, str]] = []
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        given = [str(a).split("=", 1)[0] for a in (sys.argv[1:] if args is None else args)]
+        for old, new in getattr(self, "spellings", []):
+            if old in given and new in given:
+                self.error(
+                    f"{old} and {new} set one option ({old} is its old spelling); give only {new}"
+                )
         namespace, extras = super().parse_known_args(args, namespace)
         for check in self.checks:
             try:
@@ -99,6 +108,17 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> Any:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def add_overwrite_argument(parser: argparse.ArgumentParser) -> None:
+    """``--overwrite``: compute again into an ``--out`` that holds results of another model,
+    other data or other settings (without it, such a folder is refused)."""
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the results in --out when they come from another model, other data or "
+        "other settings (default: refuse, naming what differs)",
+    )
 
 
 def add_model_argument(parser: argparse.ArgumentParser, default: str | None = None) -> None:
@@ -329,6 +349,8 @@ def deprecated(parser: Any, old: str, new: str, dest: str, const: Any = None, **
 
     nargs = {"nargs": 0} if const is not None else {}
     parser.add_argument(old, dest=dest, action=Alias, help=f"deprecated: use {new}", **nargs, **kw)
+    if hasattr(parser, "spellings"):  # both spellings at once are refused (Parser)
+        parser.spellings.append((old, new.split()[0]))
 
 
 def check_out(path: str | Path) -> Path:

@@ -382,6 +382,7 @@ def _ranking_before_model(args: argparse.Namespace, task: Any, shape: Any) -> tu
 
 
 def _cmd_soft_mask_experiment(args: argparse.Namespace) -> int:
+    from lens_heads.core.fingerprints import Fingerprint, claim_folder
     from lens_heads.core.tasks import get_task
     from lens_heads.lahis.importance import head_importance
     from lens_heads.lahis.soft_mask_experiment import (
@@ -417,6 +418,20 @@ def _cmd_soft_mask_experiment(args: argparse.Namespace) -> int:
     with common.writing(out):
         model = common.load_model(args)
         written = []
+        if args.importance is None:  # the ranking is a stage of --out: of this model only
+            own = Fingerprint.of(
+                model,
+                {"language": args.language, "n_docs": args.n_docs, "n_eval": args.n_eval,
+                 "split_seed": args.split_seed, "task": task.name},
+                {"task": task},
+            )  # fmt: skip
+            claim_folder(
+                out / "importance",
+                own,
+                record="fingerprint.json",
+                what="a head-importance ranking",
+                remedy="choose another --out, or delete its importance folder to rank again",
+            )
         if ranking is None:
             ranking = head_importance(model, documents)
             written += ranking.save(out / "importance", png=False)

@@ -41,6 +41,7 @@ def _add_roles(sub: Any) -> None:
         parser, RolesConfig, rename=_RENAMED, choices={"dtype": _PRECISIONS, "ablation": FIXED}
     )
     parser.add_argument("--out", required=True, help="output directory")
+    common.add_overwrite_argument(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -53,7 +54,9 @@ def _cmd_roles(args: argparse.Namespace) -> int:
     common.check_model(args)
     with common.writing(args.out) as out:
         model = common.load_model(args)
-        roles = head_roles(model, task, config, out=out, progress=not args.no_progress)
+        roles = head_roles(
+            model, task, config, out=out, progress=not args.no_progress, overwrite=args.overwrite
+        )
         counts = ", ".join(f"{n} {name}" for name, n in roles.counts().items())
         print(f"{task.name} on {roles.model}: {counts} -> {out / 'roles'}")
         for role in ("facilitating", "interfering"):

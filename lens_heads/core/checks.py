@@ -227,18 +227,34 @@ def check_context(
     )
 
 
-def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
-    """``value`` as an int; an error for floats, bools, strings and values below ``minimum``.
+def check_int(
+    name: str,
+    value: Any,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    why: str = "",
+) -> int:
+    """``value`` as an int; an error for floats, bools, strings and values below ``minimum`` or
+    above ``maximum`` (a count that allocates memory or time in proportion; ``why`` says so).
 
     >>> check_int("batch_size", 2.5, minimum=1)
     Traceback (most recent call last):
     ...
     lens_heads.core.errors.InputError: batch_size must be an integer, got 2.5
+    >>> check_int("bootstrap", 10**12, maximum=100_000, why="time")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.errors.InputError: bootstrap must be at most 100000, got 1000000000000 (time)
     """
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError(f"{name} must be an integer, got {value!r}")
     if minimum is not None and value < minimum:
         raise InputError(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise InputError(
+            f"{name} must be at most {maximum}, got {value}" + (f" ({why})" if why else "")
+        )
     return value
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 __all__ = [
     "ComputationError",
+    "FingerprintError",
     "InputError",
     "InputTypeError",
     "LensHeadsError",
@@ -34,6 +35,11 @@ class LensHeadsError(Exception):
 
 class InputError(LensHeadsError, ValueError):
     """A value the caller gave is wrong; the message names it and what to give instead."""
+
+
+class FingerprintError(InputError):
+    """A folder holds results of another model, other data or other settings than this run's
+    (:mod:`lens_heads.core.fingerprints`)."""
 
 
 class InputTypeError(LensHeadsError, TypeError):

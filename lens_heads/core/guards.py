@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from lens_heads.core.errors import InputError
+from lens_heads.core.errors import InputError, InputTypeError
 from lens_heads.core.kv_cache import cached_step, is_bridge, sliding_window
 from lens_heads.core.libraries import LibraryMismatchError, mismatch_message
 
@@ -375,7 +375,18 @@ def verify_model(model: Any) -> dict[str, float]:
     On a model neither guard has seen, both share one short cached continuation, whose last
     single-token step (each row's query against every cached key, padding masked) is held
     against the eager weights: five forwards in all, not eight. :func:`check_pattern_capture`
-    alone also checks a multi-token full forward."""
+    alone also checks a multi-token full forward.
+
+    >>> verify_model("smollm2-135m-instruct")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.errors.InputTypeError: verify_model checks a loaded model ...
+    """
+    if not isinstance(model, torch.nn.Module) or not hasattr(model, "cfg"):
+        raise InputTypeError(
+            f"verify_model checks a loaded model (a TransformerBridge or a HookedTransformer), "
+            f"got {type(model).__name__}; load one with lh.load_model(spec), which verifies it"
+        )
     checked = _remembered(model)
     if checked or not _captures_patterns(model):
         return {"cache": check_cached_decoding(model), "pattern": check_pattern_capture(model)}

@@ -1,7 +1,8 @@
-"""A model's shape before its weights load: layers, heads, vocabulary and context, read from an
-alias's known shape or a checkpoint's ``config.json``, so that head lists, masks and ``top_k``
-are checked before minutes of loading. :class:`ModelShape` answers ``cfg.n_layers`` (...) like
-a model, so the checks that take a model take it too.
+"""What is known of a model before its weights load: its shape (layers, heads, vocabulary and
+context, read from an alias's known shape or a checkpoint's ``config.json``) and its tokenizer,
+so that head lists, masks, ``top_k`` and token counts are checked before minutes of loading.
+:class:`ModelShape` answers ``cfg.n_layers`` (...) like a model, so the checks that take a model
+take it too.
 
 >>> import tempfile, lens_heads as lh
 >>> model_shape("smollm2-135m-instruct")  # doctest: +SKIP
@@ -24,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lens_heads.core.models import spec_kind
+from lens_heads.core.models import MODEL_ALIASES, spec_kind
 
-__all__ = ["ALIAS_SHAPES", "ModelShape", "model_shape"]
+__all__ = ["ALIAS_SHAPES", "ModelShape", "TokenizerOnly", "load_tokenizer", "model_shape"]
 
 
 @dataclass(frozen=True)
@@ -93,3 +94,49 @@ def model_shape(spec: str | os.PathLike[str]) -> ModelShape | None:
     d_vocab = _first(config, "vocab_size")
     n_ctx = _first(config, "max_position_embeddings", "n_positions")
     return ModelShape(name, n_layers, n_heads, d_vocab, n_ctx)
+
+
+def load_tokenizer(spec: str | os.PathLike[str]) -> Any:
+    """The tokenizer :func:`~lens_heads.core.models.load_model` gives the model of ``spec`` (the
+    checkpoint's own, its pad token filled in), without loading any weights: an alias reads its
+    cached checkpoint's tokenizer files, or its GGUF's metadata before its first load.
+
+    >>> load_tokenizer("smollm2-135m-instruct")("apple").input_ids  # doctest: +SKIP
+    [22154]
+    """
+    from transformers import AutoTokenizer
+
+    from lens_heads.core.models import _cached_model_dir
+
+    kind = spec_kind(spec)
+    name = os.fspath(spec)
+    gguf = Path(name).expanduser() if kind == "gguf" else None
+    if kind == "alias":
+        source = MODEL_ALIASES[name]
+        cached = _cached_model_dir(source.sha256())
+        gguf = None if (cached / "lens_heads.json").is_file() else source.locate()
+        name = str(cached)
+    if gguf is not None:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+@dataclass(frozen=True)
+class TokenizerOnly:
+    """A model's tokenizer (and shape, ``cfg``) without its weights: it stands in for the model
+    where only prompts are encoded (:func:`lens_heads.core.capture.encode_prompt`), e.g. to count
+    tokens before loading; anything that would run the model is an error."""
+
+    tokenizer: Any
+    cfg: Any = None
+
+    def _runs(self, *args: Any, **kwargs: Any) -> Any:
+        from lens_heads.core.errors import ComputationError
+
+        raise ComputationError("a TokenizerOnly stand-in has no weights: load the model to run it")
+
+    run_with_hooks = run_with_cache = hooks = generate = to_tokens = _runs

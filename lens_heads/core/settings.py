@@ -49,6 +49,11 @@ def configure(kind: type[T], config: T | None, overrides: Mapping[str, Any], wha
     if any(name in renamed for name in overrides):
         overrides = dict(overrides)
         for old, new in renamed.items():
+            if old in overrides and new in overrides:
+                raise InputError(
+                    f"{what}: {old}= and {new}= set one option ({old}= is its old name); give "
+                    f"only {new}="
+                )
             if old in overrides:
                 warnings.warn(
                     f"{what}: {old}= is now {new}=; the old name goes away in lens_heads 0.3.0",
@@ -129,6 +134,11 @@ def seeds_from_count(
         DeprecationWarning,
         stacklevel=3,
     )
+    if "random_seeds" in options:
+        raise InputError(
+            f"{what}: {old} and random_seeds= set one option ({old} is its old form); give only "
+            "random_seeds="
+        )
     options = dict(options)
     number = options.pop(count, default)
     start = options.pop(first, 0) if first else 0

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from lens_heads.core.errors import InputError, MissingFileError
+from lens_heads.core.errors import FingerprintError, InputError, MissingFileError
 
 __all__ = [
     "FolderResult",
@@ -279,38 +279,6 @@ def check_settings(
         raise error(f"{os.fspath(where)} holds {what} with other settings ({details}); {remedy}")
 
 
-def record_settings(
-    path: str | os.PathLike[str],
-    settings: Mapping[str, Any],
-    *,
-    remedy: str,
-    what: str = "a run",
-    replace: bool = False,
-    later: Mapping[str, Any] | None = None,
-) -> None:
-    """Write ``settings`` to the JSON file ``path`` on a result folder's first run; a later run
-    with other settings is refused by :func:`check_settings` (``remedy`` says what to do), since
-    the folder's finished stages would otherwise be reused as its own. ``replace`` writes them
-    without comparing.
-
-    >>> import tempfile
-    >>> path = Path(tempfile.mkdtemp()) / "config.json"
-    >>> record_settings(path, {"steps": 3}, remedy="retry")
-    >>> try:
-    ...     record_settings(path, {"steps": 4}, remedy="retry")
-    ... except ValueError as error:
-    ...     print(str(error).split(" holds ")[1])
-    a run with other settings (steps: saved 3, this run 4); retry
-    """
-    path = Path(path)
-    if path.is_file() and not replace:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        check_settings(stored, settings, where=path.parent, what=what, remedy=remedy, later=later)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(json.loads(json.dumps(dict(settings), default=str)), indent=2))
-
-
 class Stages:
     """The named stages of a result folder, each computed once by this code.
 
@@ -321,7 +289,10 @@ class Stages:
     edited source) or by a run that recorded no version is computed again, so a result folder
     never mixes the output of two builds. ``stages.seconds`` holds every stage's time;
     ``stages.provenance(name)`` what its marker recorded. An interrupted stage has no marker and
-    runs again (training resumes from its checkpoint inside ``compute``).
+    runs again (training resumes from its checkpoint inside ``compute``). With ``fingerprint``
+    (the :class:`~lens_heads.core.fingerprints.Fingerprint` the folder was claimed with:
+    :func:`~lens_heads.core.fingerprints.claim_folder`), each marker records its digest too, and
+    a stage finished for another one is refused, never reused.
 
     >>> import tempfile
     >>> stages = Stages(tempfile.mkdtemp())
@@ -333,7 +304,7 @@ class Stages:
     ['code', 'machine', 'seconds']
     """
 
-    def __init__(self, folder: str | os.PathLike[str]) -> None:
+    def __init__(self, folder: str | os.PathLike[str], fingerprint: Any = None) -> None:
         from lens_heads.core.provenance import code_version
 
         self.folder = Path(folder)
@@ -341,6 +312,9 @@ class Stages:
         # the code as the run starts: a source edited while a stage computes must not be
         # recorded as the code that computed it
         self.code = code_version()
+        #: the digest of the run's :class:`~lens_heads.core.fingerprints.Fingerprint` (the
+        #: folder's record was claimed with it): a stage of another one is never reused
+        self.fingerprint = None if fingerprint is None else fingerprint.digest()
 
     def provenance(self, name: str) -> dict[str, Any]:
         """What the stage's marker recorded (empty when it has none)."""
@@ -358,6 +332,17 @@ class Stages:
         where = self.folder / name
         marker = where / ".complete"
         recorded = self.provenance(name)
+        stamped = recorded.get("fingerprint")
+        if (
+            marker.is_file()
+            and None not in (stamped, self.fingerprint)
+            and (stamped != self.fingerprint)
+        ):
+            raise FingerprintError(
+                f"{where} was computed for another fingerprint (model, data or settings: "
+                f"{stamped}, this run {self.fingerprint}) than its folder's record says; delete "
+                f"the stage folder {where} to compute it again"
+            )
         if marker.is_file() and recorded.get("code") == self.code:
             self.seconds[name] = float(recorded.get("seconds", math.nan))
             return load(where)
@@ -373,5 +358,7 @@ class Stages:
         result = compute(where)
         self.seconds[name] = round(time.perf_counter() - start, 1)
         stamp = {"seconds": self.seconds[name], "code": self.code, "machine": machine()}
+        if self.fingerprint is not None:
+            stamp["fingerprint"] = self.fingerprint
         write_atomic(marker, json.dumps(stamp, indent=1))
         return result

@@ -40,7 +40,11 @@ from tqdm.auto import tqdm
 
 from lens_heads.core.ablation import REFERENCE_SIZE, ablation_baseline
 from lens_heads.core.checks import check_context
-from lens_heads.core.errors import InputError, LensHeadsError, NonFiniteError
+from lens_heads.core.errors import InputError, NonFiniteError
+from lens_heads.core.fingerprints import (
+    content_hash,
+    model_fingerprint,
+)
 from lens_heads.core.guards import check_pattern_capture
 from lens_heads.core.hooks import mask_hooks
 from lens_heads.core.logits import answer_logits, partial_unembed_works
@@ -56,10 +60,16 @@ from lens_heads.core.prompts import (
     pad_token_id,
     sample_shots,
 )
-from lens_heads.core.storage import check_settings, write_atomic_with
+from lens_heads.core.storage import write_atomic_with
 from lens_heads.core.tasks import Task, get_task
+from lens_heads.engine.training_checkpoint import (
+    CHECKPOINT_FILE,
+    CHECKPOINT_FORMAT,
+    CheckpointError,
+    check_checkpoint,
+    checkpoint_identity,
+)
 from lens_heads.engine.training_config import (
-    _LATER_FIELDS,
     TrainingConfig,
     _checked_initial,
     _uniform_gate_logits,
@@ -93,14 +103,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_CHECKPOINT = "checkpoint.safetensors"
-_CHECKPOINT_FORMAT = "lens_heads.mask_checkpoint/1"
-
-
-class CheckpointError(LensHeadsError, ValueError):
-    """A checkpoint does not belong to this run (another model, task or config), or a fresh
-    run would overwrite one."""
-
 
 # -- data --------------------------------------------------------------------------------------
 def _training_split(task: Task, config: TrainingConfig) -> Task:
@@ -114,50 +116,6 @@ def _training_split(task: Task, config: TrainingConfig) -> Task:
         )
     train, _ = task.split(n_eval=config.n_eval, seed=config.split_seed)
     return train
-
-
-def _identity(model: Any, train_set: Task, task_name: str) -> dict[str, Any]:
-    return {
-        "model": model_name(model),
-        "shape": list(head_shape(model)),
-        "task": task_name,
-        "task_fingerprint": train_set.fingerprint(),
-    }
-
-
-def _check_checkpoint(path: Path, identity: dict[str, Any], config: TrainingConfig) -> Any:
-    """The header of the checkpoint at ``path`` if it belongs to this run; a
-    :class:`CheckpointError` naming what differs (or that it is unreadable) otherwise."""
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="pt") as file:
-            header = file.metadata() or {}
-        if header.get("format") != _CHECKPOINT_FORMAT:
-            raise InputError(f"format tag {header.get('format')!r}")
-        state = json.loads(header["state"])
-    except Exception as error:
-        raise CheckpointError(
-            f"{path} is not a readable mask-training checkpoint ({type(error).__name__}: "
-            f"{error}); delete it to start afresh"
-        ) from error
-    check_settings(
-        {k: state.get(k) for k in identity},
-        identity,
-        where=path,
-        what="a checkpoint of another run",
-        remedy="resume with the same model and task, or use another checkpoint directory",
-        error=CheckpointError,
-    )
-    check_settings(
-        {**_LATER_FIELDS, **state["config"]},
-        config.to_dict(),
-        where=path,
-        what="a checkpoint",
-        remedy="resume with the same TrainingConfig, or use another checkpoint directory",
-        error=CheckpointError,
-    )
-    return state
 
 
 def check_training(
@@ -191,14 +149,16 @@ def check_training(
     if model is not None and config.soft and config.trainable is not None:
         _trainable_heads(config.trainable, *head_shape(model))
     folder = None if checkpoint_dir is None else Path(checkpoint_dir)
-    if folder is not None and (folder / _CHECKPOINT).is_file():
+    if folder is not None and (folder / CHECKPOINT_FILE).is_file():
         if not resume:
             raise CheckpointError(
-                f"{folder / _CHECKPOINT} exists; pass resume=True (--resume) to continue it, "
+                f"{folder / CHECKPOINT_FILE} exists; pass resume=True (--resume) to continue it, "
                 "or delete it / choose another checkpoint directory to start afresh"
             )
         if model is not None:
-            _check_checkpoint(folder / _CHECKPOINT, _identity(model, train, task.name), config)
+            check_checkpoint(
+                folder / CHECKPOINT_FILE, checkpoint_identity(model, train, task.name), config
+            )
     return train
 
 
@@ -416,7 +376,7 @@ class MaskTrainer:
 
     # -- checkpoints ---------------------------------------------------------------------------
     def _identity(self) -> dict[str, Any]:
-        return _identity(self.model, self.train_set, self.task.name)
+        return checkpoint_identity(self.model, self.train_set, self.task.name)
 
     def save_checkpoint(self, directory: Path) -> Path:
         """Write ``checkpoint.safetensors`` atomically (tensors plus a JSON header)."""
@@ -436,7 +396,7 @@ class MaskTrainer:
             for key, value in values.items():
                 tensors[f"adam.{index}.{key}"] = value.detach().cpu().reshape(value.shape or (1,))
         header = {
-            "format": _CHECKPOINT_FORMAT,
+            "format": CHECKPOINT_FORMAT,
             "state": json.dumps(
                 {
                     **self._identity(),
@@ -450,7 +410,7 @@ class MaskTrainer:
             ),
         }
         return write_atomic_with(
-            directory / _CHECKPOINT, lambda tmp: save_file(tensors, tmp, header)
+            directory / CHECKPOINT_FILE, lambda tmp: save_file(tensors, tmp, header)
         )
 
     def load_checkpoint(self, path: Path) -> None:
@@ -458,7 +418,7 @@ class MaskTrainer:
         config; anything else is a :class:`CheckpointError`."""
         from safetensors import safe_open
 
-        state = _check_checkpoint(path, self._identity(), self.config)
+        state = check_checkpoint(path, self._identity(), self.config)
         with safe_open(str(path), framework="pt") as file:
             tensors = {key: file.get_tensor(key) for key in file.keys()}
         with torch.no_grad():
@@ -506,6 +466,10 @@ class MaskTrainer:
                 "steps_this_session": float(steps_this_session),
             },
             ffn_W=None if self.ffn_W is None else self.ffn_W.detach().float().cpu().clone(),
+            fingerprint={
+                "model": model_fingerprint(self.model),
+                "data": {"task": content_hash(self.task)},
+            },
         )
 
 
@@ -550,8 +514,8 @@ def train_mask(
         check_pattern_capture(model)  # the mask acts on hook_pattern: check it once
     trainer = MaskTrainer(model, task, config, initial)
     folder = None if checkpoint_dir is None else Path(checkpoint_dir)
-    if folder is not None and (folder / _CHECKPOINT).is_file():
-        trainer.load_checkpoint(folder / _CHECKPOINT)
+    if folder is not None and (folder / CHECKPOINT_FILE).is_file():
+        trainer.load_checkpoint(folder / CHECKPOINT_FILE)
         logger.info("resuming %s at step %d", folder, trainer.step_index)
     elif resume:
         logger.info("no checkpoint to resume in %s; starting afresh", folder)

@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from lens_heads.core.fingerprints import Fingerprint, check_fingerprint
 from lens_heads.core.models import ModelLike
-from lens_heads.core.storage import check_settings
 from lens_heads.core.tasks import Task
 from lens_heads.engine.training import CheckpointError, train_mask
 from lens_heads.engine.training_config import TrainingConfig
@@ -48,8 +48,10 @@ def train_or_resume(
     """The mask of ``task`` trained with ``config`` in ``folder``:
 
     * a finished training there (``training.json``) is loaded -- refused with ``error`` (naming
-      each field that differs, and ``remedy``) when it was trained with other settings or on
-      another task; ``dtype="auto"`` accepts the precision it resolved to where it trained;
+      what differs, and ``remedy``) when it was trained with another model (weights, tokenizer),
+      on other examples or with other settings; ``dtype="auto"`` accepts the precision it
+      resolved to where it trained; a training of lens_heads 0.2, which recorded no
+      fingerprint, is reused with a warning;
     * otherwise :func:`train_mask` trains, resuming ``folder/checkpoints`` when an interrupted
       run left one (it refuses a checkpoint of other settings itself), and the result is saved
       into ``folder`` (its figures too with ``figures``, as PNG as well with ``png``).
@@ -61,12 +63,16 @@ def train_or_resume(
         wanted = config.to_dict()
         if config.dtype == "auto":
             wanted["dtype"] = stored.get("dtype")
-        check_settings(
-            {**stored, "task": done.task},
-            {**wanted, "task": task.name},
+        recorded = done.fingerprint
+        check_fingerprint(
+            Fingerprint(
+                {**stored, "task": done.task}, recorded.get("model"), recorded.get("data", {})
+            ),
+            Fingerprint.of(model, {**wanted, "task": task.name}, {"task": task}),
             where=folder,
             what="a training",
             remedy=remedy,
+            known=bool(recorded),
             error=error,
         )
         return done

@@ -61,6 +61,9 @@ class MaskTrainingResult:
     task: str
     timing: dict[str, float] = field(default_factory=dict)
     ffn_W: Float[Tensor, " n_layers"] | None = None
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    """What it was trained from: ``{"model": ..., "data": {"task": ...}}``
+    (:mod:`lens_heads.core.fingerprints`; empty for results of lens_heads 0.2)."""
 
     @classmethod
     def example(cls) -> MaskTrainingResult:
@@ -275,6 +278,7 @@ class MaskTrainingResult:
             "timing": self.timing,
             "trajectory_steps": list(self.trajectory_steps),
             "summary": self.summary(),
+            "fingerprint": self.fingerprint,
         }
         written = [
             tensors_path,
@@ -329,6 +333,7 @@ class MaskTrainingResult:
             task=info["task"],
             timing={k: float(v) for k, v in info.get("timing", {}).items()},
             ffn_W=tensors.get("ffn_W"),
+            fingerprint=dict(info.get("fingerprint") or {}),
         )
 
 

@@ -85,8 +85,12 @@ class EstimateErrorsConfig:
     """Show a progress bar."""
 
     def __post_init__(self) -> None:
-        for name in ("n_eval", "ig_steps", "k", "path_points"):
+        for name in ("n_eval", "k"):
             check_int(name, getattr(self, name), minimum=1)
+        why = "each is a row of one batched forward and backward per prompt"
+        check_int("ig_steps", self.ig_steps, minimum=1, maximum=1024, why=why)
+        why = "each point is a forward pass per prompt"
+        check_int("path_points", self.path_points, minimum=1, maximum=10_000, why=why)
         if self.max_heads is not None:
             check_int("max_heads", self.max_heads, minimum=2)
         if not 0 < self.saturation <= 1:

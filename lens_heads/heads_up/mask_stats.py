@@ -37,12 +37,13 @@ from torch import Tensor
 from lens_heads.core.errors import InputError, InputTypeError, MissingFileError
 from lens_heads.core.masks import (
     HeadMask,
+    MaskFileError,
     MaskShapeError,
     expected_random_jaccard,
     format_head,
     jaccard,
 )
-from lens_heads.core.storage import FolderResult
+from lens_heads.core.storage import FolderResult, check_readable
 from lens_heads.core.tables import markdown_table
 
 __all__ = [
@@ -64,15 +65,20 @@ _COLUMNS += ["Jaccard", "random Jaccard", "ratio"]
 
 # -- loading ---------------------------------------------------------------------------------------
 def _is_mask_file(path: Path) -> bool:
-    """Is ``path`` a safetensors file written by :meth:`HeadMask.save` (its format tag)?"""
+    """Is ``path`` a safetensors file written by :meth:`HeadMask.save` (its format tag)? A
+    safetensors file of another kind is not; a file that cannot be read is an error (it may be
+    a mask), never skipped."""
     from safetensors import safe_open
 
+    check_readable(path, MaskFileError, "mask folder file ")
     try:
         with safe_open(str(path), framework="pt") as file:
             return (file.metadata() or {}).get("format") == _MASK_FORMAT
-    except Exception as error:  # not readable: not one of ours
-        logger.warning("skipping %s: not a readable safetensors file (%s)", path, error)
-        return False
+    except Exception as error:
+        raise MaskFileError(
+            f"{path} is not a readable safetensors file ({type(error).__name__}: {error}); it "
+            "may be a truncated mask: re-create it, or move it out of the mask folder"
+        ) from error
 
 
 def _mask_files(folder: Path) -> dict[str, Path]:

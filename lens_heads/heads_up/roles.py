@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
@@ -36,9 +37,11 @@ from torch import Tensor
 
 from lens_heads.core.checks import check_numeric_fields, own_checks
 from lens_heads.core.errors import InputError
+from lens_heads.core.fingerprints import Fingerprint, claim_folder
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import ModelLike, model_name
-from lens_heads.core.storage import Stages, record_settings, write_atomic
+from lens_heads.core.settings import configure
+from lens_heads.core.storage import Stages, write_atomic
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine.evaluation import evaluate
 from lens_heads.engine.training import MaskTrainingResult, TrainingConfig, train_mask
@@ -206,22 +209,33 @@ def head_roles(
     *,
     out: str | os.PathLike[str] | None = None,
     progress: bool = False,
+    overwrite: bool = False,
+    **overrides: Any,
 ) -> HeadRoles:
-    """Fit the three gate sets of ``task`` on ``model`` and class every head (see the module).
+    """Fit the three gate sets of ``task`` on ``model`` and class every head (see the module);
+    ``config`` is a :class:`RolesConfig` (its fields also as keywords: ``n_masks=2``).
 
     With ``out`` each fit is a stage of that folder (checkpointed while it trains): a killed run
-    resumes, a finished one reloads. The result is saved in ``out/roles``.
+    resumes, a finished one reloads. The result is saved in ``out/roles``. The folder is resumed
+    only by the same model (weights, tokenizer), task examples and settings: another one is
+    refused naming what differs, unless ``overwrite`` (then every fit runs again).
     """
-    config = config or RolesConfig()
+    config = configure(RolesConfig, config, overrides, "head_roles")
     task = task if isinstance(task, Task) else get_task(task)
     folder = Path(out) if out is not None else None
-    stages = Stages(folder) if folder is not None else None
+    fingerprint = Fingerprint.of(
+        model, {**asdict(config), "task": task.name, "model": model_name(model)}, {"task": task}
+    )
+    stages = Stages(folder, fingerprint) if folder is not None else None
     if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
-        record_settings(
-            folder / "config.json",
-            {**asdict(config), "task": task.name, "model": model_name(model)},
-            remedy="choose another out folder, or delete it to start again",
+        claim_folder(
+            folder,
+            fingerprint,
+            what="head roles",
+            overwrite=overwrite,
+            stages=(*FITS, "evaluation", "roles"),
+            remedy="choose another out folder (--out), or pass overwrite=True (--overwrite) to "
+            "fit them again",
             later={"ablation": "zero"},  # folders from before the setting ran zero ablation
         )
     free = _fit(model, task, config.training("free"), stages, "free", None, progress)

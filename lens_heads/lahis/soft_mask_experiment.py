@@ -23,11 +23,11 @@ from torch import Tensor
 
 from lens_heads.core.checks import check_int, check_seeds, own_checks
 from lens_heads.core.errors import InputError
+from lens_heads.core.fingerprints import Fingerprint, claim_folder
 from lens_heads.core.masks import MaskShapeError, format_head, parse_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.scales import HeadScale
 from lens_heads.core.settings import configure, seeds_from_count
-from lens_heads.core.storage import record_settings
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine import (
     EvaluationConfig,
@@ -207,13 +207,15 @@ def _split(task: Task, n_train: int, n_eval: int, split_seed: int | None) -> tup
     return task.split(n_eval=n_eval, seed=split_seed)
 
 
-def _check_plan(folder: Path, plan: dict[str, Any]) -> None:
-    """Write ``plan.json``, or check that the one already there is this experiment's."""
-    record_settings(
-        folder / _PLAN,
-        plan,
+def _check_plan(folder: Path, model: ModelLike, task: Task, plan: dict[str, Any]) -> None:
+    """Write ``plan.json``, or check that the one already there is this experiment's: the same
+    model (weights, tokenizer), task examples and plan."""
+    claim_folder(
+        folder,
+        Fingerprint.of(model, plan, {"task": task}),
+        record=_PLAN,
         what="a soft-mask experiment",
-        remedy="resume with the same arguments, or choose another out folder",
+        remedy="resume with the same model, task and arguments, or choose another out folder",
     )
 
 
@@ -477,7 +479,7 @@ def soft_mask_experiment(
             "max_new_tokens": config.max_new_tokens,
             "config": base.to_dict(),
         }
-        _check_plan(runner.folder, plan)
+        _check_plan(runner.folder, model, task, plan)
 
     conditions = [("none", "none", -1, []), ("top", "top", -1, top)]
     conditions += [

@@ -48,6 +48,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from lens_heads.core.errors import LensHeadsError, MissingFileError
+from lens_heads.core.fingerprints import Fingerprint, check_fingerprint
 from lens_heads.core.locks import CLAIM, Heartbeat, claim, release
 from lens_heads.core.storage import check_settings, read_json, write_atomic
 from lens_heads.core.tables import markdown_table
@@ -119,7 +120,7 @@ def run_cell(
     folder = Path(out) / cell.path
     done = read_json(folder / DONE)
     if done is not None:
-        return {"status": "done", "row": done["row"], "reused": True}
+        return _reused(config, cell, folder, done)
     run_id = run_id or uuid.uuid4().hex
     if not claim(folder, run_id, float(config.resources.get("stale_after", 120))):
         return {"status": "busy"}
@@ -127,9 +128,10 @@ def run_cell(
         with Heartbeat(folder / CLAIM):
             done = read_json(folder / DONE)  # finished by another run since we looked
             if done is not None:
-                return {"status": "done", "row": done["row"], "reused": True}
+                return _reused(config, cell, folder, done)
             started = time.perf_counter()
             _log(folder, run_id)
+            fingerprint = _cell_fingerprint(config, cell)
             row = _compute(config, cell, folder)
             row["cell s"] = round(time.perf_counter() - started, 1)
             info = {
@@ -141,11 +143,47 @@ def run_cell(
                     "pid": os.getpid(),
                     "model_loads": list(_LOADS),
                 },
+                "fingerprint": fingerprint.record(),
             }
             write_atomic(folder / DONE, json.dumps(info, indent=1, default=str))
             return {"status": "done", "row": row, "reused": False, "worker": info["worker"]}
     finally:
         release(folder, run_id)
+
+
+def _cell_fingerprint(config: GridConfig, cell: Cell) -> Fingerprint:
+    """What a cell computes from: its model (loaded in this worker), its task's examples and
+    the settings of its training, evaluation and sweeps."""
+    from lens_heads.core.tasks import get_task
+
+    model = _cached_model(cell.model, config.device, config.dtype)
+    task = get_task(config.task_spec(cell.task))
+    settings = {
+        "cell": cell.to_dict(),
+        "training": config.training_config(cell).to_dict(),
+        "evaluate": config.evaluate,
+        "sweep": config.sweep,
+    }
+    return Fingerprint.of(model, settings, {"task": task})
+
+
+def _reused(config: GridConfig, cell: Cell, folder: Path, done: dict[str, Any]) -> dict[str, Any]:
+    """A complete cell's row, once its fingerprint is this grid's: a cell of another model,
+    other task examples or other settings is refused, naming what differs."""
+    stored, known = Fingerprint.from_record(done.get("fingerprint") or {})
+    wanted = _cell_fingerprint(config, cell)
+    if not known:  # a cell of lens_heads 0.2: grid.json holds its settings (check_grid_folder)
+        stored = Fingerprint(wanted.settings)
+    check_fingerprint(
+        stored,
+        wanted,
+        where=folder,
+        what="a grid cell",
+        remedy="give the grid another --out, or delete the cell's folder to compute it again",
+        known=known,
+        error=GridCellError,
+    )
+    return {"status": "done", "row": done["row"], "reused": True}
 
 
 def _log(folder: Path, run_id: str) -> None:

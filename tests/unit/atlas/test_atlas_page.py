@@ -42,7 +42,7 @@ def test_clicking_a_head_opens_its_card(browser, tmp_path):
     from selenium.webdriver.support.ui import WebDriverWait
 
     model = lh.tiny_model(n_layers=3, n_heads=4, n_kv_heads=2, seed=0)
-    config = AtlasConfig(task=None, n_sequences=3, length=5, permutations=10, bootstrap=10)
+    config = AtlasConfig(task=None, n_sequences=3, length=5, k=6, permutations=10, bootstrap=10)
     atlas = head_atlas(model, config, out=tmp_path)
     browser.get((tmp_path / "atlas" / "atlas.html").as_uri())
     WebDriverWait(browser, 20).until(

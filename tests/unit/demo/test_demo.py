@@ -1,5 +1,6 @@
 """The demo pipeline on a tiny model: every stage runs and is saved, a second run reuses the
-finished stages without loading a model, other settings are refused, --fresh recomputes."""
+finished stages of the same model (loaded to check its fingerprint), other settings, another
+model and an edited task file are refused, --fresh recomputes."""
 
 from __future__ import annotations
 
@@ -67,17 +68,22 @@ def test_demo_runs_every_stage_and_writes_the_report(loads, capitalize_file, tmp
 
 def test_a_second_run_reuses_the_finished_stages(loads, capitalize_file, tmp_path):
     first = run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
+    markers = {m: m.stat().st_mtime_ns for m in (tmp_path / "demo").glob("*/.complete")}
     second = run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
-    assert loads == ["tiny"], "nothing to compute: no model is loaded"
+    assert loads == ["tiny", "tiny"], "the model is loaded: its fingerprint must match the folder's"
+    assert {m: m.stat().st_mtime_ns for m in markers} == markers, "no stage computed again"
     first_times = {k: v for k, v in first.seconds.items() if k != "load model"}
-    assert second.seconds == first_times, "reused stages report the time they took"
+    second_times = {k: v for k, v in second.seconds.items() if k != "load model"}
+    assert second_times == first_times, "reused stages report the time they took"
     assert "training: " in second.report.read_text()
     assert second.sweep.outputs == first.sweep.outputs
     assert lh.jaccard(second.training.mask, first.training.mask) == 1.0
     # an interrupted stage (no .complete marker) is recomputed, the others are reused
     (tmp_path / "demo" / "similarity" / ".complete").unlink()
     third = run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
-    assert loads == ["tiny", "tiny"], "the similarity stage had to compute"
+    assert (tmp_path / "demo" / "similarity" / ".complete").is_file(), "it computed again"
+    others = {m: t for m, t in markers.items() if m.parent.name != "similarity"}
+    assert {m: m.stat().st_mtime_ns for m in others} == others, "the others were reused"
     assert set(third.seconds) == {"load model", *first_times}
 
 

@@ -254,7 +254,7 @@ def test_resume_trains_only_the_missing_condition(run, model, monkeypatch, tmp_p
 def test_another_experiment_in_the_same_folder_is_refused(run, model):
     _, out = run
     with pytest.raises(
-        ValueError, match=r"holds a soft-mask experiment with other settings.*fraction"
+        ValueError, match=r"holds a soft-mask experiment of other settings.*fraction"
     ):
         soft_mask_experiment(
             model,

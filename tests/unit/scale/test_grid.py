@@ -174,7 +174,7 @@ def test_a_cell_folder_with_another_training_config_is_refused(tmp_path):
     run_cell(config, config.cells[0], out)
     (out / "capitalize" / DONE).unlink()
     other = _config(GOOD.replace("steps = 4", "steps = 5"))
-    with pytest.raises(RuntimeError, match="holds a training with other settings"):
+    with pytest.raises(RuntimeError, match="holds a training of other settings"):
         run_cell(other, other.cells[0], out)
 
 
