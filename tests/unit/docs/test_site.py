@@ -74,6 +74,15 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+def test_the_test_extra_installs_the_docs_extra():
+    """CI installs ``.[test]`` only, and builds the site."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert set(extras["docs"]) <= set(extras["test"])
+
+
 def test_every_public_namespace_has_its_api_page(hooks, site):
     """The pages the hook generates are the namespaces the API test pins."""
     assert set(hooks.NAMESPACES) == set(API)
