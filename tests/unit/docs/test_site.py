@@ -90,6 +90,15 @@ def test_every_public_namespace_has_its_api_page(hooks, site):
         assert (site / "api" / namespace / "index.html").is_file(), namespace
 
 
+def test_the_docstrings_render_without_rest_markup(site):
+    """Sphinx roles and doctest blocks (a ``>>>`` line would be a Markdown quote) are turned into
+    Markdown before rendering (``RestDocstrings``)."""
+    for namespace in API:
+        html = (site / "api" / namespace / "index.html").read_text()
+        assert ":func:`" not in html and ":class:`" not in html, namespace
+        assert "<blockquote" not in html, namespace
+
+
 def test_every_public_name_has_its_heading_on_the_api_page(browser, served):
     from selenium.webdriver.support.ui import WebDriverWait
 
