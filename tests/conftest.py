@@ -3,11 +3,37 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 import lens_heads as lh
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """A headless Chromium driven by selenium, one per session (the atlas page, the docs site).
+
+    CI installs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run``); on a machine without
+    them the tests that use it are skipped, except under CI (``CI=true``), where a missing
+    browser fails."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if not (chromium and driver_path):
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI installs chromium and chromium-driver; the browser tests need them")
+        pytest.skip("no chromium/chromedriver here (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,1400"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    yield driver
+    driver.quit()
 
 
 @pytest.fixture(scope="session")

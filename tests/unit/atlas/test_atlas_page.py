@@ -1,39 +1,16 @@
 """The atlas page in a real headless Chromium (issue 35): it loads offline, a click on a head of
 the heat map opens that head's card, and the card shows the head's stored numbers.
 
-CI installs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run``); on a machine without
-them the test is skipped, except under CI (``CI=true``), where a missing browser fails."""
+The browser is the session's ``browser`` fixture (``tests/conftest.py``): CI installs Debian's
+``chromium`` and ``chromium-driver`` (``.ci/run``); on a machine without them the test is
+skipped, except under CI (``CI=true``), where a missing browser fails."""
 
 from __future__ import annotations
-
-import os
-import shutil
 
 import pytest
 
 import lens_heads as lh
 from lens_heads.atlas import AtlasConfig, head_atlas
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not (CHROMIUM and DRIVER):
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI installs chromium and chromium-driver; the browser test needs them")
-        pytest.skip("no chromium/chromedriver here (apt-get install chromium chromium-driver)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,1400"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    yield driver
-    driver.quit()
 
 
 def test_clicking_a_head_opens_its_card(browser, tmp_path):
