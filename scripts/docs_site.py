@@ -53,6 +53,7 @@ NAMESPACES = (
     "lens_heads.lahis",
     "lens_heads.atlas",
     "lens_heads.scale",
+    "lens_heads.finders",
 )
 NOTEBOOKS = "notebooks"
 #: a markdown inline link or image: [text](target) -- the pages use no reference-style links

@@ -1240,6 +1240,58 @@ def parallel_records(rng: random.Random) -> list[dict]:
     return records
 
 
+# -- indirect-object identification (IOI) with counterfactuals ---------------------------------
+# Templates written for this project: two people in a place, then one of them (the subject, S)
+# gives something to "the other" -- the indirect object (IO), the answer. Each names the pair in
+# both orders (IO first: ABBA; S first: BABA). The counterfactual swaps the second mention of S
+# for the IO name (MIB's s2-io flip), so its answer is S; both are scored as logit(IO) - logit(S).
+IOI_TEMPLATES = [
+    "Then, {first} and {second} went to the {place}. {s2} gave a {object} to",
+    "When {first} and {second} arrived at the {place}, {s2} handed a {object} to",
+    "After {first} and {second} met at the {place}, {s2} passed a {object} to",
+    "While {first} and {second} were at the {place}, {s2} offered a {object} to",
+    "{first} and {second} spent the afternoon at the {place}. Later, {s2} sent a {object} to",
+    "Yesterday {first} and {second} visited the {place}, and {s2} brought a {object} to",
+    "At the {place}, {first} and {second} sat together. Then {s2} lent a {object} to",
+    "On the way to the {place}, {first} and {second} stopped, and {s2} threw a {object} to",
+]
+IOI_NAMES = words("""
+Mary John Anna David Sarah James Emma Michael Laura Robert Lisa Daniel Kate Thomas Susan Paul
+Alice Mark Jessica Peter Rachel Steven Emily Kevin Helen Brian Linda George Karen Eric Amy Frank
+Julia Henry Diana Jack Grace Adam Claire Ryan
+""")
+IOI_PLACES = words("store park school hospital market office restaurant station library garden")
+IOI_OBJECTS = words("book drink ring bag key letter gift ball pen flower cake phone")
+
+
+def ioi_records(rng: random.Random, n: int = 600) -> list[dict]:
+    """``n`` IOI prompts with their counterfactuals (fields: the template, both names, the place
+    and object, ``prompt``, ``counterfactual``, ``answer`` (IO) and ``counterfactual_answer``
+    (S), each answer with its leading space)."""
+    records = []
+    for _ in range(n):
+        template = rng.randrange(len(IOI_TEMPLATES))
+        io, s = rng.sample(IOI_NAMES, 2)
+        order = rng.choice(["ABBA", "BABA"])
+        first, second = (io, s) if order == "ABBA" else (s, io)
+        fill = dict(first=first, second=second, place=rng.choice(IOI_PLACES))
+        fill["object"] = rng.choice(IOI_OBJECTS)
+        text = IOI_TEMPLATES[template]
+        records.append(
+            {
+                "template": template,
+                "order": order,
+                "io": io,
+                "s": s,
+                "prompt": text.format(**fill, s2=s),
+                "counterfactual": text.format(**fill, s2=io),
+                "answer": " " + io,
+                "counterfactual_answer": " " + s,
+            }
+        )
+    return records
+
+
 def write_json(path: Path, data) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -1262,6 +1314,10 @@ def main() -> None:
     lines = [json.dumps(record, ensure_ascii=False) for record in records]
     (DATA / "parallel.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"parallel.jsonl: {len(records)} sentence tuples")
+    ioi = ioi_records(random.Random(46))  # its own generator: the files above stay as they were
+    lines = [json.dumps(record, ensure_ascii=False) for record in ioi]
+    (DATA / "ioi.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"ioi.jsonl: {len(ioi)} prompts with counterfactuals")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from lens_heads.cli import (
     core,
     doctor,
     engine,
+    finders,
     grid,
     heads_up,
     lahis,
@@ -62,6 +63,7 @@ COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], 
     *alignment.COMMANDS,  # translation-scores, ablate-heads, trater
     *atlas.COMMANDS,  # atlas
     *roles.COMMANDS,  # roles, sweep-estimates
+    *finders.COMMANDS,  # benchmark-finders
 ]
 
 
@@ -76,6 +78,7 @@ EXAMPLES: dict[str, common.Examples] = {
     **alignment.EXAMPLES,
     **atlas.EXAMPLES,
     **roles.EXAMPLES,
+    **finders.EXAMPLES,
 }
 
 

@@ -91,6 +91,8 @@ class RolesConfig:
     ablation: str = "zero"
     """What a closed gate's head outputs: zero, or mean (its mean output over the training
     prompts) -- in the fits and in the evaluation."""
+    chat: bool | None = None
+    """Wrap the prompts in the chat template (default: when the tokenizer has one)."""
 
     def __post_init__(self) -> None:
         check_numeric_fields(self)
@@ -123,6 +125,7 @@ class RolesConfig:
             shots=self.shots,
             answer_end=self.answer_end,
             ablation=self.ablation,
+            chat=self.chat,
         )
 
 
@@ -188,6 +191,7 @@ def _evaluate_sets(
             n_eval=config.n_eval,
             shots=config.shots,
             ablation=config.ablation,
+            chat=config.chat,
             progress=progress,
         )
         for _, run in result.runs.iterrows():
@@ -236,7 +240,7 @@ def head_roles(
             stages=(*FITS, "evaluation", "roles"),
             remedy="choose another out folder (--out), or pass overwrite=True (--overwrite) to "
             "fit them again",
-            later={"ablation": "zero"},  # folders from before the setting ran zero ablation
+            later={"ablation": "zero", "chat": None},  # what folders from before them ran
         )
     free = _fit(model, task, config.training("free"), stages, "free", None, progress)
     start = free.W.detach().clone()

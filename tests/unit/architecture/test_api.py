@@ -74,6 +74,12 @@ API = {
         "language_heads", "soft_mask_config", "soft_mask_experiment",
     ],
     "lens_heads.scale": ["GridConfig", "GridConfigError", "GridResult", "run_grid"],
+    "lens_heads.finders": [
+        "DEFAULT_METHODS", "METHODS", "SIZES", "BenchmarkConfig", "CounterfactualPair",
+        "CounterfactualSet", "FaithfulnessConfig", "FaithfulnessCurve", "FinderBenchmark",
+        "MethodConfig", "counterfactual_pairs", "faithfulness", "head_finder_benchmark",
+        "write_mib_scores",
+    ],
     "lens_heads.atlas": [
         "ABLATIONS", "DETECTORS", "AgreementConfig", "AtlasConfig", "DetectorConfig",
         "EffectsConfig", "HeadAtlas", "agreement", "builtin_relations", "chance_scores",

@@ -22,6 +22,7 @@ LAYERS = {
     "lahis": 2,
     "scale": 3,
     "atlas": 3,
+    "finders": 4,
     "demo": 4,
     "cli": 5,
     "__init__": 6,

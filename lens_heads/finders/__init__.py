@@ -1,0 +1,46 @@
+"""Which head finder to trust (issue 46): the faithfulness of every head ranking the toolkit
+computes, measured as MIB measures circuits, on prompts with counterfactuals.
+
+* counterfactuals -- IOI prompts and counterfactual pairs of the toolkit's tasks
+* faithfulness -- a ranking's faithfulness curve, CPR and CMD with bootstrap intervals
+* methods -- every head finder of the toolkit as a scoring method, timed
+* benchmark -- :func:`head_finder_benchmark`: every method on every task, with a leaderboard
+* mib -- the node-level submission format of MIB's circuit track
+"""
+
+from lens_heads.finders.benchmark import (
+    DEFAULT_METHODS,
+    BenchmarkConfig,
+    FinderBenchmark,
+    head_finder_benchmark,
+)
+from lens_heads.finders.counterfactuals import (
+    CounterfactualPair,
+    CounterfactualSet,
+    counterfactual_pairs,
+)
+from lens_heads.finders.faithfulness import (
+    SIZES,
+    FaithfulnessConfig,
+    FaithfulnessCurve,
+    faithfulness,
+)
+from lens_heads.finders.methods import METHODS, MethodConfig
+from lens_heads.finders.mib import write_mib_scores
+
+__all__ = [
+    "DEFAULT_METHODS",
+    "METHODS",
+    "SIZES",
+    "BenchmarkConfig",
+    "CounterfactualPair",
+    "CounterfactualSet",
+    "FaithfulnessConfig",
+    "FaithfulnessCurve",
+    "FinderBenchmark",
+    "MethodConfig",
+    "counterfactual_pairs",
+    "faithfulness",
+    "head_finder_benchmark",
+    "write_mib_scores",
+]

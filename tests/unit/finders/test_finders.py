@@ -1,0 +1,205 @@
+"""Issue 46 on tiny models: the faithfulness of a ranking against numbers written out by hand,
+counterfactual ablation against a by-hand swap of ``hook_z``, the pairs, every method, the
+benchmark as a resumable result and the MIB export."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+import lens_heads as lh
+from lens_heads.core.tasks import Example, Task
+from lens_heads.finders import (
+    BenchmarkConfig,
+    FinderBenchmark,
+    MethodConfig,
+    counterfactual_pairs,
+    faithfulness,
+    head_finder_benchmark,
+)
+from lens_heads.finders.counterfactuals import ioi_records
+from lens_heads.finders.faithfulness import PairScorer
+from lens_heads.finders.methods import METHODS, score
+
+WORDS = [f"{a}{b}{c}" for a in "bcdfg" for b in "aeiou" for c in "lmnrst"]
+
+
+def _task() -> Task:
+    return Task("caps", tuple(Example(w, w.upper()) for w in WORDS), match="startswith")
+
+
+@pytest.fixture(scope="module")
+def linear():
+    """One layer, four heads: heads 0 and 1 are one head twice (one key-value head, the same
+    query and output weights), heads 2 and 3 write nothing (their output weights are zero), the
+    MLP writes nothing and the final norm is the identity -- so the logit difference is the
+    embedding's plus the two equal heads' contributions, and a circuit's faithfulness is the
+    share of those two heads it keeps."""
+    model = lh.tiny_model(n_layers=1, n_heads=4, n_kv_heads=2, d_head=16, seed=3)
+    hf = model.original_model
+    attention = hf.model.layers[0].self_attn
+    with torch.no_grad():
+        q = attention.q_proj.weight  # [n_heads * d_head, d_model]
+        q[16:32] = q[0:16]
+        o = attention.o_proj.weight  # [d_model, n_heads * d_head]
+        o[:, 16:32] = o[:, 0:16]
+        o[:, 32:64] = 0.0
+        hf.model.layers[0].mlp.down_proj.weight.zero_()
+    norm = hf.model.norm
+    norm.forward = lambda hidden: hidden  # the identity: the readout is linear in the heads
+    return model
+
+
+def _pairs(model):
+    return counterfactual_pairs(model, _task(), n=12, n_eval=60, seed=1)
+
+
+def test_the_right_ranking_is_perfect_and_the_reverse_one_is_worth_half(linear):
+    pairs = _pairs(linear)
+    sizes = (0.5, 0.75, 1.0)  # 2, 3 and 4 of the 4 heads
+    right = faithfulness(linear, pairs, torch.tensor([[4.0, 3.0, 2.0, 1.0]]), "right",
+                         sizes=sizes, bootstrap=20)  # fmt: skip
+    assert right.counts == [2, 3, 4]
+    assert right.f_signed == pytest.approx([1.0, 1.0, 1.0], abs=1e-5)
+    assert right.cpr == pytest.approx(1.0, abs=1e-5) and right.cmd == pytest.approx(0.0, abs=1e-5)
+    assert right.removal == pytest.approx([0.0, 0.0, 0.0], abs=1e-5)  # both carrying heads gone
+    reverse = faithfulness(linear, pairs, torch.tensor([[1.0, 2.0, 3.0, 4.0]]), "reverse",
+                           sizes=sizes, bootstrap=20)  # fmt: skip
+    # top 2: heads 3 and 2 (nothing) -> 0; top 3 adds head 1 (half the total) -> 0.5; all -> 1
+    assert reverse.f_signed == pytest.approx([0.0, 0.5, 1.0], abs=1e-5)
+    # area over the sizes / their width: (0.25 (0 + 0.5) / 2 + 0.25 (0.5 + 1) / 2) / 0.5
+    assert reverse.cpr == pytest.approx(0.5, abs=1e-5)
+    # |1 - f| = 1, 0.5, 0: (0.25 (1 + 0.5) / 2 + 0.25 (0.5 + 0) / 2) / 0.5
+    assert reverse.cmd == pytest.approx(0.5, abs=1e-5)
+    # signed against absolute: a negative score ranks last by sign, first by size
+    mixed = faithfulness(linear, pairs, torch.tensor([[-4.0, 3.0, 2.0, 1.0]]), "mixed",
+                         sizes=sizes, bootstrap=20)  # fmt: skip
+    assert mixed.f_signed[0] == pytest.approx(0.5, abs=1e-5)  # heads 1, 2
+    assert mixed.f_absolute[0] == pytest.approx(1.0, abs=1e-5)  # heads 0, 1
+
+
+def test_the_exact_effects_and_the_gradients_find_the_two_heads(linear):
+    pairs = _pairs(linear)
+    config = MethodConfig(ig_steps=4)
+    effects = score(linear, "effects-counterfactual", _task(), pairs, config, chat=False).scores
+    attribution = score(linear, "attribution", _task(), pairs, config, chat=False).scores
+    integrated = score(linear, "integrated", _task(), pairs, config, chat=False).scores
+    for scores in (effects, attribution, integrated):  # linear in each head: all three agree
+        torch.testing.assert_close(scores, effects, rtol=1e-3, atol=1e-5)
+    assert effects[0, 2:].abs().max() < 1e-6 and effects[0, 0] == pytest.approx(effects[0, 1])
+    scorer = PairScorer(linear, pairs, "counterfactual", 64)
+    values = scorer.metrics(torch.stack([torch.ones(1, 4), torch.zeros(1, 4)])).mean(dim=1)
+    # completeness: integrated gradients sum to m(all heads) - m(none)
+    assert float(integrated.sum()) == pytest.approx(float(values[0] - values[1]), rel=1e-3)
+
+
+def test_counterfactual_ablation_is_a_swap_of_hook_z_by_hand(tiny):
+    pairs = counterfactual_pairs(tiny, _task(), n=4, n_eval=60)
+    mask = torch.ones(2, 4)
+    mask[1, 2] = 0.0  # L1H2 ablated
+    found = PairScorer(tiny, pairs, "counterfactual", 8).metrics(mask[None])[0]
+    for index, pair in enumerate(pairs.pairs):
+        _, cache = tiny.run_with_cache(torch.tensor([pair.counterfactual_tokens]))
+        donor = cache["blocks.1.attn.hook_z"][0, :, 2]
+
+        def swap(z, hook, donor=donor):
+            z = z.clone()
+            z[0, :, 2] = donor
+            return z
+
+        logits = tiny.run_with_hooks(
+            torch.tensor([pair.tokens]), fwd_hooks=[("blocks.1.attn.hook_z", swap)]
+        )[0, -1]
+        expected = logits[pair.answer] - logits[pair.counterfactual_answer]
+        assert float(found[index]) == pytest.approx(float(expected), abs=1e-4)
+
+
+def test_ioi_pairs_differ_only_in_the_second_mention_of_the_subject():
+    records = ioi_records()
+    assert len(records) == 600 and {r["order"] for r in records} == {"ABBA", "BABA"}
+    for record in records:
+        clean, counter = record["prompt"].split(), record["counterfactual"].split()
+        differ = [i for i, (a, b) in enumerate(zip(clean, counter, strict=True)) if a != b]
+        assert len(differ) == 1, record
+        word = clean[differ[0]].rstrip(",.")
+        assert word == record["s"] and counter[differ[0]].rstrip(",.") == record["io"]
+        assert clean.count(record["io"]) == 1 and record["answer"] == " " + record["io"]
+        assert record["counterfactual_answer"] == " " + record["s"]
+
+
+def test_the_stored_ioi_prompts_are_the_generator_s():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "scripts" / "make_builtin_data.py"
+    spec = importlib.util.spec_from_file_location("make_builtin_data", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.ioi_records(random.Random(46)) == ioi_records()
+
+
+@pytest.mark.parametrize("task", ["capitalize", "country-capital", "antonym", "english-french"])
+def test_the_toolkit_tasks_counterfactuals_change_the_answer(tiny, task):
+    pairs = counterfactual_pairs(tiny, task, n=10, n_eval=60, seed=2)
+    held_out = {e.input for e in lh.get_task(task).split(n_eval=60)[1].examples}
+    for pair in pairs.pairs:
+        assert len(pair.tokens) == len(pair.counterfactual_tokens)
+        assert pair.answer != pair.counterfactual_answer and pair.text != pair.counterfactual_text
+        assert pair.text in held_out and pair.counterfactual_text in held_out
+    train = counterfactual_pairs(tiny, task, part="train", n=10, n_eval=60, seed=2)
+    assert not {p.text for p in train.pairs} & held_out, "training pairs never held out ones"
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if m not in ("translation",)])
+def test_every_method_scores_every_head(tiny, method):
+    task = _task()
+    pairs = counterfactual_pairs(tiny, task, part="train", n=6, n_eval=60)
+    config = MethodConfig(
+        ig_steps=2, mask_steps=2, n_masks=2, chg_steps=2, chg_masks=2, lahis_documents=4,
+        detector_sequences=2, precision="float32",
+    )  # fmt: skip
+    found = score(tiny, method, task.split(n_eval=60)[0], pairs, config, chat=False)
+    assert found.scores.shape == (2, 4) and torch.isfinite(found.scores).all()
+    assert found.seconds >= 0
+
+
+def test_the_benchmark_resumes_reloads_and_exports_for_mib(tiny, tmp_path, monkeypatch):
+    config = BenchmarkConfig(n_pairs=6, n_train_pairs=6, n_eval=60, bootstrap=20,
+                             sizes=(0.25, 0.5, 1.0))  # fmt: skip
+    methods = ["effects-zero", "attribution", "integrated", "random-0"]
+    first = head_finder_benchmark(tiny, ["capitalize"], methods, config, out=tmp_path)
+    frame = first.to_frame()
+    assert list(frame["method"]) == methods and frame["CMD"].notna().all()
+    assert frame.loc[frame["method"] != frame["best gradient"], "p (Holm)"].notna().all()
+    reloaded = FinderBenchmark.load(tmp_path / "benchmark")
+    assert reloaded.to_frame()["CMD"].tolist() == pytest.approx(frame["CMD"].tolist())
+    from lens_heads.finders import benchmark
+
+    monkeypatch.setattr(benchmark, "score", lambda *a, **k: pytest.fail("recomputed"))
+    again = head_finder_benchmark(tiny, ["capitalize"], methods, config, out=tmp_path)
+    assert again.to_frame()["CMD"].tolist() == pytest.approx(frame["CMD"].tolist())
+    with pytest.raises(lh.LensHeadsError, match="other settings"):
+        head_finder_benchmark(tiny, ["capitalize"], methods, config, out=tmp_path, seed=1)
+    from lens_heads.finders.mib import write_mib_scores
+
+    path = write_mib_scores(first.curves["capitalize/attribution"].scores, tmp_path / "mib",
+                            "capitalize", "tiny", d_model=64)  # fmt: skip
+    nodes = json.loads(path.read_text())["nodes"]
+    assert path.parent.name == "capitalize_tiny" and len(nodes) == 1 + 2 * 4 + 2
+    assert nodes["a1.h3"]["score"] == pytest.approx(float(first.curves["capitalize/attribution"]
+                                                          .scores[1, 3]))  # fmt: skip
+
+
+def test_integrated_gradients_sum_to_the_total_change_on_a_nonlinear_model(tiny):
+    """Completeness along the path from every head to none (midpoints: the error shrinks with
+    the steps; 64 leave well under one percent here)."""
+    pairs = counterfactual_pairs(tiny, _task(), part="train", n=6, n_eval=60)
+    found = score(tiny, "integrated", _task(), pairs, MethodConfig(ig_steps=64), chat=False)
+    scorer = PairScorer(tiny, pairs, "counterfactual", 64)
+    values = scorer.metrics(torch.stack([torch.ones(2, 4), torch.zeros(2, 4)])).mean(dim=1)
+    total = float(values[0] - values[1])
+    assert abs(total) > 1e-3, "the heads change the metric: the test means something"
+    assert float(found.scores.sum()) == pytest.approx(total, rel=1e-2)
