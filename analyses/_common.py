@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import lens_heads as lh
-from lens_heads.cli.options import add_settings
+from lens_heads.cli.options import add_settings, settings_from
 from lens_heads.core.fingerprints import Fingerprint, claim_folder
 from lens_heads.core.provenance import code_version, machine
 from lens_heads.core.storage import Stages, save_figures, write_atomic
@@ -88,7 +88,7 @@ def parse(config_type: type, argv: Sequence[str] | None, doc: str | None = None)
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_settings(parser, config_type)
-    return config_type(**vars(parser.parse_args(argv)))
+    return settings_from(parser.parse_args(argv), config_type)
 
 
 def command_line(

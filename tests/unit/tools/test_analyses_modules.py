@@ -85,7 +85,7 @@ def test_analysis_runs_from_its_command_line_and_resumes(
     assert summary.startswith("# ") and summary.strip() in printed
     assert (out / f"{figure}.html").stat().st_size > 1000
     assert isinstance(json.loads((out / "numbers.json").read_text()), dict)
-    markers = sorted(out.glob("*/.complete"))
+    markers = sorted(out.rglob(".complete"))
     assert markers, "every analysis computes through resumable stages"
     stamps = {m: m.stat().st_mtime_ns for m in markers}
     assert module.main(argv) == 0
