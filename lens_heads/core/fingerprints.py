@@ -436,12 +436,13 @@ def claim_folder(
 
 def _clear(folder: Path, record: Path, stages: Iterable[str]) -> None:
     """Delete what a run of lens_heads wrote into ``folder``: its record, the named stages and
-    every subfolder holding a stage marker, a training or its checkpoints."""
+    every subfolder holding (at any depth) a stage marker or a training."""
     record.unlink(missing_ok=True)
     names = set(stages)
     for child in folder.iterdir() if folder.is_dir() else []:
-        ours = child.name in names or any(
-            (child / name).exists() for name in (".complete", "training.json", "checkpoints")
+        ours = child.name in names or (
+            child.is_dir()
+            and any(next(child.rglob(name), None) for name in (".complete", "training.json"))
         )
         if child.is_dir() and ours:
             shutil.rmtree(child)

@@ -283,14 +283,17 @@ def head_finder_benchmark(
         raise InputError(f"unknown head finders {unknown}; the finders: {', '.join(METHODS)}")
     resolved = [_task_of(task, config.n_eval) for task in tasks]
     folder = Path(out) if out is not None else None
-    data = {f"task {i}": train for i, (_, train) in enumerate(resolved)}
-    settings = {**config.settings(), "tasks": [getattr(t, "name", t) for t, _ in resolved]}
-    fingerprint = Fingerprint.of(model, {**settings, "methods": list(methods)}, data)
-    stages = Stages(folder, fingerprint) if folder is not None else None
-    if folder is not None:
-        claim_folder(folder, fingerprint, what="a head-finder benchmark", overwrite=overwrite)
+    settings = config.settings()
+    if folder is not None:  # the settings and the model: every task and method share them
+        claim_folder(
+            folder,
+            Fingerprint.of(model, settings),
+            what="a head-finder benchmark",
+            overwrite=overwrite,
+            stages=[_task_name(task) for task, _ in resolved],
+        )
 
-    runner = _Runner(model, config, stages, has_chat_template(model.tokenizer))
+    runner = _Runner(model, config, folder, has_chat_template(model.tokenizer), overwrite)
     curves: dict[str, FaithfulnessCurve] = {}
     rows: list[dict[str, Any]] = []
     bar = tqdm(total=len(resolved) * len(methods), desc="head finders", disable=not progress)
@@ -303,22 +306,40 @@ def head_finder_benchmark(
     for column in ("vs gradient", "p", "p (Holm)", "best gradient"):
         if column not in frame:
             frame[column] = np.nan
-    result = FinderBenchmark(
-        model_name(model), frame, curves, {**settings, "methods": list(methods)}
-    )
+    settings |= {"tasks": [_task_name(task) for task, _ in resolved], "methods": list(methods)}
+    result = FinderBenchmark(model_name(model), frame, curves, settings)
     if folder is not None:
         result.save(folder / "benchmark")
     return result
 
 
+def _task_name(task: str | Task) -> str:
+    return task if isinstance(task, str) else task.name
+
+
 @dataclass
 class _Runner:
-    """One benchmark's stages: the pairs of a task, then each method's scores and curve."""
+    """One benchmark's stages: per task (a folder of its own, claimed for the task's examples,
+    so that tasks and methods can be added to a benchmark later), the pairs, then each
+    method's scores and curve."""
 
     model: ModelLike
     config: BenchmarkConfig
-    stages: Stages | None
+    folder: Path | None
     chat: bool
+    overwrite: bool = False
+    stages: Stages | None = None
+
+    def open(self, name: str, train: Task) -> None:
+        """Claim the task's folder (its examples, with the benchmark's settings and model)."""
+        if self.folder is None:
+            return
+        fingerprint = Fingerprint.of(self.model, self.config.settings(), {"task": train})
+        claim_folder(
+            self.folder / name, fingerprint, what="a task's head-finder stages",
+            overwrite=self.overwrite,
+        )  # fmt: skip
+        self.stages = Stages(self.folder / name, fingerprint)
 
     def stage(self, name: str, compute: Any, save: Any, load: Any) -> Any:
         if self.stages is None:
@@ -331,10 +352,10 @@ class _Runner:
 
         return self.stages(name, run, load)
 
-    def pairs(self, name: str, task: str | Task, part: str) -> CounterfactualSet:
+    def pairs(self, task: str | Task, part: str) -> CounterfactualSet:
         config = self.config
         return self.stage(
-            f"{name}/pairs-{part}",
+            f"pairs-{part}",
             lambda: counterfactual_pairs(
                 self.model,
                 task,
@@ -351,8 +372,9 @@ class _Runner:
     def task(
         self, task: str | Task, train: Task, methods: Sequence[str], bar: Any
     ) -> tuple[list[dict[str, Any]], dict[str, FaithfulnessCurve]]:
-        name = task if isinstance(task, str) else task.name
-        evaluation, training = self.pairs(name, task, "eval"), self.pairs(name, task, "train")
+        name = _task_name(task)
+        self.open(name, train)
+        evaluation, training = self.pairs(task, "eval"), self.pairs(task, "train")
         chat = False if name == "ioi" else self.chat
         scorer = PairScorer(
             self.model, evaluation, self.config.ablation, self.config.method_settings.batch_size
@@ -360,7 +382,7 @@ class _Runner:
         curves, rows = {}, []
         for method in methods:
             scores = self.stage(
-                f"{name}/{method}/scores",
+                f"{method}/scores",
                 lambda method=method: score(
                     self.model, method, train, training, self.config.method_settings, chat=chat
                 ),
@@ -368,7 +390,7 @@ class _Runner:
                 _load_scores,
             )
             curves[method] = self.stage(
-                f"{name}/{method}/curve",
+                f"{method}/curve",
                 lambda method=method, scores=scores: faithfulness(
                     self.model,
                     evaluation,

@@ -183,6 +183,14 @@ def test_the_benchmark_resumes_reloads_and_exports_for_mib(tiny, tmp_path, monke
     assert again.to_frame()["CMD"].tolist() == pytest.approx(frame["CMD"].tolist())
     with pytest.raises(lh.LensHeadsError, match="other settings"):
         head_finder_benchmark(tiny, ["capitalize"], methods, config, out=tmp_path, seed=1)
+    monkeypatch.undo()  # a method and a task added later: only they compute
+    more = head_finder_benchmark(tiny, ["capitalize", "antonym"], [*methods, "random-1"], config,
+                                 out=tmp_path)  # fmt: skip
+    kept = more.to_frame().set_index(["task", "method"])
+    assert kept.loc[("capitalize", "attribution"), "CMD"] == pytest.approx(
+        frame.set_index("method").loc["attribution", "CMD"]
+    )
+    assert ("antonym", "random-1") in kept.index
     from lens_heads.finders.mib import write_mib_scores
 
     path = write_mib_scores(first.curves["capitalize/attribution"].scores, tmp_path / "mib",
