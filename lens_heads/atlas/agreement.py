@@ -23,6 +23,7 @@ from scipy import stats
 
 from lens_heads.core.checks import check_int
 from lens_heads.core.errors import InputError
+from lens_heads.core.multiplicity import holm
 
 __all__ = ["MAX_RESAMPLES", "AgreementConfig", "agreement", "check_top_k", "holm", "top_k_overlap"]
 
@@ -51,22 +52,6 @@ class AgreementConfig:
         check_int("seed", self.seed)
         if not 0 < self.level < 1:
             raise InputError(f"level must be in (0, 1), got {self.level}")
-
-
-def holm(p_values: np.ndarray) -> np.ndarray:
-    """Holm-adjusted p-values (step-down, running maximum, capped at 1).
-
-    >>> holm(np.array([0.01, 0.04, 0.03])).tolist()
-    [0.03, 0.06, 0.06]
-    """
-    p = np.asarray(p_values, dtype=float)
-    order = np.argsort(p)
-    adjusted = np.empty_like(p)
-    running = 0.0
-    for rank, index in enumerate(order):
-        running = max(running, min(1.0, (len(p) - rank) * p[index]))
-        adjusted[index] = running
-    return adjusted
 
 
 def check_top_k(k: int, n_heads: int, name: str = "k") -> None:

@@ -229,7 +229,7 @@ def _compare(curves: dict[str, FaithfulnessCurve], config: BenchmarkConfig) -> d
     """Each method's CMD against the best gradient method's (lowest CMD) on the same bootstrap
     resamples of the pairs: the mean difference and a two-sided p, Holm-adjusted across the
     methods."""
-    from lens_heads.atlas.agreement import holm
+    from lens_heads.core.multiplicity import holm
 
     gradient = [name for name in GRADIENT_METHODS if name in curves]
     if not gradient:

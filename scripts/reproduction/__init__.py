@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 Load = Callable[[str], dict[str, Any]]
@@ -41,14 +42,21 @@ LEVEL = 0.01
 def holm(p_values: Mapping[str, float]) -> dict[str, float]:
     """Holm-adjusted p-values of one family of tests (the multiplicity rule of the page: the
     tests behind one verdict form a family); a test passes when its adjusted p is below
-    :data:`LEVEL`. The package's :func:`lens_heads.atlas.agreement.holm`, by name.
+    :data:`LEVEL`. The package's :func:`lens_heads.core.multiplicity.holm`, by name, read from
+    its file: the check needs no torch and imports no lens_heads.
 
     >>> holm({"a": 0.001, "b": 0.02, "c": 0.04})
     {'a': 0.003, 'b': 0.04, 'c': 0.04}
     """
+    import importlib.util
+
     import numpy as np
 
-    from lens_heads.atlas.agreement import holm as adjust
+    path = Path(__file__).resolve().parents[2] / "lens_heads" / "core" / "multiplicity.py"
+    spec = importlib.util.spec_from_file_location("lens_heads_multiplicity", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    adjust = module.holm
 
     names = list(p_values)
     if not names:

@@ -296,3 +296,19 @@ def test_the_gpu_block_counts_what_the_stored_gpu_check_holds(docs, tmp_path):
     assert f"{cells - 1} of {cells} cells pass" in block
     passed, run_count = map(int, re.search(r"(\d+) of (\d+) passed", block).groups())
     assert passed == run_count - 1
+
+
+def test_the_docs_check_needs_neither_torch_nor_the_package():
+    """``scripts/update_docs.py --check`` runs with the docs' own light dependencies (issue 47):
+    its Holm correction is read from its file, not imported through ``lens_heads``."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.path.insert(0, 'scripts'); import update_docs; "
+        "code = update_docs.main(['--check']); "
+        "print(code, 'torch' in sys.modules, 'lens_heads' in sys.modules)"
+    )
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert done.stdout.split()[-3:] == ["0", "False", "False"], done.stdout + done.stderr
