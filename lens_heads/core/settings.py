@@ -18,6 +18,15 @@ Example(steps=3)
 Traceback (most recent call last):
 ...
 lens_heads.core.errors.InputError: train: unknown option 'step' (did you mean 'steps'?); ...
+
+Settings composed of settings take the fields of a nested group as flat overrides too:
+
+>>> @dataclass(frozen=True)
+... class Larger:
+...     training: Example = dataclasses.field(default_factory=Example)
+...     k: int = 2
+>>> configure(Larger, None, {"steps": 5, "k": 3}, "fit")
+Larger(training=Example(steps=5), k=3)
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from typing import Any, TypeVar
 
 from lens_heads.core.errors import InputError, InputTypeError
 
-__all__ = ["configure", "field_docs", "seeds_from_count"]
+__all__ = ["configure", "field_docs", "seeds_from_count", "setting_groups"]
 
 T = TypeVar("T")
 
@@ -68,17 +77,50 @@ def configure(kind: type[T], config: T | None, overrides: Mapping[str, Any], wha
     if not overrides:
         return kind() if config is None else config
     names = [field.name for field in dataclasses.fields(kind)]  # type: ignore[arg-type]
-    for name in overrides:
-        if name not in names:
-            close = difflib.get_close_matches(name, names, n=1)
+    groups = setting_groups(kind)
+    routed: dict[str, dict[str, Any]] = {}
+    top = {}
+    for name, value in overrides.items():
+        owners = [g for g, group in groups.items() if name in _field_names(group)]
+        if name in names:
+            top[name] = value
+        elif len(owners) == 1:  # a field of one nested group: set it there
+            routed.setdefault(owners[0], {})[name] = value
+        else:
+            every = names + [n for group in groups.values() for n in _field_names(group)]
+            close = difflib.get_close_matches(name, every, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise InputError(
                 f"{what}: unknown option {name!r}{hint}; the options of {kind.__name__} are "
-                f"{', '.join(names)}"
+                f"{', '.join(every)}"
             )
+    base = kind() if config is None else config
+    for group, values in routed.items():
+        if group in top:
+            raise InputError(
+                f"{what}: {', '.join(values)} set fields of {group}= and {group}= is given too; "
+                f"give them inside {group}="
+            )
+        top[group] = configure(groups[group], getattr(base, group), values, f"{what}: {group}")
     if config is None:
-        return kind(**overrides)
-    return dataclasses.replace(config, **overrides)  # type: ignore[type-var]
+        return kind(**top)
+    return dataclasses.replace(config, **top)  # type: ignore[type-var]
+
+
+def setting_groups(kind: type) -> dict[str, type]:
+    """The fields of the settings dataclass ``kind`` that are settings themselves (nested
+    groups, e.g. a :class:`~lens_heads.engine.TrainingConfig` inside a larger object), by name.
+    :func:`configure` sets their fields from flat overrides; the command line prefixes them."""
+    return {
+        field.name: field.default_factory  # type: ignore[misc]
+        for field in dataclasses.fields(kind)  # type: ignore[arg-type]
+        if isinstance(field.default_factory, type)
+        and dataclasses.is_dataclass(field.default_factory)
+    }
+
+
+def _field_names(kind: type) -> list[str]:
+    return [field.name for field in dataclasses.fields(kind)]  # type: ignore[arg-type]
 
 
 @cache
