@@ -216,7 +216,8 @@ def bench_training_step(quick: bool) -> list[BenchmarkResult]:
 
 def _training_step(model: Any, task_name: str, quick: bool) -> list[BenchmarkResult]:
     import lens_heads as lh
-    from lens_heads.engine.training import MaskTrainer, TrainingConfig, _batch_indices, native_bf16
+    from lens_heads.engine.training import MaskTrainer, TrainingConfig, native_bf16
+    from lens_heads.engine.training_data import batch_indices
 
     task = lh.get_task(task_name)
     ours = MaskTrainer(model, task, TrainingConfig(batch_size=16))  # dtype "auto"
@@ -226,7 +227,7 @@ def _training_step(model: Any, task_name: str, quick: bool) -> list[BenchmarkRes
     for trainer in (ours, other):  # every step of every variant trains on the same batch
         trainer.batch = lambda step: (tokens, answer_mask)  # type: ignore[method-assign]
     baseline = _OriginalStyleStep(tokens, answer_mask)
-    rows = _batch_indices(0, len(ours.encoded), 16, ours.config.seed)
+    rows = batch_indices(0, len(ours.encoded), 16, ours.config.seed)
     real_tokens = sum(len(ours.encoded[i].tokens) for i in rows)
 
     result = compare(

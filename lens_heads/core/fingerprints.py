@@ -215,7 +215,7 @@ def content_hash(value: Any) -> str:
     elif isinstance(value, Task):
         digest.update(value.fingerprint().encode())
         rule = [value.instruction, value.match, value.kind, value.source_lang, value.target_lang]
-        rule += [[example.match, example.source] for example in value.examples]
+        rule += [[e.match, e.source, e.counterfactual] for e in value.examples]
         digest.update(json.dumps(rule).encode())
     elif isinstance(value, bytes):
         digest.update(value)

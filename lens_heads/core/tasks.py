@@ -71,12 +71,15 @@ class TaskDataError(LensHeadsError, ValueError):
 class Example:
     """One ``input -> output`` pair. ``match`` overrides the task's rule for this example and
     ``source`` names the task it came from (both set in mixed sets such as the hybrid few-shot
-    set of :func:`lens_heads.core.prompts.hybrid_few_shot`)."""
+    set of :func:`lens_heads.core.prompts.hybrid_few_shot`); ``counterfactual`` is an input of
+    the same token length with another answer, whose head outputs replace removed heads under
+    counterfactual ablation (:mod:`lens_heads.finders`)."""
 
     input: str
     output: str
     match: MatchRule | None = None
     source: str | None = None
+    counterfactual: str | None = None
 
     def __post_init__(self) -> None:
         if self.match is not None and self.match not in _MATCH_RULES:

@@ -39,26 +39,19 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.core.ablation import REFERENCE_SIZE, ablation_baseline
-from lens_heads.core.checks import check_context
 from lens_heads.core.errors import InputError, NonFiniteError
 from lens_heads.core.fingerprints import (
     content_hash,
     model_fingerprint,
 )
 from lens_heads.core.guards import check_pattern_capture
-from lens_heads.core.hooks import mask_hooks
+from lens_heads.core.hooks import head_outputs, mask_hooks
 from lens_heads.core.logits import answer_logits, partial_unembed_works
 from lens_heads.core.masks import parse_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.prompts import (
-    EncodedExample,
-    PromptFormat,
-    answer_end_tokens,
     collate,
-    encode_example,
-    has_chat_template,
     pad_token_id,
-    sample_shots,
 )
 from lens_heads.core.storage import write_atomic_with
 from lens_heads.core.tasks import Task, get_task
@@ -79,6 +72,12 @@ from lens_heads.engine.training_config import (
     straight_through_mask,
     tau_at,
     with_overrides,
+)
+from lens_heads.engine.training_data import (
+    batch_indices,
+    check_counterfactuals,
+    encode_training,
+    training_split,
 )
 from lens_heads.engine.training_result import (
     _HISTORY_COLUMNS,
@@ -105,19 +104,6 @@ logger = logging.getLogger(__name__)
 
 
 # -- data --------------------------------------------------------------------------------------
-def _training_split(task: Task, config: TrainingConfig) -> Task:
-    if config.n_eval == 0:
-        return task
-    if len(task) <= config.n_eval:
-        raise InputError(
-            f"task {task.name!r} has {len(task)} examples, not more than the n_eval="
-            f"{config.n_eval} held out of training (--holdout): pass a smaller n_eval, or "
-            "n_eval=0 (--holdout 0 --n-eval 0) to train on every example"
-        )
-    train, _ = task.split(n_eval=config.n_eval, seed=config.split_seed)
-    return train
-
-
 def check_training(
     task: Task,
     config: TrainingConfig,
@@ -133,7 +119,7 @@ def check_training(
     :class:`~lens_heads.core.model_shape.ModelShape` read before the weights."""
     device = getattr(getattr(model, "cfg", None), "device", None) or "cpu"
     config = config.resolve_dtype(str(device))
-    train = _training_split(task, config)
+    train = training_split(task, config)
     held_out = f" after holding out n_eval={config.n_eval}" if config.n_eval else ""
     if config.batch_size > len(train):
         raise InputError(
@@ -162,30 +148,6 @@ def check_training(
     return train
 
 
-def _encode_training(model: ModelLike, train: Task, config: TrainingConfig) -> list[EncodedExample]:
-    tokenizer = model.tokenizer
-    chat = has_chat_template(tokenizer) if config.chat is None else config.chat
-    end = answer_end_tokens(
-        tokenizer, chat=chat, answer_end=config.answer_end, separator=config.separator
-    )
-    encoded = []
-    for index, example in enumerate(train.examples):
-        demos: tuple[tuple[str, str], ...] = ()
-        if config.shots:
-            demos = sample_shots(
-                train, config.shots, seed=config.seed * 100_003 + index, exclude=example.input
-            )
-        fmt = PromptFormat(chat=chat, instruction=None, shots=demos, separator=config.separator)
-        prompt = fmt.render(example.input, tokenizer)
-        encoded.append(encode_example(tokenizer, prompt, example.output, chat=chat, end_tokens=end))
-        check_context(
-            model,
-            len(encoded[-1].tokens),
-            what=f"training example {index} ({example.input[:40]!r})",
-        )
-    return encoded
-
-
 def _trainable_heads(labels: Sequence[str] | None, n_layers: int, n_heads: int) -> Tensor:
     """Boolean ``[n_layers, n_heads]`` of the soft mask's trainable heads (all when None)."""
     if labels is None:
@@ -195,16 +157,6 @@ def _trainable_heads(labels: Sequence[str] | None, n_layers: int, n_heads: int) 
         layer, head = parse_head(label, n_layers, n_heads)
         chosen[layer, head] = True
     return chosen
-
-
-def _batch_indices(step: int, n: int, batch_size: int, seed: int) -> list[int]:
-    """Examples of batch ``step``: epochs of seeded permutations, the last partial batch of an
-    epoch dropped. A pure function of its arguments, so a resumed run sees the same batches."""
-    per_epoch = n // batch_size
-    epoch, offset = divmod(step, per_epoch)
-    generator = torch.Generator().manual_seed((seed * 1_000_003 + epoch + 1) % 2**63)
-    order = torch.randperm(n, generator=generator)
-    return order[offset * batch_size : (offset + 1) * batch_size].tolist()
 
 
 # -- the trainer -------------------------------------------------------------------------------
@@ -228,11 +180,16 @@ class MaskTrainer:
         config = config.resolve_dtype(self.device)
         self.config = config
         self.train_set = check_training(task, config, model=model)
-        self.encoded = _encode_training(model, self.train_set, config)
+        check_counterfactuals(self.train_set, config)
+        self.encoded, self.donors = encode_training(model, self.train_set, config)
         self.pad_id = pad_token_id(model.tokenizer)
         self.shape = head_shape(model)
         reference = [example.prompt_tokens for example in self.encoded[:REFERENCE_SIZE]]
-        self.baseline = ablation_baseline(model, config.ablation, reference, where="mask training")
+        self.baseline = None  # counterfactual ablation: each batch's donors (batch_baseline)
+        if config.ablation != "counterfactual":
+            self.baseline = ablation_baseline(
+                model, config.ablation, reference, where="mask training"
+            )
         self.generator = torch.Generator().manual_seed(config.seed % 2**63)
         n_layers, n_heads = self.shape
         init = torch.empty(n_layers, n_heads).normal_(
@@ -304,12 +261,26 @@ class MaskTrainer:
 
     def batch(self, step: int) -> tuple[Tensor, Tensor]:
         """``(tokens, answer_mask)`` of batch ``step`` (right-padded)."""
-        indices = _batch_indices(step, len(self.encoded), self.config.batch_size, self.config.seed)
+        indices = batch_indices(step, len(self.encoded), self.config.batch_size, self.config.seed)
         tokens, answer_mask, _ = collate([self.encoded[i] for i in indices], self.pad_id)
         return tokens.to(self.device), answer_mask.to(self.device)
 
+    def batch_baseline(self, step: int, width: int) -> Tensor | None:
+        """Counterfactual ablation: every head's output on batch ``step``'s donors (right padded
+        to ``width`` like the batch), ``[batch, pos, n_layers, n_heads, d_head]``; else None."""
+        if self.donors is None:
+            return None
+        indices = batch_indices(step, len(self.encoded), self.config.batch_size, self.config.seed)
+        rows = [self.donors[i] + [self.pad_id] * (width - len(self.donors[i])) for i in indices]
+        return head_outputs(self.model, torch.tensor(rows, device=self.device))
+
     def loss(
-        self, tokens: Tensor, answer_mask: Tensor, mask: Tensor, ffn: Tensor | None = None
+        self,
+        tokens: Tensor,
+        answer_mask: Tensor,
+        mask: Tensor,
+        ffn: Tensor | None = None,
+        baseline: Tensor | None = None,
     ) -> Tensor:
         """The answer-token CE of ``tokens`` under the head ``mask`` (and the MLP mask ``ffn``),
         differentiable with respect to whatever the masks were computed from (the loss of
@@ -317,7 +288,9 @@ class MaskTrainer:
         if self.config.query_side:
             hooks = _query_side_hooks(mask)
         else:
-            hooks = mask_hooks(mask, self.model, baseline=self.baseline)
+            hooks = mask_hooks(
+                mask, self.model, baseline=self.baseline if baseline is None else baseline
+            )
         if ffn is not None:
             hooks += _ffn_hooks(ffn)
         with torch.enable_grad(), self._autocast():
@@ -345,9 +318,12 @@ class MaskTrainer:
         else:
             mask = self._sample(self.W, tokens.shape[0])
         ffn = None if self.ffn_W is None else self._sample(self.ffn_W, tokens.shape[0])
+        baseline = self.batch_baseline(step, tokens.shape[1])
+        if baseline is not None and seeds > 1:
+            baseline = baseline.repeat(seeds, 1, 1, 1, 1)
         # every seed has the same answer tokens: the mean over the rows is the mean of the seeds'
         # losses, and ``seeds`` times it gives each seed the gradient of its own loss
-        loss = self.loss(tokens, answer_mask, mask, ffn)
+        loss = self.loss(tokens, answer_mask, mask, ffn, baseline)
         if not bool(torch.isfinite(loss)):
             raise NonFiniteError(
                 f"the training loss is not finite at step {step} (dtype {config.dtype}); "
@@ -358,6 +334,9 @@ class MaskTrainer:
             total = total + self._pull()
         if config.sparsity:
             total = total + config.sparsity * torch.sigmoid(self.W).mean()
+        if config.budget is not None:  # the mean keep probability above budget / heads
+            excess = torch.sigmoid(self.W).mean() - config.budget / self.W.numel()
+            total = total + config.budget_weight * torch.relu(excess)
         self.optimizer.zero_grad(set_to_none=True)
         total.backward()
         self.optimizer.step()

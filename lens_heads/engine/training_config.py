@@ -140,8 +140,16 @@ class TrainingConfig:
     pull_clamp: float = 4.0
     """Sigmoid gates: the pull stops acting on a gate logit beyond +-pull_clamp."""
     ablation: str = "zero"
-    """What a removed head outputs: zero, or mean (its mean output over the prompts of the first
-    64 training examples)."""
+    """What a removed head outputs: zero, mean (its mean output over the prompts of the first
+    64 training examples) or counterfactual (its output on each example's counterfactual
+    prompt, given to the trainer: ``train_mask(..., counterfactuals=...)``)."""
+    instructed: bool = False
+    """Give the task's instruction in every training prompt (the paper trains without)."""
+    budget: int | None = None
+    """Keep at most this many heads: a penalty (``budget_weight``) pulls the mean keep
+    probability down to budget / heads, and the mask is the top ``budget`` heads of W."""
+    budget_weight: float = 10.0
+    """Weight of the budget's penalty on the mean keep probability above it."""
 
     def __post_init__(self) -> None:
         def need(condition: bool, message: str) -> None:
@@ -200,7 +208,16 @@ class TrainingConfig:
         need(self.shots >= 0, f"shots must be >= 0, got {self.shots}")
         _check_soft(self)
         _check_gates(self)
-        check_ablation(self.ablation, allowed=FIXED, where="mask training")
+        check_ablation(self.ablation, allowed=(*FIXED, "counterfactual"), where="mask training")
+        need(
+            self.budget is None or (isinstance(self.budget, int) and self.budget >= 1),
+            f"budget must be a positive number of heads (or None), got {self.budget!r}",
+        )
+        need(self.budget_weight >= 0, f"budget_weight must be >= 0, got {self.budget_weight}")
+        need(
+            self.budget is None or (self.gates == "straight_through" and not self.soft),
+            "budget applies to the straight-through mask (gates='straight_through', soft=False)",
+        )
         if self.ablation != "zero" and self.query_side:
             raise InputError(
                 "query_side masks act inside the softmax, not on the head output: use "
@@ -268,6 +285,9 @@ _LATER_FIELDS: dict[str, Any] = {
     "gate_pull": 0.0,
     "pull_clamp": 4.0,
     "ablation": "zero",
+    "instructed": False,
+    "budget": None,
+    "budget_weight": 10.0,
 }
 
 #: the mask parametrisations of the one trainer

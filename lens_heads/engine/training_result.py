@@ -131,8 +131,9 @@ class MaskTrainingResult:
 
     @property
     def mask(self) -> HeadMask:
-        """The final binary mask: heads with ``sigmoid(W) >= 0.5`` (no noise); for a soft mask
-        a :class:`lens_heads.core.scales.HeadScale` of the trained multipliers."""
+        """The final binary mask: heads with ``sigmoid(W) >= 0.5`` (no noise), or with a
+        ``budget`` the top ``budget`` heads of W; for a soft mask a
+        :class:`lens_heads.core.scales.HeadScale` of the trained multipliers."""
         if self.n_masks > 1:
             raise InputError(
                 f"this result trained {self.n_masks} masks together (one per seed): take one "
@@ -151,6 +152,12 @@ class MaskTrainingResult:
         }
         if self.config.ablation != "zero":
             metadata["ablation"] = self.config.ablation
+        if self.config.budget is not None:  # a circuit of that many heads: the top of W
+            flat = self.W.detach().float().flatten()
+            keep = torch.zeros_like(flat)
+            keep[torch.argsort(-flat, stable=True)[: self.config.budget]] = 1.0
+            metadata["budget"] = self.config.budget
+            return HeadMask(keep.view_as(self.W) > 0, metadata=metadata)
         return HeadMask(HeadMask.from_weights(self.W).values, metadata=metadata)
 
     @property

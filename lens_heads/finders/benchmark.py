@@ -51,8 +51,8 @@ _SHOWN += ["forwards", "backwards", "vs gradient", "p (Holm)"]
 #: the methods a benchmark runs by default (translation scores only on a translation task)
 DEFAULT_METHODS = (
     "effects-counterfactual", "effects-mean", "effects-zero", "attribution", "integrated",
-    "heads-up", "heads-up-share", "chg", "lahis", "induction", "previous-token", "ov-copying",
-    "random-0", "random-1", "random-2",
+    "faithful-mask", "heads-up", "heads-up-share", "chg", "lahis", "induction",
+    "previous-token", "ov-copying", "random-0", "random-1", "random-2",
 )  # fmt: skip
 
 
@@ -376,6 +376,9 @@ class _Runner:
         self.open(name, train)
         evaluation, training = self.pairs(task, "eval"), self.pairs(task, "train")
         chat = False if name == "ioi" else self.chat
+        instruction = (
+            None if isinstance(task, str) or not self.config.instructed else (task.instruction)
+        )
         scorer = PairScorer(
             self.model, evaluation, self.config.ablation, self.config.method_settings.batch_size
         )
@@ -384,7 +387,14 @@ class _Runner:
             scores = self.stage(
                 f"{method}/scores",
                 lambda method=method: score(
-                    self.model, method, train, training, self.config.method_settings, chat=chat
+                    self.model,
+                    method,
+                    train,
+                    training,
+                    self.config.method_settings,
+                    chat=chat,
+                    sizes=self.config.sizes,
+                    instruction=instruction,
                 ),
                 _save_scores,
                 _load_scores,
@@ -398,6 +408,7 @@ class _Runner:
                     method,
                     self.config.faithfulness,
                     scorer=scorer,
+                    circuits=scores.circuits,
                 ),
                 lambda value, where: value.save(where),
                 FaithfulnessCurve.load,
@@ -428,8 +439,12 @@ def _save_scores(value: MethodScores, where: Path) -> None:
     from safetensors.torch import save_file
 
     where.mkdir(parents=True, exist_ok=True)
-    save_file({"scores": value.scores.contiguous()}, str(where / "scores.safetensors"))
-    meta = {f.name: getattr(value, f.name) for f in fields(value) if f.name != "scores"}
+    tensors = {"scores": value.scores.contiguous()}
+    if value.circuits is not None:
+        tensors["circuits"] = value.circuits.contiguous()
+    save_file(tensors, str(where / "scores.safetensors"))
+    meta = {f.name: getattr(value, f.name) for f in fields(value) if f.name not in tensors}
+    meta.pop("circuits", None)
     write_atomic(where / "scores.json", json.dumps(meta, indent=1, default=str))
 
 
@@ -437,4 +452,5 @@ def _load_scores(where: Path) -> MethodScores:
     from safetensors.torch import load_file
 
     meta = json.loads((where / "scores.json").read_text(encoding="utf-8"))
-    return MethodScores(load_file(str(where / "scores.safetensors"))["scores"], **meta)
+    tensors = load_file(str(where / "scores.safetensors"))
+    return MethodScores(tensors["scores"], circuits=tensors.get("circuits"), **meta)

@@ -49,7 +49,7 @@ __all__ = [
 @dataclass(frozen=True)
 class CounterfactualPair:
     """A prompt and its counterfactual (token ids, one length) and the first token of each's
-    answer; ``text`` and ``counterfactual_text`` are what was encoded."""
+    answer; ``text`` and ``counterfactual_text`` are the inputs that were encoded."""
 
     tokens: list[int]
     counterfactual_tokens: list[int]
@@ -57,6 +57,8 @@ class CounterfactualPair:
     counterfactual_answer: int
     text: str
     counterfactual_text: str
+    output: str = ""
+    """The clean prompt's whole answer (what a mask trained on the pairs is trained to say)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,14 @@ class CounterfactualSet:
     def fingerprint(self) -> str:
         """A hash of every pair's tokens and answers."""
         return content_hash(self.to_json().encode())
+
+    def as_task(self, instruction: str | None = None) -> Task:
+        """The pairs as a task whose examples carry their counterfactual input (what a mask is
+        trained on under counterfactual ablation)."""
+        examples = tuple(
+            Example(p.text, p.output, counterfactual=p.counterfactual_text) for p in self.pairs
+        )
+        return Task(self.task, examples, instruction=instruction)
 
 
 def ioi_records() -> list[dict[str, Any]]:
@@ -132,6 +142,7 @@ def _ioi(
                 other,
                 record["prompt"],
                 record["counterfactual"],
+                record["answer"],
             )
         )
         if len(pairs) == n:
@@ -166,7 +177,13 @@ def _task(
         other_tokens, other_answer, other = encoded[rng.choice(others)]
         pairs.append(
             CounterfactualPair(
-                tokens, other_tokens, answer, other_answer, example.input, other.input
+                tokens,
+                other_tokens,
+                answer,
+                other_answer,
+                example.input,
+                other.input,
+                example.output,
             )
         )
         if len(pairs) == n:

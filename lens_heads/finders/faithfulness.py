@@ -319,7 +319,11 @@ def faithfulness(
     signed = (
         circuits if circuits is not None else torch.stack([top_heads(scores, k) for k in counts])
     )
-    absolute = torch.stack([top_heads(scores.abs(), k) for k in counts])
+    absolute = (
+        signed
+        if circuits is not None
+        else torch.stack([top_heads(scores.abs(), k) for k in counts])
+    )  # a method's own circuits are its circuits for CPR and CMD alike
     removal = 1.0 - signed
     ends = torch.stack([torch.ones(n_layers, n_heads), torch.zeros(n_layers, n_heads)])
     values = scorer.metrics(torch.cat([ends, signed, absolute, removal]))

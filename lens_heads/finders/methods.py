@@ -18,6 +18,8 @@ task and its training pairs to one score per head (higher: more important), time
 ``induction``          the induction detector (a control: it knows no task)
 ``previous-token``     the previous-token detector (a control)
 ``ov-copying``         the weights-only OV copying readout (a control)
+``faithful-mask``      a mask trained for each circuit size: a head budget and counterfactual
+                       patching outside it (its ranking: the share of sizes keeping a head)
 ``random-<seed>``      random scores (a floor)
 =====================  ==================================================================
 
@@ -28,7 +30,7 @@ task and its training pairs to one score per head (higher: more important), time
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +46,7 @@ from lens_heads.core.models import ModelLike, head_shape
 from lens_heads.core.prompts import pad_token_id
 from lens_heads.core.tasks import Task
 from lens_heads.finders.counterfactuals import CounterfactualSet
-from lens_heads.finders.faithfulness import PairScorer
+from lens_heads.finders.faithfulness import SIZES, PairScorer
 
 __all__ = ["CONTROLS", "GRADIENT_METHODS", "METHODS", "MethodConfig", "MethodScores", "score"]
 
@@ -94,6 +96,9 @@ class MethodScores:
     forwards: int = 0
     backwards: int = 0
     notes: dict[str, Any] = field(default_factory=dict)
+    circuits: Tensor | None = None
+    """A method that builds each size's circuit itself: one 0/1 mask per size
+    ``[n_sizes, n_layers, n_heads]`` (its faithfulness is that of these circuits)."""
 
 
 @dataclass
@@ -103,9 +108,11 @@ class _Inputs:
     train_pairs: CounterfactualSet
     config: MethodConfig
     chat: bool
+    sizes: tuple[float, ...]
+    instruction: str | None = None
 
 
-Method = Callable[[_Inputs], tuple[Tensor, int, int]]
+Method = Callable[[_Inputs], Any]
 
 
 def _effects(ablation: str) -> Method:
@@ -263,6 +270,33 @@ def _ov_copying(inputs: _Inputs) -> tuple[Tensor, int, int]:
     return scores["copying"].float(), 0, 0
 
 
+def _faithful(inputs: _Inputs) -> tuple[Tensor, int, int, Tensor]:
+    """A mask trained for each circuit size: the one trainer with a head budget of ``k`` heads
+    and every head outside the mask patched with its output on the example's counterfactual
+    prompt, on the training pairs (with their instruction); the circuit is its top ``k`` heads."""
+    from lens_heads.engine import train_mask
+    from lens_heads.finders.faithfulness import head_counts
+
+    n_layers, n_heads = head_shape(inputs.model)
+    task = inputs.train_pairs.as_task(inputs.instruction)
+    counts = head_counts(inputs.sizes, n_layers * n_heads)
+    circuits, passes = {}, 0
+    for k in sorted(set(counts)):
+        if k in (0, n_layers * n_heads):
+            circuits[k] = torch.full((n_layers, n_heads), float(k > 0))
+            continue
+        config = _training(
+            inputs, ablation="counterfactual", budget=k, instructed=inputs.instruction is not None,
+            init_mean=float(torch.logit(torch.tensor(k / (n_layers * n_heads)))),
+            answer_end="none", batch_size=min(8, len(task)),
+        )  # fmt: skip
+        result = train_mask(inputs.model, task, config, progress=False)
+        circuits[k] = result.mask.values.float()
+        passes += 2 * config.steps * config.batch_size  # a donor forward and the masked one
+    stacked = torch.stack([circuits[k] for k in counts])
+    return stacked.mean(dim=0), passes, passes // 2, stacked
+
+
 def _random(seed: int) -> Method:
     def run(inputs: _Inputs) -> tuple[Tensor, int, int]:
         generator = torch.Generator().manual_seed(seed)
@@ -283,6 +317,7 @@ METHODS: dict[str, Method] = {
     "chg": _chg,
     "lahis": _lahis,
     "translation": _translation,
+    "faithful-mask": _faithful,
     "induction": _detector("induction"),
     "previous-token": _detector("previous token"),
     "ov-copying": _ov_copying,
@@ -302,9 +337,12 @@ def score(
     config: MethodConfig | None = None,
     *,
     chat: bool | None = None,
+    sizes: Sequence[float] = SIZES,
+    instruction: str | None = None,
 ) -> MethodScores:
     """The scores of ``method`` (a name of :data:`METHODS`) for ``task``, timed; gradient and
-    effect methods read ``train_pairs``, trained methods the task's examples."""
+    effect methods read ``train_pairs``, trained methods the task's examples (the faithfulness
+    -trained mask: the pairs, with ``instruction``, one mask per circuit size of ``sizes``)."""
     from lens_heads.core.prompts import has_chat_template
 
     if method not in METHODS:
@@ -315,8 +353,11 @@ def score(
         raise InputError(f"unknown head finder {method!r}{hint}; the finders: {', '.join(METHODS)}")
     config = config or MethodConfig()
     chat = has_chat_template(model.tokenizer) if chat is None else chat
-    inputs = _Inputs(model, task, train_pairs, config, chat)
+    inputs = _Inputs(model, task, train_pairs, config, chat, tuple(sizes), instruction)
     start = time.perf_counter()
-    scores, forwards, backwards = METHODS[method](inputs)
+    scores, forwards, backwards, *circuits = METHODS[method](inputs)
     seconds = round(time.perf_counter() - start, 2)
-    return MethodScores(scores.detach().float().cpu(), seconds, int(forwards), int(backwards))
+    return MethodScores(
+        scores.detach().float().cpu(), seconds, int(forwards), int(backwards),
+        circuits=circuits[0].float().cpu() if circuits else None,
+    )  # fmt: skip

@@ -24,7 +24,6 @@ from lens_heads.engine.training import (
     MaskTrainer,
     MaskTrainingResult,
     TrainingConfig,
-    _batch_indices,
     _query_side_hooks,
     gumbel_noise,
     lr_at,
@@ -33,6 +32,7 @@ from lens_heads.engine.training import (
     tau_at,
     train_mask,
 )
+from lens_heads.engine.training_data import batch_indices
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -126,10 +126,10 @@ def test_schedules_are_the_ones_used_in_training(model, upper_task):
 
 
 def test_batches_are_epochs_of_seeded_permutations():
-    first_epoch = [i for step in range(5) for i in _batch_indices(step, 10, 2, seed=1)]
+    first_epoch = [i for step in range(5) for i in batch_indices(step, 10, 2, seed=1)]
     assert sorted(first_epoch) == list(range(10))
-    assert _batch_indices(7, 10, 2, seed=1) == _batch_indices(7, 10, 2, seed=1)
-    assert _batch_indices(0, 10, 2, seed=1) != _batch_indices(0, 10, 2, seed=2)
+    assert batch_indices(7, 10, 2, seed=1) == batch_indices(7, 10, 2, seed=1)
+    assert batch_indices(0, 10, 2, seed=1) != batch_indices(0, 10, 2, seed=2)
 
 
 # -- the forward pass ------------------------------------------------------------------------
@@ -597,9 +597,9 @@ def _masks_seen(trainer: MaskTrainer, steps: int) -> list[tuple[torch.Tensor, to
     replay.set_state(trainer.generator.get_state())
     loss, seen = trainer.loss, []
 
-    def recording_loss(tokens, answer_mask, mask, ffn=None):
+    def recording_loss(tokens, answer_mask, mask, ffn=None, baseline=None):
         seen.append(mask.detach().expand(tokens.shape[0], *trainer.shape).clone())
-        return loss(tokens, answer_mask, mask, ffn)
+        return loss(tokens, answer_mask, mask, ffn, baseline)
 
     trainer.loss = recording_loss
     pairs = []

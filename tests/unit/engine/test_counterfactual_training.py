@@ -1,0 +1,90 @@
+"""The one trainer learns a circuit directly (issue 46): counterfactual ablation outside the mask
+(each removed head outputs its ``z`` on the example's counterfactual prompt, continued with the
+example's own answer) and a head budget."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import lens_heads as lh
+from lens_heads.core.tasks import Example, Task
+from lens_heads.engine import MaskTrainer
+
+WORDS = [f"{a}{b}{c}" for a in "bcdfg" for b in "aeiou" for c in "lmnr"]
+
+
+def _task(counterfactual=True) -> Task:
+    """Each word's counterfactual is another word of its length (the byte tokenizer: same
+    token count)."""
+    examples = []
+    for index, word in enumerate(WORDS):
+        other = WORDS[(index + 7) % len(WORDS)]
+        examples.append(
+            Example(word, word.upper(), counterfactual=other if counterfactual else None)
+        )
+    return Task("caps", tuple(examples), instruction="Capitalize.")
+
+
+def _config(**values):
+    base = dict(steps=2, batch_size=4, n_eval=0, dtype="float32", chat=False,
+                ablation="counterfactual", answer_end="none")  # fmt: skip
+    return lh.TrainingConfig(**(base | values))
+
+
+def test_the_loss_under_counterfactual_ablation_equals_a_swap_by_hand(tiny):
+    trainer = MaskTrainer(tiny, _task(), _config(instructed=True))
+    tokens, answers = trainer.batch(0)
+    baseline = trainer.batch_baseline(0, tokens.shape[1])
+    mask = torch.ones(4, 2, 4)
+    mask[:, 0, 1] = 0.0  # L0H1 removed in every row
+    mask[1, 1, 3] = 0.0  # and L1H3 in the second row
+    found = trainer.loss(tokens, answers, mask, None, baseline)
+    # by hand: each row's donor is its counterfactual prompt and its own answer tokens
+    from lens_heads.core.prompts import PromptFormat, encode_example
+
+    indices = lh.engine.training_data.batch_indices(0, len(trainer.encoded), 4, 0)
+    rows = []
+    for index in indices:
+        example, clean = _task().examples[index], trainer.encoded[index]
+        prompt = PromptFormat(chat=False, instruction="Capitalize.").render(
+            example.counterfactual, tiny.tokenizer
+        )
+        donor = encode_example(tiny.tokenizer, prompt, example.output, chat=False).prompt_tokens
+        rows.append([*donor, *clean.tokens[len(clean.prompt_tokens) :]])
+    donors = torch.tensor([row + [trainer.pad_id] * (tokens.shape[1] - len(row)) for row in rows])
+    _, cache = tiny.run_with_cache(donors)
+
+    def swap(z, hook):
+        layer = int(hook.name.split(".")[1])
+        m = mask[:, layer][:, None, :, None]
+        return m * z + (1 - m) * cache[hook.name]
+
+    hooks = [(f"blocks.{layer}.attn.hook_z", swap) for layer in range(2)]
+    logits = tiny.run_with_hooks(tokens, fwd_hooks=hooks)
+    rows, cols = answers.nonzero(as_tuple=True)
+    expected = torch.nn.functional.cross_entropy(logits[rows, cols - 1], tokens[rows, cols])
+    assert float(found) == pytest.approx(float(expected), abs=1e-5)
+    # the instruction is in every prompt, and the donors share it
+    text = tiny.tokenizer.decode(trainer.encoded[0].prompt_tokens)
+    assert "Capitalize." in text and "Capitalize." in tiny.tokenizer.decode(trainer.donors[0])
+
+
+def test_counterfactual_ablation_needs_a_counterfactual_of_every_example_and_its_length(tiny):
+    with pytest.raises(lh.LensHeadsError, match="needs a counterfactual input for every"):
+        lh.train_mask(tiny, _task(counterfactual=False), _config(), progress=False)
+    short = Task("caps", tuple(Example(w, w.upper(), counterfactual="x") for w in WORDS))
+    with pytest.raises(lh.LensHeadsError, match="must have exactly as many"):
+        lh.train_mask(tiny, short, _config(), progress=False)
+
+
+def test_a_budget_keeps_that_many_heads(tiny):
+    free = lh.train_mask(tiny, _task(), _config(steps=30, ablation="zero"), progress=False)
+    kept = lh.train_mask(tiny, _task(), _config(steps=30, ablation="zero", budget=2),
+                         progress=False)  # fmt: skip
+    assert kept.mask.n_selected == 2 and kept.mask.metadata["budget"] == 2
+    assert torch.sigmoid(kept.W).mean() < torch.sigmoid(free.W).mean()
+    top = set(torch.argsort(-kept.W.flatten())[:2].tolist())
+    assert {i for i, v in enumerate(kept.mask.values.flatten().tolist()) if v} == top
+    with pytest.raises(lh.LensHeadsError, match="budget applies to the straight-through"):
+        _config(budget=2, gates="sigmoid")
