@@ -119,7 +119,9 @@ def run(config: Config) -> lh.PathwaysResult:
     if config.masks is not None:
         masks = lh.load_masks(config.masks)
     else:
-        masks = lh.train_family_masks(model, config.family, out / "masks", config.training_config())
+        masks = lh.train_family_masks(
+            model, config.family, config.training_config(), out=out / "masks"
+        )
     result = lh.functional_pathways(
         model,
         config.family,

@@ -53,6 +53,7 @@ from lens_heads.core.prompts import (
     collate,
     pad_token_id,
 )
+from lens_heads.core.settings import configure
 from lens_heads.core.storage import write_atomic_with
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine.training_checkpoint import (
@@ -463,6 +464,7 @@ def train_mask(
     progress: bool = True,
     callback: Callable[[int, float], None] | None = None,
     initial: Tensor | None = None,
+    **overrides: Any,
 ) -> MaskTrainingResult:
     """Train a head mask on ``task`` (instruction-free ``input -> output`` pairs) for ``model``.
 
@@ -482,9 +484,10 @@ def train_mask(
     >>> import lens_heads as lh
     >>> model = lh.load_model("smollm2-135m-instruct")  # doctest: +SKIP
     >>> result = lh.train_mask(model, "capitalize", lh.TrainingConfig.short())  # doctest: +SKIP
+    >>> result = lh.train_mask(model, "capitalize", steps=3)  # doctest: +SKIP
     >>> lh.evaluate(model, "capitalize", mask=result.mask, n_eval=40)  # doctest: +SKIP
     """
-    config = config or TrainingConfig()
+    config = configure(TrainingConfig, config, overrides, "train_mask")
     task = task if isinstance(task, Task) else get_task(task)
     if checkpoint_every < 1:
         raise InputError(f"checkpoint_every must be positive, got {checkpoint_every}")

@@ -122,7 +122,7 @@ def _family_masks(
         if missing:
             raise InputError(
                 f"no mask for {missing} (masks given for {sorted(masks)}); train them with "
-                "train_family_masks(model, tasks, out)"
+                "train_family_masks(model, tasks, out=out)"
             )
         chosen = {name: masks[name] for name in names}
     else:
@@ -199,7 +199,7 @@ def functional_pathways(
     >>> import lens_heads as lh
     >>> model = lh.load_model("smollm2-135m-instruct")  # doctest: +SKIP
     >>> family = ["capitalize", "capitalize_first_letter", "lowercase_last_letter"]
-    >>> masks = lh.train_family_masks(model, family, "runs/table6/masks")  # doctest: +SKIP
+    >>> masks = lh.train_family_masks(model, family, out="runs/table6/masks")  # doctest: +SKIP
     >>> lh.functional_pathways(model, family, masks).to_frame()  # doctest: +SKIP
     """
     from lens_heads.engine import evaluate
@@ -293,10 +293,11 @@ def functional_pathways(
 def train_family_masks(
     model: ModelLike,
     tasks: Sequence[Task | str | os.PathLike[str]],
-    out: str | os.PathLike[str],
-    config: TrainingConfig | None = None,
-    *,
+    config: TrainingConfig | str | os.PathLike[str] | None = None,
+    *legacy: Any,
+    out: str | os.PathLike[str] | None = None,
     progress: bool = True,
+    **overrides: Any,
 ) -> dict[str, HeadMask]:
     """Train one mask per task with :func:`lens_heads.train_mask` -- by default the short CPU
     schedule with the paper's negative init of Table 6, ``TrainingConfig.short(init_mean=-3.0)``,
@@ -313,13 +314,30 @@ def train_family_masks(
     >>> model = lh.tiny_model(n_layers=2, n_heads=4)
     >>> task = Task("upper", tuple(Example(w, w.upper()) for w in "abcdefghijkl"))
     >>> config = lh.TrainingConfig(steps=2, batch_size=4, n_eval=4, init_mean=-3.0)
-    >>> masks = train_family_masks(model, [task], tempfile.mkdtemp(), config, progress=False)
+    >>> masks = train_family_masks(model, [task], config, out=tempfile.mkdtemp(), progress=False)
     >>> list(masks), masks["upper"].shape
     (['upper'], (2, 4))
+
+    ``config`` is a :class:`~lens_heads.TrainingConfig` (its fields also as keywords); the old
+    order ``(model, tasks, out, config)`` still works, with a :class:`DeprecationWarning`.
     """
+    from lens_heads.core.settings import configure
     from lens_heads.engine import train_or_resume
 
-    config = config or TrainingConfig.short(init_mean=-3.0)
+    if isinstance(config, (str, os.PathLike)):  # the order of 0.1: (model, tasks, out, config)
+        warnings.warn(
+            "train_family_masks(model, tasks, out, config) is now train_family_masks(model, "
+            "tasks, config, out=out); the old order goes away in lens_heads 0.3.0",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        out, config = config, (legacy[0] if legacy else None)
+    elif legacy:
+        raise InputError("train_family_masks takes (model, tasks, config=None, *, out=...)")
+    if out is None:
+        raise InputError("train_family_masks needs out=: the folder the masks are trained into")
+    config = configure(TrainingConfig, config or TrainingConfig.short(init_mean=-3.0), overrides,
+                       "train_family_masks")  # fmt: skip
     if isinstance(tasks, (str, os.PathLike, Task)):
         tasks = [tasks]
     family = [task if isinstance(task, Task) else get_task(task) for task in tasks]

@@ -230,19 +230,19 @@ def test_summary_and_verdict_read_the_direction():
 def test_train_family_masks_trains_once_with_negative_init(tiny, tmp_path):
     config = lh.TrainingConfig(steps=2, batch_size=4, n_eval=4, init_mean=-3.0, dtype="float32")
     with pytest.warns(UserWarning, match=r"did not learn .* heads kept\): from init_mean=-3"):
-        masks = lh.train_family_masks(tiny, family(2), tmp_path, config, progress=False)
+        masks = lh.train_family_masks(tiny, family(2), config, out=tmp_path, progress=False)
     assert list(masks) == ["upper", "title"]
     info = json.loads((tmp_path / "upper" / "training.json").read_text())
     assert info["config"]["init_mean"] == -3.0
     assert masks["upper"].n_selected < 8, "negative init starts with heads removed"
     stamp = (tmp_path / "upper" / "training.json").stat().st_mtime_ns
-    again = lh.train_family_masks(tiny, family(2), tmp_path, config, progress=False)
+    again = lh.train_family_masks(tiny, family(2), config, out=tmp_path, progress=False)
     assert (tmp_path / "upper" / "training.json").stat().st_mtime_ns == stamp
     assert again["title"] == masks["title"]
     assert lh.load_masks(tmp_path).keys() == masks.keys()
     other = lh.TrainingConfig(steps=2, batch_size=4, n_eval=4, init_mean=4.0, dtype="float32")
     with pytest.raises(ValueError, match=r"other settings \(init_mean: saved -3.0, this run 4.0\)"):
-        lh.train_family_masks(tiny, family(2), tmp_path, other, progress=False)
+        lh.train_family_masks(tiny, family(2), other, out=tmp_path, progress=False)
 
 
 def test_default_training_config_is_the_short_negative_init_schedule(tiny, tmp_path, monkeypatch):
@@ -253,7 +253,7 @@ def test_default_training_config_is_the_short_negative_init_schedule(tiny, tmp_p
         return MaskTrainingResult.example()
 
     monkeypatch.setattr("lens_heads.engine.training_folder.train_mask", train)
-    masks = lh.train_family_masks(tiny, family(1), tmp_path, progress=False)
+    masks = lh.train_family_masks(tiny, family(1), out=tmp_path, progress=False)
     assert seen == [(lh.TrainingConfig.short(init_mean=-3.0), True)]
     assert (tmp_path / "upper" / "mask.safetensors").is_file() and list(masks) == ["upper"]
 
