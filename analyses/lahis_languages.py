@@ -93,7 +93,7 @@ def run(config: Config) -> dict[str, Any]:
 
     def perplexity(where: Path) -> PerplexityExperiment:
         result = perplexity_experiment(
-            model(), heads, n_docs=config.ppl_docs, skip=config.skip, seeds=config.seeds,
+            model(), heads, n_docs=config.ppl_docs, skip=config.skip, random_seeds=config.seeds,
         )  # fmt: skip
         result.save(where)
         return result

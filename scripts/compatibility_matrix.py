@@ -119,7 +119,7 @@ def check_gradient(model: Any, reference: Any) -> Any:
 
     n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
     heads = [(0, 1), (n_layers - 1, n_heads - 1)]
-    result = head_importance(model, list(TEXTS), dtype="float32", progress=False)
+    result = head_importance(model, list(TEXTS), precision="float32", progress=False)
     hf64 = copy.deepcopy(reference.model).double()
     if getattr(hf64.config, "_experts_implementation", None) not in (None, "eager"):
         hf64.set_experts_implementation("eager")  # grouped matmuls take no float64

@@ -82,7 +82,7 @@ def _cmd_importance(args: argparse.Namespace) -> int:
             method=args.method,
             batch_size=args.batch_size,
             max_tokens=args.max_tokens,
-            dtype=args.precision,
+            precision=args.precision,
         )
         written = result.save(out, png=True)
     print(result.to_markdown(k=10))
@@ -158,7 +158,7 @@ def _cmd_language_heads(args: argparse.Namespace) -> int:
             n_docs=args.n_docs,
             batch_size=args.batch_size,
             max_tokens=args.max_tokens,
-            dtype=args.precision,
+            precision=args.precision,
         )
         written = result.save(out, png=True)
     print(result.to_markdown())
@@ -219,7 +219,7 @@ def _cmd_perplexity(args: argparse.Namespace) -> int:
             languages=languages,
             n_docs=args.n_docs,
             skip=args.skip,
-            seeds=args.random_seeds,
+            random_seeds=args.random_seeds,
         )
         written = result.save(out, png=True)
     print(result.to_markdown())

@@ -120,7 +120,9 @@ def setting_groups(kind: type) -> dict[str, type]:
 
 
 def _field_names(kind: type) -> list[str]:
-    return [field.name for field in dataclasses.fields(kind)]  # type: ignore[arg-type]
+    """The fields of ``kind`` and their old names (``RENAMED``): what an override may say."""
+    names = [field.name for field in dataclasses.fields(kind)]  # type: ignore[arg-type]
+    return names + list(getattr(kind, "RENAMED", {}))
 
 
 @cache

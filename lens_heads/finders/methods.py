@@ -233,7 +233,9 @@ def _lahis(inputs: _Inputs) -> tuple[Tensor, int, int]:
 
     examples = inputs.task.examples[: inputs.config.lahis_documents]
     texts = [f"{e.input} {e.output}".strip() for e in examples]
-    importance = head_importance(inputs.model, texts, dtype=inputs.config.precision, progress=False)
+    importance = head_importance(
+        inputs.model, texts, precision=inputs.config.precision, progress=False
+    )
     return importance.scores.float(), len(texts), len(texts)
 
 

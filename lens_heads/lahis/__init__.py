@@ -8,13 +8,14 @@ It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another
 * soft_mask_experiment, soft_mask_result -- a soft mask on a language's top heads vs random heads
 """
 
-from lens_heads.lahis.importance import HeadImportance, head_importance
+from lens_heads.lahis.importance import HeadImportance, ImportanceConfig, head_importance
 from lens_heads.lahis.language_experiments import (
+    PerplexityConfig,
     TransferConfig,
     TransferResult,
     attention_transfer,
 )
-from lens_heads.lahis.languages import LanguageHeads, language_heads
+from lens_heads.lahis.languages import LanguageHeads, LanguageHeadsConfig, language_heads
 from lens_heads.lahis.soft_mask_experiment import (
     SoftMaskConfig,
     SoftMaskExperiment,
@@ -24,7 +25,10 @@ from lens_heads.lahis.soft_mask_experiment import (
 
 __all__ = [
     "HeadImportance",
+    "ImportanceConfig",
     "LanguageHeads",
+    "LanguageHeadsConfig",
+    "PerplexityConfig",
     "SoftMaskConfig",
     "SoftMaskExperiment",
     "TransferConfig",

@@ -38,19 +38,21 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from lens_heads.core.checks import check_context, check_int
+from lens_heads.core.checks import check_context, check_int, own_checks
 from lens_heads.core.errors import ComputationError, InputTypeError, LensHeadsError, NonFiniteError
 from lens_heads.core.hooks import MaskLike, mask_hooks
 from lens_heads.core.logits import answer_logits, partial_unembed_works
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.prompts import pad_token_id
+from lens_heads.core.settings import configure
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
 
 __all__ = [
     "METHODS",
     "HeadImportance",
+    "ImportanceConfig",
     "ImportanceInputError",
     "document_losses",
     "encode_documents",
@@ -333,27 +335,56 @@ def document_losses(
 
 
 # -- the computation -----------------------------------------------------------------------
+@own_checks
+@dataclass(frozen=True)
+class ImportanceConfig:
+    """How :func:`head_importance` scores the heads."""
+
+    method: str = "lahis"
+    """The score from each head's gradient: lahis (the paper's), abs_grad or taylor."""
+    batch_size: int | None = None
+    """Documents per pass (None: documents grouped by length, about TOKEN_BUDGET tokens each)."""
+    max_tokens: int | None = None
+    """Cut longer documents to this many tokens (None: keep them whole)."""
+    precision: str = "auto"
+    """auto (bf16 autocast where the device computes it natively), float32 or bfloat16; the mask
+    and the gradients stay float32."""
+    progress: bool = True
+    """Show a progress bar."""
+
+    RENAMED: ClassVar[dict[str, str]] = {"dtype": "precision"}
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ImportanceInputError(
+                f"method must be one of {list(METHODS)}, got {self.method!r}"
+            )
+        if self.batch_size is not None and (
+            isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int)
+            or self.batch_size < 1
+        ):  # fmt: skip
+            raise ImportanceInputError(
+                f"batch_size must be positive (or None), got {self.batch_size!r}"
+            )
+        if self.precision not in ("auto", "float32", "bfloat16"):
+            raise ImportanceInputError(
+                f"precision must be 'auto', 'float32' or 'bfloat16', got {self.precision!r}"
+            )
+
+
 def head_importance(
     model: ModelLike,
     texts: Sequence[str],
-    *,
-    method: str = "lahis",
-    batch_size: int | None = None,
-    max_tokens: int | None = None,
-    dtype: str = "auto",
-    progress: bool = True,
+    config: ImportanceConfig | None = None,
+    **overrides: Any,
 ) -> HeadImportance:
-    """Gradient importance of every head on ``texts`` (see the module docstring).
-
-    ``batch_size=None`` groups documents by length into batches of about
-    :data:`TOKEN_BUDGET` tokens; ``max_tokens`` truncates long documents; ``dtype="auto"`` runs
-    under bfloat16 autocast where the device computes it natively (as training does), the mask
-    and the gradients stay float32. The model's weights get no gradient.
+    """Gradient importance of every head on ``texts`` (see the module docstring); ``config`` is
+    an :class:`ImportanceConfig` (its fields also as keywords: ``precision="float32"``). The
+    model's weights get no gradient.
     """
-    if method not in METHODS:
-        raise ImportanceInputError(f"method must be one of {list(METHODS)}, got {method!r}")
-    if batch_size is not None and batch_size < 1:
-        raise ImportanceInputError(f"batch_size must be positive (or None), got {batch_size}")
+    config = configure(ImportanceConfig, config, overrides, "head_importance")
+    method, batch_size, max_tokens = config.method, config.batch_size, config.max_tokens
+    dtype, progress = config.precision, config.progress
     encoded = encode_documents(model, texts, max_tokens)
     device = _device(model)
     n_layers, n_heads = head_shape(model)
@@ -377,8 +408,8 @@ def head_importance(
                 per_doc = _losses(model, tokens, valid, mask_hooks(ones, model), partial)
                 if not bool(torch.isfinite(per_doc).all()):
                     raise NonFiniteError(
-                        f"non-finite loss in the importance pass (dtype {dtype}); use "
-                        "dtype='float32'"
+                        f"non-finite loss in the importance pass (precision {dtype}); use "
+                        "precision='float32'"
                     )
                 (grad,) = torch.autograd.grad(per_doc.sum(), ones)
             gradients[batch] = grad.float().cpu()
@@ -397,7 +428,7 @@ def head_importance(
         method=method,
         model=model_name(model),
         n_tokens=n_tokens,
-        meta={"batch_size": batch_size, "max_tokens": max_tokens, "dtype": dtype},
+        meta={"batch_size": batch_size, "max_tokens": max_tokens, "precision": dtype},
     )
 
 

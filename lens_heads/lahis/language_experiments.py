@@ -35,6 +35,7 @@ from lens_heads.lahis.importance import ImportanceInputError, document_losses
 from lens_heads.lahis.languages import LanguageHeads, load_texts_by_language
 
 __all__ = [
+    "PerplexityConfig",
     "PerplexityExperiment",
     "TransferConfig",
     "TransferResult",
@@ -177,6 +178,26 @@ def _random_removal(
     return HeadMask(values.view(n_layers, n_heads))
 
 
+@dataclass(frozen=True)
+class PerplexityConfig:
+    """What :func:`perplexity_experiment` measures."""
+
+    languages: Sequence[str] | None = None
+    """The languages whose heads are removed and whose texts are scored (None: the heads')."""
+    n_docs: int = 20
+    """Documents of each language scored."""
+    skip: int = 0
+    """Documents skipped first (those the heads were found on), so the scoring is held out."""
+    random_seeds: Sequence[int] = (0, 1, 2)
+    """One draw of random heads (as many as a language's own) per seed."""
+    batch_size: int | None = None
+    """Documents per pass (None: about TOKEN_BUDGET tokens each)."""
+    precision: str = "auto"
+    """auto (bf16 autocast where native), float32 or bfloat16."""
+
+    RENAMED: ClassVar[dict[str, str]] = {"seeds": "random_seeds", "dtype": "precision"}
+
+
 def perplexity_experiment(
     model: ModelLike,
     heads: LanguageHeads,
@@ -185,21 +206,20 @@ def perplexity_experiment(
     | str
     | os.PathLike[str]
     | None = None,
-    *,
-    languages: Sequence[str] | None = None,
-    n_docs: int = 20,
-    skip: int = 0,
-    seeds: Sequence[int] = (0, 1, 2),
-    batch_size: int | None = None,
-    dtype: str = "auto",
+    config: PerplexityConfig | None = None,
+    **overrides: Any,
 ) -> PerplexityExperiment:
     """Remove each language's specific heads (all other heads kept) and measure every
     language's perplexity, against no mask and against removing as many random heads (drawn
-    outside that language's selected set, one draw per seed).
+    outside that language's selected set, one draw per seed); ``config`` is a
+    :class:`PerplexityConfig` (its fields also as keywords).
 
     ``texts_by_language[lang][skip : skip + n_docs]`` are scored: pass ``skip`` past the
     documents the heads were found on so the evaluation is held out.
     """
+    config = configure(PerplexityConfig, config, overrides, "perplexity_experiment")
+    languages, n_docs, skip = config.languages, config.n_docs, config.skip
+    seeds, batch_size, dtype = tuple(config.random_seeds), config.batch_size, config.precision
     if heads.shape != head_shape(model):
         raise MaskShapeError(
             f"these language heads are for a {heads.shape[0]}x{heads.shape[1]} model "

@@ -31,13 +31,15 @@ from lens_heads.core.checks import read_text_file
 from lens_heads.core.errors import MissingFileError, UnknownNameError
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import ModelLike, model_name
+from lens_heads.core.settings import configure
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import ParallelCorpus, load_parallel_tsv, parallel_corpus
-from lens_heads.lahis.importance import ImportanceInputError, head_importance
+from lens_heads.lahis.importance import ImportanceConfig, ImportanceInputError, head_importance
 
 __all__ = [
     "LanguageHeads",
+    "LanguageHeadsConfig",
     "check_rule",
     "language_heads",
     "load_texts_by_language",
@@ -301,6 +303,24 @@ def _labels(selected: Tensor) -> list[str]:
     return [format_head(int(layer), int(h)) for layer, h in selected.nonzero().tolist()]
 
 
+@dataclass(frozen=True)
+class LanguageHeadsConfig:
+    """What :func:`language_heads` computes: the selection rule and each language's importance."""
+
+    quantile: float = 0.96
+    """A head is among a language's top heads above this quantile of its scores."""
+    min_languages: int = 4
+    """A head among the top heads of at least this many languages is general."""
+    n_docs: int | None = None
+    """The first documents of each language scored (None: all)."""
+    importance: ImportanceConfig = field(default_factory=ImportanceConfig)
+    """How each language's importance is computed (:func:`head_importance`)."""
+
+    def __post_init__(self) -> None:
+        if self.n_docs is not None and (not isinstance(self.n_docs, int) or self.n_docs < 1):
+            raise ImportanceInputError(f"n_docs must be positive (or None), got {self.n_docs}")
+
+
 def language_heads(
     model: ModelLike,
     texts_by_language: Mapping[str, Sequence[str]]
@@ -308,39 +328,27 @@ def language_heads(
     | str
     | os.PathLike[str]
     | None = None,
-    *,
-    quantile: float = 0.96,
-    min_languages: int = 4,
-    method: str = "lahis",
-    n_docs: int | None = None,
-    batch_size: int | None = None,
-    max_tokens: int | None = None,
-    dtype: str = "auto",
-    progress: bool = True,
+    config: LanguageHeadsConfig | None = None,
+    **overrides: Any,
 ) -> LanguageHeads:
-    """Importance per language (:func:`lens_heads.head_importance`) and the language heads.
+    """Importance per language (:func:`lens_heads.head_importance`) and the language heads;
+    ``config`` is a :class:`LanguageHeadsConfig` (its fields, and its importance's, also as
+    keywords: ``quantile=0.9, precision="float32"``).
 
     ``texts_by_language``: see :func:`load_texts_by_language` (``None`` = the built-in five-
     language corpus); ``n_docs`` uses the first ``n_docs`` documents of each language.
     """
+    config = configure(LanguageHeadsConfig, config, overrides, "language_heads")
+    quantile, min_languages, n_docs = config.quantile, config.min_languages, config.n_docs
     texts = load_texts_by_language(texts_by_language)
     check_rule(quantile, min_languages, len(texts))
     if n_docs is not None:
-        if n_docs < 1:
-            raise ImportanceInputError(f"n_docs must be positive (or None), got {n_docs}")
         texts = {lang: values[:n_docs] for lang, values in texts.items()}
     scores = []
     for values in texts.values():
-        result = head_importance(
-            model,
-            values,
-            method=method,
-            batch_size=batch_size,
-            max_tokens=max_tokens,
-            dtype=dtype,
-            progress=progress,
-        )
+        result = head_importance(model, values, config.importance)
         scores.append(result.scores)
+    method = config.importance.method
     return LanguageHeads(
         languages=list(texts),
         scores=torch.stack(scores),

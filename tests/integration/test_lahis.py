@@ -40,7 +40,7 @@ def perplexity(gemma, heads):
     # q = 0.9 gives 4-5 specific heads per language (q = 0.96 gives one, too small an effect)
     wider = replace(heads, quantile=0.9)
     return perplexity_experiment(
-        gemma, wider, languages=["fr", "zh"], n_docs=16, skip=100, seeds=(0, 1)
+        gemma, wider, languages=["fr", "zh"], n_docs=16, skip=100, random_seeds=(0, 1)
     )
 
 
@@ -92,7 +92,7 @@ def test_importance_gradient_equals_finite_differences_on_gemma(gemma):
     from lens_heads.lahis.languages import load_texts_by_language
 
     texts = load_texts_by_language()["fr"][:2]
-    result = head_importance(gemma, texts, dtype="float32", batch_size=1, progress=False)
+    result = head_importance(gemma, texts, precision="float32", batch_size=1, progress=False)
     n_layers, n_heads = result.gradients.shape[1:]
     strongest = divmod(int(result.gradients[0].abs().argmax()), n_heads)
     eps = 1e-2

@@ -69,7 +69,8 @@ API = {
         "alignment_heads_across_models", "translation_scores", "trater_scores",
     ],
     "lens_heads.lahis": [
-        "HeadImportance", "LanguageHeads", "SoftMaskConfig", "SoftMaskExperiment",
+        "HeadImportance", "ImportanceConfig", "LanguageHeads", "LanguageHeadsConfig",
+        "PerplexityConfig", "SoftMaskConfig", "SoftMaskExperiment",
         "TransferConfig", "TransferResult", "attention_transfer", "head_importance",
         "language_heads", "soft_mask_config", "soft_mask_experiment",
     ],

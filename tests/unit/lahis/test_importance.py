@@ -51,7 +51,7 @@ def model():
 
 # -- importance ------------------------------------------------------------------------------
 def test_gradient_equals_finite_difference(model):
-    result = head_importance(model, TEXTS[:2], dtype="float32", batch_size=1, progress=False)
+    result = head_importance(model, TEXTS[:2], precision="float32", batch_size=1, progress=False)
     eps = 1e-2
     for doc in range(2):
         for layer, head in [(0, 0), (0, 3), (1, 1), (1, 2)]:
@@ -68,9 +68,9 @@ def test_gradient_equals_finite_difference(model):
 
 
 def test_batched_equals_batch_one(model):
-    alone = head_importance(model, TEXTS, dtype="float32", batch_size=1, progress=False)
-    batched = head_importance(model, TEXTS, dtype="float32", batch_size=5, progress=False)
-    by_tokens = head_importance(model, TEXTS, dtype="float32", progress=False)
+    alone = head_importance(model, TEXTS, precision="float32", batch_size=1, progress=False)
+    batched = head_importance(model, TEXTS, precision="float32", batch_size=5, progress=False)
+    by_tokens = head_importance(model, TEXTS, precision="float32", progress=False)
     assert (alone.gradients - batched.gradients).abs().max() <= 1e-5
     assert (alone.gradients - by_tokens.gradients).abs().max() <= 1e-5
     assert (alone.losses - batched.losses).abs().max() <= 1e-5
@@ -82,7 +82,7 @@ def test_no_weight_gradient_and_requires_grad_restored(model):
     before = [p.requires_grad for p in parameters]
     parameters[0].requires_grad_(True)
     try:
-        head_importance(model, TEXTS[:3], dtype="float32", progress=False)
+        head_importance(model, TEXTS[:3], precision="float32", progress=False)
         assert all(p.grad is None for p in parameters)
         assert parameters[0].requires_grad
     finally:
@@ -91,9 +91,9 @@ def test_no_weight_gradient_and_requires_grad_restored(model):
 
 
 def test_inside_no_grad_still_works(model):
-    outside = head_importance(model, TEXTS[:3], dtype="float32", progress=False)
+    outside = head_importance(model, TEXTS[:3], precision="float32", progress=False)
     with torch.no_grad():
-        inside = head_importance(model, TEXTS[:3], dtype="float32", progress=False)
+        inside = head_importance(model, TEXTS[:3], precision="float32", progress=False)
     torch.testing.assert_close(inside.gradients, outside.gradients, atol=1e-7, rtol=1e-6)
     torch.testing.assert_close(inside.losses, outside.losses, atol=1e-7, rtol=1e-6)
     assert torch.equal(inside.scores.argsort(), outside.scores.argsort())
@@ -112,7 +112,7 @@ def test_scores_by_method_hand_computed():
 
 
 def test_result_views_and_round_trip(model, tmp_path):
-    result = head_importance(model, TEXTS, method="abs_grad", dtype="float32", progress=False)
+    result = head_importance(model, TEXTS, method="abs_grad", precision="float32", progress=False)
     frame = result.to_frame()
     assert list(frame["label"][:3]) == result.top(3)
     assert frame["score"].is_monotonic_decreasing
@@ -361,7 +361,7 @@ def test_perplexity_experiment_plumbing(model, tmp_path):
     scores[0, 0, 1] = scores[1, 1, 2] = 1.0  # en: L0H1, fr: L1H2 (planted)
     heads = LanguageHeads(["en", "fr"], scores, 0.75, 2, "lahis", model_name(model))
     assert heads.specific == {"en": ["L0H1"], "fr": ["L1H2"]}
-    result = perplexity_experiment(model, heads, texts, n_docs=2, seeds=(0, 1))
+    result = perplexity_experiment(model, heads, texts, n_docs=2, random_seeds=(0, 1))
     table = result.table.set_index(["masked", "evaluated"])
     assert len(table) == 4 and (table["ppl_base"] > 1).all()
     removal = heads.specific_mask("en").complement()  # every head but L0H1
@@ -382,7 +382,7 @@ def test_perplexity_experiment_plumbing(model, tmp_path):
     with pytest.raises(MaskShapeError, match="compute them for this model"):
         perplexity_experiment(model, other, texts)
     with pytest.raises(ImportanceInputError, match="seeds is empty"):
-        perplexity_experiment(model, heads, texts, seeds=())
+        perplexity_experiment(model, heads, texts, random_seeds=())
 
 
 def test_result_examples_round_trip(tmp_path):
