@@ -139,7 +139,17 @@ def _donor_outputs(model: ModelLike, donors: Sequence[Sequence[int]], width: int
 
 
 def _answer_logits(model: ModelLike, resid: Tensor, answers: Tensor) -> Tensor:
-    return lens_logits(model, resid).float().gather(-1, answers[:, None].to(resid.device))[:, 0]
+    """The answer's logit of each row of ``resid``; with ``answers`` of two columns, the first
+    one's logit minus the second's (an answer against a counterfactual answer)."""
+    logits = lens_logits(model, resid).float()
+    return _picked(logits, answers.to(resid.device))
+
+
+def _picked(logits: Tensor, answers: Tensor) -> Tensor:
+    if answers.ndim == 1:
+        return logits.gather(-1, answers[:, None])[:, 0]
+    picked = logits.gather(-1, answers)
+    return picked[:, 0] - picked[:, 1]
 
 
 def common_prefix(tokens: Sequence[Sequence[int]]) -> int:
@@ -223,10 +233,27 @@ def _prefix_effects(
                     cached_step(model, suffix, attention.to(device), cache, None)
             except _Stop:
                 pass
-            answers = answer_ids[start : start + rows].repeat(n_heads)
+            answers = _repeat(answer_ids[start : start + rows], n_heads)
             removed = _answer_logits(model, seen["resid"], answers).view(n_heads, rows)
             effects[ablation][layer] += (full[start : start + rows][None] - removed).sum(1).cpu()
     return {ablation: value / len(tokens) for ablation, value in effects.items()}
+
+
+def _answer_ids(
+    model: ModelLike, answers: Sequence[str | int], against: Sequence[str | int] | None
+) -> Tensor:
+    """The answers' first token ids ``[n]``, or ``[n, 2]`` beside the ``against`` ones."""
+    ids = torch.tensor(target_token_ids(model, list(answers)))
+    if against is None:
+        return ids
+    if len(against) != len(answers):
+        raise InputError(f"give one counter-answer per answer ({len(answers)}, {len(against)})")
+    return torch.stack([ids, torch.tensor(target_token_ids(model, list(against)))], dim=1)
+
+
+def _repeat(values: Tensor, times: int) -> Tensor:
+    """``values`` (rows of answer ids) repeated ``times`` times, one block after another."""
+    return values.repeat(times) if values.ndim == 1 else values.repeat(times, 1)
 
 
 def _full_answer_logits(
@@ -240,22 +267,25 @@ def _full_answer_logits(
         with torch.no_grad():
             logits = model(batch.to(model.cfg.device))
         rows = torch.arange(len(last))
-        answers = answer_ids[start : start + len(last)][:, None].to(logits.device)
-        found.append(logits[rows, last].float().gather(-1, answers)[:, 0].cpu())
+        answers = answer_ids[start : start + len(last)].to(logits.device)
+        found.append(_picked(logits[rows, last].float(), answers).cpu())
     return torch.cat(found)
 
 
 def single_head_effects(
     model: ModelLike,
     prompts: Sequence[PromptLike],
-    answers: Sequence[str],
+    answers: Sequence[str | int],
     *,
     reference: Sequence[PromptLike] | None = None,
     config: EffectsConfig | None = None,
+    against: Sequence[str | int] | None = None,
     progress: bool = False,
 ) -> dict[str, Float[Tensor, "n_layers n_heads"]]:
     """The mean answer-logit drop of removing each head alone, per ablation of ``config``
-    (``reference``: the prompts of the mean ablation's baseline, required for it)."""
+    (``reference``: the prompts of the mean ablation's baseline, required for it; of the
+    resample ablation's donors, matched by length). With ``against`` (one answer per prompt),
+    the drop of the logit difference between each answer and its ``against``."""
     config = config or EffectsConfig()
     if len(prompts) != len(answers) or not prompts:
         raise InputError(f"give one answer per prompt ({len(prompts)} prompts, {len(answers)})")
@@ -264,7 +294,7 @@ def single_head_effects(
     baselines = _baselines(model, config.ablations, reference, config.batch_size)
     if "resample" in config.ablations:
         donors = donor_prompts(tokens, _encode(model, reference or []))  # checked up front
-    answer_ids = torch.tensor(target_token_ids(model, list(answers)))
+    answer_ids = _answer_ids(model, answers, against)
     shared = common_prefix(tokens)
     use_prefix = config.shared_prefix
     if use_prefix is None:
@@ -324,7 +354,7 @@ def single_head_effects(
                 except _Stop:
                     pass
                 removed = _answer_logits(
-                    model, seen["resid"], answers_chunk.repeat_interleave(n_heads)
+                    model, seen["resid"], answers_chunk.repeat_interleave(n_heads, dim=0)
                 ).view(len(chunk), n_heads)
                 effects[ablation][layer] += (full[:, None] - removed).sum(dim=0).cpu()
     return {ablation: value / len(tokens) for ablation, value in effects.items()}
@@ -333,17 +363,18 @@ def single_head_effects(
 def plain_single_head_effects(
     model: ModelLike,
     prompts: Sequence[PromptLike],
-    answers: Sequence[str],
+    answers: Sequence[str | int],
     *,
     reference: Sequence[PromptLike] | None = None,
     config: EffectsConfig | None = None,
+    against: Sequence[str | int] | None = None,
 ) -> dict[str, Float[Tensor, "n_layers n_heads"]]:
     """The same effects the plain way: for each head and ablation, one hook and a full forward
     of every prompt (the reference of :func:`single_head_effects`)."""
     config = config or EffectsConfig()
     n_layers, n_heads = head_shape(model)
     tokens = _encode(model, prompts)
-    answer_ids = torch.tensor(target_token_ids(model, list(answers)))
+    answer_ids = _answer_ids(model, answers, against)
     width = max(map(len, tokens))
 
     def answer_logit(hooks: list) -> Tensor:  # every prompt in one batch

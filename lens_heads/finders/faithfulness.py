@@ -163,8 +163,8 @@ class PairScorer:
     ) -> Float[Tensor, "n_masks n_pairs"]:
         """``m`` of every pair under every mask."""
         device = self.model.cfg.device
-        masks = masks.float()
-        n_masks = masks.shape[0]
+        masks, inverse = torch.unique(masks.float(), dim=0, return_inverse=True)
+        n_masks = masks.shape[0]  # each distinct mask once: sizes often repeat a count
         per_chunk = max(1, self.batch_size // max(1, n_masks))
         found = []
         for start in range(0, len(self.pairs), per_chunk):
@@ -172,7 +172,7 @@ class PairScorer:
             baseline = self.baseline(chunk)
             tokens, last = right_padded([p.tokens for p in chunk], self.pad)
             found.append(self._chunk(chunk, tokens, last, baseline, masks.to(device)))
-        return torch.cat(found, dim=1)
+        return torch.cat(found, dim=1)[inverse]
 
     def _chunk(
         self, chunk: Sequence[Any], tokens: Tensor, last: Tensor, baseline: Tensor | None,

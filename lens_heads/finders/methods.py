@@ -3,7 +3,9 @@ task and its training pairs to one score per head (higher: more important), time
 
 =====================  ==================================================================
 ``effects``            exact single-head effects: ``m`` with all heads minus ``m`` with the
-                       head alone ablated (``effects-counterfactual``, ``-mean``, ``-zero``)
+                       head alone ablated (``effects-counterfactual``, ``-mean``, ``-zero``;
+                       :func:`lens_heads.atlas.single_head_effects`, which runs each layer's
+                       heads from that layer on)
 ``attribution``        first-order attribution patching at the node level (MIB's NAP): the
                        gradient of ``m`` in each head's multiplier ``a`` (its output is
                        ``a z + (1 - a) z_cf``), at ``a = 1``
@@ -46,7 +48,7 @@ from lens_heads.core.models import ModelLike, head_shape
 from lens_heads.core.prompts import pad_token_id
 from lens_heads.core.tasks import Task
 from lens_heads.finders.counterfactuals import CounterfactualSet
-from lens_heads.finders.faithfulness import SIZES, PairScorer
+from lens_heads.finders.faithfulness import SIZES
 
 __all__ = ["CONTROLS", "GRADIENT_METHODS", "METHODS", "MethodConfig", "MethodScores", "score"]
 
@@ -117,12 +119,21 @@ Method = Callable[[_Inputs], Any]
 
 def _effects(ablation: str) -> Method:
     def run(inputs: _Inputs) -> tuple[Tensor, int, int]:
+        from lens_heads.atlas import EffectsConfig, single_head_effects
+
+        pairs = inputs.train_pairs.pairs
+        kind = "resample" if ablation == "counterfactual" else ablation
+        # resample's donors are matched by length, the i-th prompt of a length taking the i-th
+        # reference of that length: the counterfactuals, in the pairs' order, are each its own
+        reference = [p.counterfactual_tokens if kind == "resample" else p.tokens for p in pairs]
+        config = EffectsConfig(ablations=(kind,), batch_size=max(1, inputs.config.batch_size // 8))
+        effects = single_head_effects(
+            inputs.model, [p.tokens for p in pairs], [p.answer for p in pairs],
+            reference=reference, config=config, against=[p.counterfactual_answer for p in pairs],
+        )  # fmt: skip
         n_layers, n_heads = head_shape(inputs.model)
-        scorer = PairScorer(inputs.model, inputs.train_pairs, ablation, inputs.config.batch_size)
-        masks = torch.ones(n_layers * n_heads + 1, n_layers * n_heads)
-        masks[1:] -= torch.eye(n_layers * n_heads)  # row 0: every head; row 1 + h: without h
-        values = scorer.metrics(masks.view(-1, n_layers, n_heads)).mean(dim=1)
-        return (values[0] - values[1:]).view(n_layers, n_heads), scorer.forwards, 0
+        passes = len(pairs) * (1 + n_layers * n_heads) + (len(pairs) if kind == "resample" else 0)
+        return effects[kind].float(), passes, 0
 
     return run
 
