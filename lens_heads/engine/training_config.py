@@ -142,6 +142,12 @@ class TrainingConfig:
     ablation: str = "zero"
     """What a removed head outputs: zero, or mean (its mean output over the prompts of the first
     64 training examples)."""
+    checkpoint_activations: bool = False
+    """Keep each block's input instead of its activations and recompute the block in the
+    backward pass (the same gradients, less memory, about one more forward of time)."""
+    compile: bool = False
+    """Run each block through torch.compile: fewer, larger kernels on a GPU (equal to eager
+    within float rounding; the first steps compile)."""
 
     def __post_init__(self) -> None:
         def need(condition: bool, message: str) -> None:
@@ -268,6 +274,8 @@ _LATER_FIELDS: dict[str, Any] = {
     "gate_pull": 0.0,
     "pull_clamp": 4.0,
     "ablation": "zero",
+    "checkpoint_activations": False,
+    "compile": False,
 }
 
 #: the mask parametrisations of the one trainer
@@ -295,6 +303,17 @@ def _check_gates(config: TrainingConfig) -> None:
             f"{' and '.join(named)} belong to sigmoid gates: pass gates='sigmoid' with them "
             "(the straight-through mask trains one mask with its own sparsity setting)"
         )
+
+
+def _trainable_heads(labels: Sequence[str] | None, n_layers: int, n_heads: int) -> Tensor:
+    """Boolean ``[n_layers, n_heads]`` of the soft mask's trainable heads (all when None)."""
+    if labels is None:
+        return torch.ones(n_layers, n_heads, dtype=torch.bool)
+    chosen = torch.zeros(n_layers, n_heads, dtype=torch.bool)
+    for label in labels:
+        layer, head = parse_head(label, n_layers, n_heads)
+        chosen[layer, head] = True
+    return chosen
 
 
 def _check_soft(config: TrainingConfig) -> None:
