@@ -52,6 +52,7 @@ from lens_heads.scale.plan_result import Plan
 
 __all__ = [
     "CPU_GFLOPS_PER_THREAD",
+    "CPU_LAYER_SECONDS",
     "CPU_RUNTIME_BYTES",
     "CUDA_CONTEXT_BYTES",
     "GPU_EFFICIENCY",
@@ -92,6 +93,8 @@ GPU_EFFICIENCY = 0.4
 #: (from the stored SmolLM2-shape GPU benchmark: a 30-layer step took about the same time at
 #: batch 16 and 256, about 4.7 ms per layer)
 GPU_LAYER_SECONDS = {"train": 4.7e-3, "forward": 1.6e-3}
+#: fixed seconds per layer call on a CPU (the bridge's hooks and Python around each block)
+CPU_LAYER_SECONDS = {"train": 0.0, "forward": 0.0}
 #: host-to-GPU copies of offloaded layers (pageable memory over PCIe; an assumption)
 HOST_LINK_BYTES_PER_S = 12e9
 
@@ -433,7 +436,7 @@ def _throughput(config: PlanConfig) -> float:
 
 
 def _layer_seconds(config: PlanConfig, kind: str) -> float:
-    return GPU_LAYER_SECONDS[kind] if config.on_gpu else 0.0
+    return (GPU_LAYER_SECONDS if config.on_gpu else CPU_LAYER_SECONDS)[kind]
 
 
 def _threads() -> int:
