@@ -99,13 +99,27 @@ def _inputs() -> dict[str, Any]:
     for example in lh.get_task(TRAIN_TASK).examples:
         prompt = fmt.render(example.input, tokenizer)
         train.append(encode_example(tokenizer, prompt, example.output, chat=True, end_tokens=end))
-    words = lh.get_task(WORD_TASK).examples[:8]
+    words = lh.get_task(WORD_TASK).examples[:40]
     return {
         "train": [[example.tokens, example.answer_start] for example in train],
         "prompts": [encode_text(tokenizer, e.input, chat=True) for e in words],
         "answers": [tokenizer(e.output, add_special_tokens=False).input_ids[0] for e in words],
         "sweep_prompt_tokens": len(encode_text(tokenizer, "apple", chat=True)),
     }
+
+
+def write_tokens(path: Path) -> None:
+    """The token ids the GPU benchmark runs (benchmarks/bench_scale_gpu.py): no tokenizer has to
+    travel to the GPU machine."""
+    from lens_heads.core.storage import write_atomic
+
+    found = _inputs()
+    found["source"] = (
+        f"{SOURCE}'s tokenizer: the {TRAIN_TASK} task's examples (prompt in the chat template, "
+        f"answer, end-of-turn token) and the first 40 {WORD_TASK} prompts with their answers' "
+        "first tokens (python -m benchmarks.bench_scale --write-tokens)"
+    )
+    write_atomic(path, json.dumps(found, separators=(",", ":")) + "\n")
 
 
 def _run_case(case: tuple, inputs_file: Path, allocator: str, quick: bool) -> dict[str, Any]:
@@ -304,7 +318,7 @@ def _atlas(model: Any, alias: str, inputs: dict, spec: dict, meter: _measure) ->
 
     n_layers, n_heads = lh.head_shape(model)
     if alias in REAL:
-        words = lh.get_task(WORD_TASK).examples[:8]
+        words = lh.get_task(WORD_TASK).examples[:40]
         prompts = [list(encode_prompt(model, e.input).tokens) for e in words]
         answers = target_token_ids(model, [e.output for e in words])
     else:
@@ -408,7 +422,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--replan", action="store_true", help="recompute the stored cases' predictions only"
     )
+    parser.add_argument("--write-tokens", help="write the GPU benchmark's token ids to this file")
     args = parser.parse_args(argv)
+    if args.write_tokens:
+        write_tokens(Path(args.write_tokens))
+        return 0
     if args.case:
         print(json.dumps(one_case(json.loads(args.case)), default=str), flush=True)
         return 0

@@ -4,8 +4,10 @@ by ``torch.compile`` into fewer, larger kernels.
 
 Activation checkpointing keeps each block's input and runs the block again when the backward pass
 reaches it; the hooks inside the block (the head mask on ``hook_z``) fire again in that run, so
-the gradients are those of the plain run. The last block is left alone: the trainer reads its
-output through a hook that stops the forward there, which a recomputation would repeat.
+the gradients are those of the plain run. A KV cache the bridge passes the block (it does after
+any cached decoding) is left out: the recomputation would write its keys into it a second time.
+The last block is left alone: the trainer reads its output through a hook that stops the forward
+there, which a recomputation would repeat.
 
 >>> import torch, lens_heads as lh
 >>> model = lh.tiny_model(n_layers=3)
@@ -47,6 +49,11 @@ def block_forward(model: Any, *, checkpoint: bool = False, compile: bool = False
             block.__dict__.pop("forward", None)
 
 
+#: the names a block's KV cache goes by (transformers 5 calls it ``cache``): a training forward
+#: needs none, and a checkpointed block must not write into one twice
+_CACHES = {"cache", "past_key_values", "past_key_value", "layer_past"}
+
+
 def _checkpointed(block: Any, run: Callable[..., Any]) -> Callable[..., Any]:
     """``run`` under non-reentrant checkpointing. The hooks on the block's hook points when the
     forward ran (the caller's ``model.hooks(...)`` block has ended by the backward pass) are put
@@ -57,6 +64,10 @@ def _checkpointed(block: Any, run: Callable[..., Any]) -> Callable[..., Any]:
         if not torch.is_grad_enabled():
             return run(*args, **kwargs)
         hooks = [(point, dict(point._forward_hooks)) for point in points]
+        for name in _CACHES & set(kwargs):  # a recomputation would append its keys again
+            kwargs[name] = None
+        if "use_cache" in kwargs:
+            kwargs["use_cache"] = False
 
         def contexts() -> tuple[Any, Any]:
             return nullcontext(), _hooks_as(hooks)

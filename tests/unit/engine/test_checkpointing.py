@@ -130,3 +130,19 @@ def test_a_compiled_forward_equals_eager():
         [sys.executable, "-c", _COMPILED], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0 and "equal" in done.stdout, done.stderr[-3000:]
+
+
+def test_checkpointing_a_model_that_passes_its_blocks_a_kv_cache(task):
+    """After a cached decoding (the library guards run one on every load) the bridge hands every
+    block a KV cache: a recomputed block must not write its keys into it a second time (found
+    by the GPU script's dry run on the Llama-3.1-8B shape)."""
+    from lens_heads.core.model_configs import model_config
+
+    values = model_config("llama-3.1-8b-instruct")["config"]
+    values |= {"num_hidden_layers": 3, "hidden_size": 64, "intermediate_size": 96,
+               "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+               "vocab_size": 320}  # fmt: skip
+    model = lh.random_model(values, dtype="float32")  # the guards run a cached decoding first
+    plain_loss, plain_grad, _ = _gradient(model, task, False, dtype="float32")
+    loss, grad, _ = _gradient(model, task, True, dtype="float32")
+    assert torch.allclose(loss, plain_loss) and torch.allclose(grad, plain_grad, atol=1e-7)
