@@ -9,10 +9,11 @@ Each measurement runs in a fresh interpreter (``--case``), so nothing an earlier
 counts: the peak is the highest resident set during the job (``VmHWM``, reset once the model is
 in memory and warm) less the resident set before the model loaded. The interpreter runs with
 ``MALLOC_MMAP_THRESHOLD_=131072``: glibc then returns every freed block of 128 KiB or more to the
-system at once, so the resident set follows the live tensors (with its default, freed blocks
-stay in the heap and the peak grows by what the allocator keeps; the training cases are measured
-that way too, for the record). Random-weight models get the token ids of SmolLM2's tokenizer
-(valid in their larger vocabularies), so their prompts keep the task's real token lengths.
+system at once, so the resident set follows the live tensors (one step after the warm-up gives
+the peak). The cases of :data:`TIMED` run again with glibc's default allocator, whose time is
+the job's (the returning allocator's page faults slow it) and whose peak is higher by the freed
+blocks it keeps. Random-weight models get the token ids of SmolLM2's tokenizer (valid in their
+larger vocabularies), so their prompts keep the task's real token lengths.
 """
 
 from __future__ import annotations
@@ -72,7 +73,13 @@ CASES: list[tuple] = [
 #: the atlas of a model this large runs the effects of its first layers only (its peak is the
 #: first layer's, which runs every block; the time per head comes from the layers it ran)
 ATLAS_LAYERS = {"qwen2.5-0.5b-instruct": 3, "qwen2.5-1.5b-instruct": 2}
-TRAINING_STEPS = {"qwen2.5-1.5b-instruct": 2}  # measured steps after the warm-up (default 3)
+#: the cases also run with glibc's default allocator, which time their job (the returning
+#: allocator's page faults slow it): time against parameters and against prompts per step
+TIMED = {
+    "smollm2 train autocast", "smollm2 train autocast b4", "smollm2 train autocast b8",
+    "smollm2 train autocast b32", "gemma train autocast", "qwen0.5b train autocast",
+    "qwen1.5b train autocast", "smollm2 train fp32", "smollm2 sweep fp32", "gemma atlas fp32",
+}  # fmt: skip
 SWEEP_CHUNKS = 2
 
 
@@ -150,12 +157,13 @@ def measure_all(only: str = "", quick: bool = False, default_allocator: bool = T
             continue
         print(f"measuring {case[0]} ...", flush=True)
         row = _run_case(case, inputs_file, "returning", quick)
-        if default_allocator:  # glibc's default: the time of the job, and its own peak
+        if default_allocator and case[0] in TIMED:  # glibc's default: the time, its own peak
             timed = _run_case(case, inputs_file, "default", quick)
             row["measured peak MiB, default allocator"] = timed["measured peak MiB"]
             row["seconds per unit, returning allocator"] = row["seconds per unit"]
             row["seconds per unit"] = timed["seconds per unit"]
             row["load average"] = timed["load average"]
+        row["timed"] = default_allocator and case[0] in TIMED
         print(json.dumps({k: row[k] for k in _SHOWN if k in row}), flush=True)
         found.append(row)
     return found
@@ -270,7 +278,8 @@ def _train(model: Any, alias: str, inputs: dict, spec: dict, meter: _measure) ->
         trainer.encoded = [EncodedExample(tokens, start) for tokens, start in inputs["train"]]
     trainer.step()  # warm-up: the partial-unembedding check, first-call allocations
     meter.warm()
-    steps = 1 if spec["quick"] else TRAINING_STEPS.get(alias, 3)
+    timed = not os.environ.get("MALLOC_MMAP_THRESHOLD_")
+    steps = 3 if timed and not spec["quick"] else 1  # the peak: one step after the warm-up
     widths, answers, times = [], [], []
     for _ in range(steps):
         tokens, answer_mask = trainer.batch(trainer.step_index)
