@@ -162,6 +162,7 @@ def measure_all(only: str = "", quick: bool = False, default_allocator: bool = T
             row["measured peak MiB, default allocator"] = timed["measured peak MiB"]
             row["seconds per unit, returning allocator"] = row["seconds per unit"]
             row["seconds per unit"] = timed["seconds per unit"]
+            row["compute seconds per unit"] = timed["compute seconds per unit"]
             row["load average"] = timed["load average"]
         row["timed"] = default_allocator and case[0] in TIMED
         print(json.dumps({k: row[k] for k in _SHOWN if k in row}), flush=True)
@@ -170,8 +171,8 @@ def measure_all(only: str = "", quick: bool = False, default_allocator: bool = T
 
 
 _SHOWN = ("name", "predicted peak MiB", "measured peak MiB", "error %",
-          "measured peak MiB, default allocator", "seconds per unit", "predicted seconds per unit",
-          "load average")  # fmt: skip
+          "measured peak MiB, default allocator", "seconds per unit", "compute seconds per unit",
+          "predicted seconds per unit", "load average")  # fmt: skip
 
 
 # -- one case, in its own interpreter -----------------------------------------------------------
@@ -234,13 +235,16 @@ def one_case(spec: dict[str, Any]) -> dict[str, Any]:
         model = lh.random_model(alias, dtype=weights, verify=False)
     loaded = time.perf_counter() - started
     run = {"train-mask": _train, "sweep": _sweep, "atlas": _atlas}[job]
-    measured, plan_fields, seconds, units = run(model, alias, inputs, spec, _measure(base))
+    measured, plan_fields, seconds, cpu, units = run(model, alias, inputs, spec, _measure(base))
     row = {
         "name": name, "model": alias, "job": job, "weights": weights, "precision": precision,
         "checkpoint_activations": checkpoint, "random weights": alias not in REAL,
         "parameters": sum(p.numel() for p in model.parameters()), "plan": plan_fields,
         "measured peak MiB": round(measured, 1),
         "seconds per unit": seconds / units,  # the plan's units: steps, removal steps, heads
+        # CPU time over the threads: the wall time with the cores to itself (a shared machine's
+        # other processes lengthen the wall time, not the CPU time)
+        "compute seconds per unit": cpu / units / torch.get_num_threads(),
         "units measured": units, "load seconds": round(loaded, 1),
         "threads": torch.get_num_threads(),
         "allocator": "returning" if os.environ.get("MALLOC_MMAP_THRESHOLD_") else "default",
@@ -280,17 +284,18 @@ def _train(model: Any, alias: str, inputs: dict, spec: dict, meter: _measure) ->
     meter.warm()
     timed = not os.environ.get("MALLOC_MMAP_THRESHOLD_")
     steps = 3 if timed and not spec["quick"] else 1  # the peak: one step after the warm-up
-    widths, answers, times = [], [], []
+    widths, answers, times, cpu = [], [], [], []
     for _ in range(steps):
         tokens, answer_mask = trainer.batch(trainer.step_index)
         widths.append(tokens.shape[1])
         answers.append(int(answer_mask.sum()))
-        tick = time.perf_counter()
+        tick, cpu_tick = time.perf_counter(), time.process_time()
         trainer.step()
         times.append(time.perf_counter() - tick)
+        cpu.append(time.process_time() - cpu_tick)
     fields = {"batch_size": batch, "seq_len": max(widths),
               "answer_tokens": math.ceil(max(answers) / batch)}  # fmt: skip
-    return meter.peak(), fields, min(times), 1
+    return meter.peak(), fields, min(times), min(cpu), 1
 
 
 def _sweep(model: Any, alias: str, inputs: dict, spec: dict, meter: _measure) -> tuple:
@@ -310,12 +315,12 @@ def _sweep(model: Any, alias: str, inputs: dict, spec: dict, meter: _measure) ->
     options = dict(target=target, max_new_tokens=20, chat=chat, progress=False)
     lh.removal_sweep(model, prompt, order[:1], **options)  # warm-up
     meter.warm()
-    tick = time.perf_counter()
+    tick, cpu_tick = time.perf_counter(), time.process_time()
     lh.removal_sweep(model, prompt, order, **options)
-    seconds = time.perf_counter() - tick
+    seconds, cpu = time.perf_counter() - tick, time.process_time() - cpu_tick
     steps = len(order) + 1
     chunk = math.ceil(steps / math.ceil(steps / rows))
-    return meter.peak(), {"batch_size": chunk, "seq_len": prompt_len}, seconds, steps
+    return meter.peak(), {"batch_size": chunk, "seq_len": prompt_len}, seconds, cpu, steps
 
 
 def _atlas(model: Any, alias: str, inputs: dict, spec: dict, meter: _measure) -> tuple:
@@ -341,13 +346,13 @@ def _atlas(model: Any, alias: str, inputs: dict, spec: dict, meter: _measure) ->
         assert prefix, "a partial atlas needs the shared-prefix path"
         effects.tqdm = lambda steps, **kw: itertools.islice(steps, layers)
     meter.warm()
-    tick = time.perf_counter()
+    tick, cpu_tick = time.perf_counter(), time.process_time()
     effects.single_head_effects(model, prompts, answers, config=config)
-    seconds = time.perf_counter() - tick
+    seconds, cpu = time.perf_counter() - tick, time.process_time() - cpu_tick
     fields = {"batch_size": config.batch_size, "seq_len": max(map(len, prompts)),
               "prefix_len": shared if prefix else 0, "n_eval": len(prompts),
               "ablations": ("zero",)}  # fmt: skip
-    return meter.peak(), fields, seconds, layers * n_heads
+    return meter.peak(), fields, seconds, cpu, layers * n_heads
 
 
 # -- the stored result ----------------------------------------------------------------------------
