@@ -43,9 +43,9 @@ def cpu_table(results: Path) -> str:
         return _first_up(missing.cell()) + "."
     lines = [
         "| case | parameters | weights, training precision | rows x tokens | plan's peak "
-        "| measured peak | error | peak, glibc default | time per unit: measured (plan) "
-        "| load |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| measured peak | error | peak, glibc default | time: wall (CPU time / threads) "
+        "| plan's time | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in record["cases"]:
         plan = row["plan"]
@@ -75,17 +75,19 @@ def cpu_table(results: Path) -> str:
             *lines,
             "",
             f"Stored: `results/{CPU}/numbers.json`, the curves in `results/{CPU}/figure.html`. "
-            "Load is the machine's load average during the timed run (2 cores): the times of a "
-            "shared machine vary with it.",
+            "Load is the machine's load average during the timed run: the wall time of a shared "
+            "machine grows with it, the CPU time over the threads (what the job would take with "
+            "the cores to itself) much less; the plan's CPU throughput is fitted to the latter.",
         ]
     )
 
 
 def _time(row: dict[str, Any]) -> str:
-    plan = f"({row['predicted seconds per unit']:.3g} s) per {row['unit']}"
+    plan = f"{row['predicted seconds per unit']:.3g} s per {row['unit']}"
     if not row.get("timed"):
-        return f"not timed {plan}"
-    return f"{row['seconds per unit']:.3g} s {plan}"
+        return f"not timed | {plan}"
+    wall, compute = row["seconds per unit"], row["compute seconds per unit"]
+    return f"{wall:.3g} s ({compute:.3g} s) | {plan}"
 
 
 def gpu_table(results: Path) -> str:
