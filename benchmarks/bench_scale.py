@@ -228,6 +228,7 @@ def predict(row: dict[str, Any]) -> dict[str, Any]:
         "error %": round(100 * (predicted - measured) / measured, 1),
         "predicted seconds per unit": found.seconds_per_unit,
         "FLOP per unit": found.time["flops"] / found.time["units"],
+        "layer calls per unit": found.time["layer calls"] / found.time["units"],
         "unit": found.time["per"],
     }
 
@@ -370,6 +371,40 @@ def _atlas(model: Any, alias: str, inputs: dict, spec: dict, meter: _measure) ->
     return meter.peak(), fields, seconds, cpu, layers * n_heads
 
 
+# -- the CPU's throughput, fitted ------------------------------------------------------------------
+def fit_cpu(rows: list[dict]) -> dict[str, Any]:
+    """The plan's CPU constants from the timed cases (one thread, CPU seconds): a training step
+    takes FLOP / throughput + layer calls x a fixed cost; the bf16-autocast steps give the bf16
+    throughput and the cost per layer call (least squares), the float32 step the float32
+    throughput, the sweep and the atlas the cost per forward layer call."""
+    import numpy as np
+
+    timed = [r for r in rows if r.get("timed")]
+    bf16 = [r for r in timed if r["job"] == "train-mask" and r["precision"] == "bfloat16"
+            and r["weights"] == "float32"]  # fmt: skip
+    if len(bf16) < 2:
+        return {}
+    design = np.array([[r["FLOP per unit"], r["layer calls per unit"]] for r in bf16])
+    seconds = np.array([r["compute seconds per unit"] for r in bf16])
+    (inverse, per_call), *_ = np.linalg.lstsq(design, seconds, rcond=None)
+    per_call = max(0.0, float(per_call))
+    found: dict[str, Any] = {"bfloat16 GFLOP/s per thread": 1e-9 / float(inverse)}
+    fp32 = [r for r in timed if r["job"] == "train-mask" and r["precision"] == "float32"]
+    if fp32:
+        rates = [r["FLOP per unit"] / (r["compute seconds per unit"]
+                 - per_call * r["layer calls per unit"]) for r in fp32]  # fmt: skip
+        found["float32 GFLOP/s per thread"] = 1e-9 * float(np.mean(rates))
+    found["seconds per training layer call"] = per_call
+    forward = [r for r in timed if r["job"] in ("sweep", "atlas") and r["weights"] == "float32"]
+    if forward and "float32 GFLOP/s per thread" in found:
+        rate = found["float32 GFLOP/s per thread"] * 1e9
+        costs = [(r["compute seconds per unit"] - r["FLOP per unit"] / rate)
+                 / r["layer calls per unit"] for r in forward]  # fmt: skip
+        found["seconds per forward layer call"] = max(0.0, float(np.mean(costs)))
+    found["cases"] = [r["name"] for r in timed]
+    return found
+
+
 # -- the stored result ----------------------------------------------------------------------------
 def summary(rows: list[dict]) -> dict[str, Any]:
     """Per job, the largest error and whether every case is within 15 %."""
@@ -485,6 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     record |= {
         "cases": rows,
         "summary": summary(rows),
+        "fitted CPU constants": fit_cpu(rows),
         "curves": plan_curves,
         "method": __doc__.split("\n\n", 2)[2].strip(),
         "predictions": {"command": " ".join(command), "code": code_version()},
