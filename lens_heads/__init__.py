@@ -22,8 +22,9 @@ from lens_heads.core.generation import Generation, generate, greedy_generate
 from lens_heads.core.guards import verify_model
 from lens_heads.core.hooks import ablated, apply_mask, mask_hooks
 from lens_heads.core.masks import HeadMask, expected_random_jaccard, jaccard
-from lens_heads.core.models import MODEL_ALIASES, head_shape, load_model, tiny_model
+from lens_heads.core.models import MODEL_ALIASES, head_shape, load_model
 from lens_heads.core.prompts import PromptFormat
+from lens_heads.core.random_models import random_model, tiny_model
 from lens_heads.core.scales import HeadScale
 from lens_heads.core.tasks import Task, get_task, list_tasks
 from lens_heads.engine import (
@@ -52,6 +53,7 @@ from lens_heads.heads_up.sweep_config import SweepConfig
 from lens_heads.lahis.importance import HeadImportance, head_importance
 from lens_heads.lahis.languages import LanguageHeads, language_heads
 from lens_heads.scale.grid import GridConfig, GridResult, run_grid
+from lens_heads.scale.planning import Plan, PlanConfig, plan
 
 __version__ = "0.2.0"
 
@@ -85,6 +87,8 @@ __all__ = [
     "MaskStatistics",
     "MaskTrainingResult",
     "PathwaysResult",
+    "Plan",
+    "PlanConfig",
     "PromptFormat",
     "RolesConfig",
     "ScoreConfig",
@@ -121,7 +125,9 @@ __all__ = [
     "logit_lens",
     "mask_hooks",
     "mask_statistics",
+    "plan",
     "plot_sweeps",
+    "random_model",
     "removal_sweep",
     "run_grid",
     "tasks_per_head",

@@ -27,6 +27,7 @@ from lens_heads.core.fingerprints import Fingerprint, claim_folder
 from lens_heads.core.guards import verify_model
 from lens_heads.core.models import load_model, model_name
 from lens_heads.core.prompts import INSTRUCTION_TEMPLATE, has_chat_template
+from lens_heads.core.random_models import refuse_random_weights
 from lens_heads.core.settings import configure
 from lens_heads.core.storage import Stages, write_atomic
 from lens_heads.core.tables import markdown_table
@@ -230,6 +231,7 @@ class _Demo:
         self.progress = self.config.progress
         self.n_eval = self.config.n_eval
         if not isinstance(self.config.model, str):
+            refuse_random_weights(self.config.model, "the demo")
             verify_model(self.config.model)  # before any stage computes (load_model does too)
             self.loaded.append(self.config.model)
 

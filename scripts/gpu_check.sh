@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
-# The GPU checks, in one run on a machine with a CUDA GPU (CI has none):
-#   1. the device tests: every analysis keeps its tensors on the GPU, the float32 bridge on the
+# The GPU checks, in one run on a machine with a CUDA GPU (CI has none), in order of priority,
+# each under a time cap so that the whole fits a 15-minute GPU window (about 12 minutes here):
+#   1. scale (issue 44): the papers' model sizes with random weights made on the GPU -- the
+#      Llama-3.1-8B shape's mask training against plain transformers, its 1,024 single-head
+#      effects, a removal sweep, gate fits, larger batches, checkpointing, the Qwen2.5-14B shape,
+#      the 8B with layers in CPU memory -- each beside the plan's prediction
+#      (benchmarks/bench_scale_gpu.py -> $OUT/scale/numbers.json; store it as
+#      results/benchmarks/gpu/scale/numbers.json);
+#   2. the device tests: every analysis keeps its tensors on the GPU, the float32 bridge on the
 #      GPU computes what plain transformers computes on the CPU (tests/unit/core/test_devices.py);
-#   2. the compatibility matrix with the bridge on the GPU
+#   3. the compatibility matrix with the bridge on the GPU
 #      (scripts/compatibility_matrix.py --device cuda -> results/compatibility/cuda/...);
-#   3. the GPU benchmark (benchmarks/bench_gpu.py -> benchmarks/results/gpu.json).
+#   4. the GPU benchmark (benchmarks/bench_gpu.py -> benchmarks/results/gpu.json).
 #
-#   OUT=gpu-check bash scripts/gpu_check.sh [tests] [matrix] [bench]   # default: all three
+#   OUT=gpu-check bash scripts/gpu_check.sh [scale] [tests] [matrix] [bench]   # default: all
+#   DRY=1 OUT=/tmp/gpu-dry bash scripts/gpu_check.sh   # the same steps on a CPU, tiny shapes
+#
+# DRY=1 runs every step on a machine without a GPU: scale with scaled-down shapes (its numbers
+# measure nothing), the device tests (they skip), the matrix's Llama family on the CPU, the
+# benchmark (it reports itself skipped). It checks the script, not the GPU.
 #
 # On a machine that cannot download (the project's lent GPU machine), prepare two ignored folders
 # here first and carry them: .whl (wheels of this checkout and of the libraries the GPU image
@@ -16,18 +28,19 @@
 # weights and says so). Every step runs even when an earlier one fails; the exit code is the
 # first failure's.
 set -uo pipefail
-STEPS=" ${*:-tests matrix bench} "
+STEPS=" ${*:-scale tests matrix bench} "
 OUT=${OUT:-gpu-check}
+DRY=${DRY:-}
 mkdir -p "$OUT"
 status=0
-step() {  # step NAME COMMAND...: run it, log it to $OUT/NAME.log, remember the first failure
-    local name=$1
-    shift
+step() {  # step NAME CAP COMMAND...: run it for at most CAP seconds, log it to $OUT/NAME.log,
+    local name=$1 cap=$2  #           remember the first failure
+    shift 2
     [[ $STEPS == *" $name "* ]] || return 0
-    echo "== $name: $*"
-    "$@" 2>&1 | tee "$OUT/$name.log"
+    echo "== $name (at most $cap s): $*"
+    timeout --kill-after=20 "$cap" "$@" 2>&1 | tee "$OUT/$name.log"
     local code=${PIPESTATUS[0]}
-    echo "== $name: exit $code"
+    echo "== $name: exit $code$([ "$code" = 124 ] && echo ' (cut at its cap)')"
     if [ "$status" = 0 ]; then status=$code; fi
 }
 
@@ -37,18 +50,26 @@ if [ -d .whl ]; then
     export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-python3 - <<'EOF' || exit 1
-import sys, torch
+DRY="$DRY" python3 - <<'EOF' || exit 1
+import os, sys, torch
 from lens_heads.core.libraries import library_versions
-if not torch.cuda.is_available():
-    sys.exit(f"torch {torch.__version__} sees no CUDA GPU: run scripts/gpu_check.sh on a GPU machine")
-print(torch.cuda.get_device_name(0), library_versions())
+if not torch.cuda.is_available() and not os.environ.get("DRY"):
+    sys.exit(f"torch {torch.__version__} sees no CUDA GPU: run scripts/gpu_check.sh on a GPU machine"
+             " (or DRY=1 for a dry run on the CPU)")
+print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "dry run on the CPU",
+      library_versions())
 EOF
 
-step tests python3 -m pytest -q -p no:cacheprovider -o addopts="--jaxtyping-packages=lens_heads,beartype.beartype" \
+step scale "${SCALE_CAP:-450}" python3 -m benchmarks.bench_scale_gpu --out "$OUT/scale" \
+    --budget "${SCALE_BUDGET:-400}" ${DRY:+--dry-run}
+step tests 90 python3 -m pytest -q -p no:cacheprovider -o addopts="--jaxtyping-packages=lens_heads,beartype.beartype" \
     --junitxml="$OUT/tests.xml" tests/unit/core/test_devices.py
-step matrix python3 scripts/compatibility_matrix.py --device cuda
-cp results/compatibility/cuda/transformers-*/numbers.json "$OUT/matrix.json" 2>/dev/null
+if [ -n "$DRY" ]; then
+    step matrix 300 python3 scripts/compatibility_matrix.py --device cpu --only llama --no-store
+else
+    step matrix 150 python3 scripts/compatibility_matrix.py --device cuda
+    cp results/compatibility/cuda/transformers-*/numbers.json "$OUT/matrix.json" 2>/dev/null
+fi
 
 if [[ $STEPS == *" bench "* ]] && [ -d .gpu/smollm2-135m-instruct-shape ]; then
     python3 - <<'EOF' || exit 1
@@ -62,5 +83,5 @@ for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "
 EOF
     export LENS_HEADS_GPU_BENCH_MODEL=/tmp/smollm2-135m-instruct-shape
 fi
-step bench python3 -m benchmarks.run --only bench_gpu --out "$OUT/gpu.json" ${GPU_BENCH_ARGS:-}
+step bench 120 python3 -m benchmarks.run --only bench_gpu --out "$OUT/gpu.json" ${GPU_BENCH_ARGS:-}
 exit "$status"

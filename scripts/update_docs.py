@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import prose_numbers  # noqa: E402
-from reproduction import NotMeasured, alignment, devices, heads_up, lahis, roles  # noqa: E402
+from reproduction import NotMeasured, alignment, devices, heads_up, lahis, roles, scale  # noqa: E402
 from reproduction.heads_up_results import DEMO_RUNS  # noqa: E402
 
 RESULTS = ROOT / "results"
@@ -447,6 +447,9 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "roles_vs_chg": _pages(roles.roles_vs_chg),
     "sweep_estimates": _pages(roles.sweep_estimates),
     "gpu_check": devices.gpu_check,
+    "scale_cpu": scale.cpu_table,
+    "scale_gpu": scale.gpu_table,
+    "scale_gpu_plan": scale.gpu_plan,
 }
 
 

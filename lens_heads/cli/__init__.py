@@ -22,6 +22,7 @@ this module, so there is no import circle.
     lens-heads attention --model smollm2-135m-instruct --task fruit_v_animal_3 --mask m.safetensors
                          --out results/table7
     lens-heads grid docs/grids/laptop.toml --out runs/laptop [--address auto|ray://...|local]
+    lens-heads plan llama-3.1-8b-instruct --job train-mask --batch-size 16 --device cuda
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from lens_heads.cli import (
     grid,
     heads_up,
     lahis,
+    plan,
     roles,
 )
 from lens_heads.core.checks import InputWarning, each_warning_once
@@ -64,6 +66,7 @@ COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], 
     *atlas.COMMANDS,  # atlas
     *roles.COMMANDS,  # roles, sweep-estimates
     *finders.COMMANDS,  # benchmark-finders
+    *plan.COMMANDS,  # plan
 ]
 
 
@@ -79,6 +82,7 @@ EXAMPLES: dict[str, common.Examples] = {
     **atlas.EXAMPLES,
     **roles.EXAMPLES,
     **finders.EXAMPLES,
+    **plan.EXAMPLES,
 }
 
 

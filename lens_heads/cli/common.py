@@ -32,6 +32,7 @@ __all__ = [
     "check_heads",
     "check_model",
     "check_out",
+    "check_plan",
     "deprecated",
     "finite",
     "fraction",
@@ -138,12 +139,50 @@ MASK_HELP = "head-mask file, or a train-mask output folder (its mask.safetensors
 
 def load_model(args: argparse.Namespace) -> Any:
     """The model of ``--model`` in the ``--dtype`` of its weights (the one place every command
-    loads a model: tests patch it here)."""
+    loads a model: tests patch it here), after its plan said the run fits (:func:`check_plan`)."""
     import torch
 
     from lens_heads.core import models
 
+    check_plan(args)
     return models.load_model(args.model, dtype=getattr(torch, getattr(args, "dtype", "float32")))
+
+
+#: the plan job of each command (lens_heads.plan); other commands plan as an evaluation
+_JOBS = {
+    "train-mask": "train-mask", "roles": "roles", "sweep": "sweep", "sweep-estimates": "sweep",
+    "atlas": "atlas", "eval": "eval", "generate": "generate",
+}  # fmt: skip
+_PRECISIONS = {"bf16": "bfloat16", "fp32": "float32"}
+
+
+def check_plan(args: argparse.Namespace) -> Any:
+    """Before any weight loads: the plan of the command's job with its batch and precision on
+    this machine's CPU (:func:`lens_heads.plan`); a run that would not fit stops with a
+    :class:`~lens_heads.scale.plan_result.PlanDoesNotFitError` naming the predicted and the
+    available memory and the fix. None where the configuration is unreadable before loading (a
+    .gguf file, a hub id)."""
+    from lens_heads.core.model_shape import model_shape
+    from lens_heads.scale.planning import plan
+
+    shape = model_shape(args.model)
+    if shape is None or not shape.complete:
+        return None
+    job = _JOBS.get(str(getattr(args, "command", "")), "eval")
+    fields: dict[str, Any] = {"dtype": getattr(args, "dtype", None) or "float32"}
+    batch = getattr(args, "batch_size", None)
+    if job == "generate":
+        batch = len(getattr(args, "prompt", None) or [1])
+    if isinstance(batch, int) and batch > 0:
+        fields["batch_size"] = batch
+    precision = getattr(args, "precision", None)
+    if job in ("train-mask", "roles") and isinstance(precision, str):
+        fields["precision"] = _PRECISIONS.get(precision, precision)
+    if job == "roles" and isinstance(getattr(args, "n_masks", None), int):
+        fields["n_masks"] = args.n_masks
+    if job in ("train-mask", "roles") and getattr(args, "checkpoint_activations", None):
+        fields["checkpoint_activations"] = True
+    return plan(shape, job, **fields).check()
 
 
 def check_model(args: argparse.Namespace) -> Any:

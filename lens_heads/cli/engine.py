@@ -156,6 +156,7 @@ def _add_train_mask(sub: Any) -> None:
 _TRAINING_FLAGS = (
     "steps", "lr", "batch_size", "seed", "init_mean", "noise", "sparsity", "shots", "answer_end",
     "n_eval", "split_seed", "dtype", "ffn_masks", "query_side", "ablation",
+    "checkpoint_activations", "compile",
 )  # fmt: skip
 _TRAINING_RENAMED = {"n_eval": "holdout", "dtype": "precision"}
 _PRECISIONS = ("auto", "bf16", "fp32", "bfloat16", "float32")

@@ -1,6 +1,9 @@
 """The core every other layer builds on (layer 0: it imports nothing else from lens_heads).
 
-* models -- ``load_model`` (aliases, GGUF and checkpoint folders, the weights cache), ``tiny_model``
+* models -- ``load_model`` (aliases, GGUF and checkpoint folders, the weights cache)
+* model_configs, model_shape, random_models -- the papers' models' shipped configurations, a
+  model's shape before its weights, ``random_model`` (their real size, random weights: time and
+  memory only) and ``tiny_model``
 * masks, scales -- ``HeadMask`` (0/1 or soft, alpha, labels, algebra, files), ``HeadScale`` (x3, x0)
 * hooks -- the one mask mechanism: a multiplier per query head on ``blocks.{l}.attn.hook_z``
 * prompts, tasks -- prompt formats and encoding; built-in tasks, the parallel corpus, loaders
@@ -21,8 +24,9 @@ from lens_heads.core.guards import verify_model
 from lens_heads.core.hooks import ablated, apply_mask, mask_hooks
 from lens_heads.core.libraries import LibraryMismatchError, library_versions
 from lens_heads.core.masks import HeadMask, expected_random_jaccard, jaccard
-from lens_heads.core.models import MODEL_ALIASES, head_shape, load_model, tiny_model
+from lens_heads.core.models import MODEL_ALIASES, head_shape, load_model
 from lens_heads.core.prompts import PromptFormat
+from lens_heads.core.random_models import random_model, tiny_model
 from lens_heads.core.scales import HeadScale
 from lens_heads.core.settings import configure, field_docs
 from lens_heads.core.tasks import Task, get_task, list_tasks
@@ -50,6 +54,7 @@ __all__ = [
     "list_tasks",
     "load_model",
     "mask_hooks",
+    "random_model",
     "tiny_model",
     "verify_model",
 ]

@@ -11,7 +11,8 @@ number:
 
 * :func:`cache_keyword`: which name the Hugging Face model's forward takes (its signature);
 * :func:`adapt_bridge`: whether an attention bridge finds a cache handed to it as ``cache``
-  (a probe of its cache lookup); where it does not, the lookup is wrapped so that it does.
+  (a probe of its cache lookup); where it does not, the lookup is wrapped so that it does. It
+  also hands the unembedding a contiguous input (the kept last positions are a strided view).
 
 :func:`cached_step` is the one cached forward every decoding path takes; the guard in
 :mod:`lens_heads.core.guards` checks it on each model's first use.
@@ -134,8 +135,21 @@ def adapt_bridge(model: Any) -> int:
         if not _finds(module, "cache") and _finds(module, "past_key_values"):
             module._update_kv_cache = _reads_both(lookup)
             adapted += 1
+    unembed = getattr(getattr(model, "unembed", None), "original_component", None)
+    if isinstance(unembed, torch.nn.Module):  # the last positions arrive as a strided view
+        unembed.register_forward_pre_hook(_contiguous_input, prepend=True)
     _ADAPTED.add(model)
     return adapted
+
+
+def _contiguous_input(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The unembedding's input made contiguous: with ``logits_to_keep`` the model slices its last
+    positions, and torch's CPU product of a bf16 weight with that strided view took about 16
+    bytes per weight of extra memory (2 GiB for Qwen2.5-0.5B's unembedding); a copy of the few
+    kept positions costs nothing."""
+    if args and isinstance(args[0], Tensor) and not args[0].is_contiguous():
+        return (args[0].contiguous(), *args[1:])
+    return None
 
 
 def cached_step(

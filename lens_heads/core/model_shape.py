@@ -1,12 +1,16 @@
-"""What is known of a model before its weights load: its shape (layers, heads, vocabulary and
-context, read from an alias's known shape or a checkpoint's ``config.json``) and its tokenizer,
-so that head lists, masks, ``top_k`` and token counts are checked before minutes of loading.
-:class:`ModelShape` answers ``cfg.n_layers`` (...) like a model, so the checks that take a model
-take it too.
+"""A model's shape before its weights load: layers, heads, vocabulary and context -- and, where the
+configuration gives them, the widths, KV heads and tied embeddings that memory and time plans
+need (:func:`lens_heads.plan`) -- read from an alias's known shape, a shipped configuration
+(:mod:`lens_heads.core.model_configs`) or a checkpoint's ``config.json``, so that head lists,
+masks and ``top_k`` are checked before minutes of loading. :class:`ModelShape` answers
+``cfg.n_layers`` (...) like a model, so the checks that take a model take it too.
 
 >>> import tempfile, lens_heads as lh
 >>> model_shape("smollm2-135m-instruct")  # doctest: +SKIP
-ModelShape(name='smollm2-135m-instruct', n_layers=30, n_heads=9, d_vocab=49152, n_ctx=8192)
+ModelShape(name='smollm2-135m-instruct', n_layers=30, n_heads=9, d_vocab=49152, n_ctx=8192, ...)
+>>> shape = model_shape("llama-3.1-8b-instruct")
+>>> shape.n_layers * shape.n_heads, shape.n_kv_heads, round(shape.n_params / 1e9, 2)
+(1024, 8, 8.03)
 >>> folder = tempfile.mkdtemp()
 >>> _ = (Path(folder) / "config.json").write_text('{"num_hidden_layers": 2, '
 ...     '"num_attention_heads": 4, "vocab_size": 261, "max_position_embeddings": 64}')
@@ -27,12 +31,20 @@ from typing import Any
 
 from lens_heads.core.models import MODEL_ALIASES, spec_kind
 
-__all__ = ["ALIAS_SHAPES", "ModelShape", "TokenizerOnly", "load_tokenizer", "model_shape"]
+__all__ = [
+    "ALIAS_SHAPES",
+    "ModelShape",
+    "TokenizerOnly",
+    "load_tokenizer",
+    "model_shape",
+    "shape_of_model",
+]
 
 
 @dataclass(frozen=True)
 class ModelShape:
-    """What the checks need of a model, known before its weights load."""
+    """What the checks and the plans need of a model, known before its weights load (the widths
+    are None where the source does not give them)."""
 
     name: str
     n_layers: int
@@ -40,6 +52,13 @@ class ModelShape:
     d_vocab: int | None = None
     n_ctx: int | None = None
     device: str = "cpu"
+    d_model: int | None = None
+    d_mlp: int | None = None
+    n_kv_heads: int | None = None
+    d_head: int | None = None
+    tied: bool | None = None
+    model_type: str | None = None
+    qkv_bias: bool = False
 
     @property
     def cfg(self) -> ModelShape:  # duck-types ``model.cfg``
@@ -53,11 +72,101 @@ class ModelShape:
     def model_name(self) -> str:
         return self.name
 
+    @property
+    def complete(self) -> bool:
+        """Whether every width a plan needs is known."""
+        return None not in (self.d_vocab, self.d_model, self.d_mlp, self.n_kv_heads, self.d_head)
 
-#: the offline aliases' shapes (their config.json; a unit test keeps the keys in step)
+    # -- parameter counts (a gated MLP, RMS norms: every family of the papers) ----------------
+    @property
+    def attention_params(self) -> int:
+        """Parameters of one layer's q, k, v and o projections (with Qwen's qkv bias)."""
+        q, kv = self.n_heads * self._d_head, self._kv * self._d_head
+        bias = q + 2 * kv if self.qkv_bias else 0
+        return self._d_model * (2 * q + 2 * kv) + bias
+
+    @property
+    def mlp_params(self) -> int:
+        """Parameters of one layer's gated MLP (gate, up and down projections)."""
+        return 3 * self._d_model * self._known(self.d_mlp, "d_mlp")
+
+    @property
+    def norm_params(self) -> int:
+        """Parameters of one layer's norms (Gemma has four per layer, the others two; Gemma 3 and
+        Qwen 3 add a q and a k norm)."""
+        norms = 4 if (self.model_type or "").startswith("gemma") else 2
+        qk = 2 * self._d_head if self.model_type in ("gemma3_text", "gemma3", "qwen3") else 0
+        return norms * self._d_model + qk
+
+    @property
+    def embedding_params(self) -> int:
+        return self._known(self.d_vocab, "d_vocab") * self._d_model
+
+    @property
+    def n_params(self) -> int:
+        """Every parameter: embeddings (once when tied), layers and the final norm."""
+        layer = self.attention_params + self.mlp_params + self.norm_params
+        unembed = 0 if self.tied else self.embedding_params
+        return self.embedding_params + unembed + self.n_layers * layer + self._d_model
+
+    @property
+    def _d_model(self) -> int:
+        return self._known(self.d_model, "d_model")
+
+    @property
+    def _d_head(self) -> int:
+        return self._known(self.d_head, "d_head")
+
+    @property
+    def _kv(self) -> int:
+        return self._known(self.n_kv_heads, "n_kv_heads")
+
+    def _known(self, value: int | None, what: str) -> int:
+        if value is None:
+            from lens_heads.core.errors import InputError
+
+            raise InputError(
+                f"the shape of {self.name} gives no {what}; give a checkpoint folder with a "
+                "complete config.json or a shipped configuration"
+            )
+        return value
+
+    @classmethod
+    def from_config(cls, name: str, config: dict[str, Any]) -> ModelShape | None:
+        """The shape a ``config.json`` dict gives (its ``text_config`` for multimodal ones);
+        None without layers and heads."""
+        if isinstance(config.get("text_config"), dict):
+            config = config["text_config"]
+        n_layers = _first(config, "num_hidden_layers", "n_layer", "num_layers")
+        n_heads = _first(config, "num_attention_heads", "n_head")
+        if n_layers is None or n_heads is None:
+            return None
+        d_model = _first(config, "hidden_size", "n_embd", "d_model")
+        d_head = _first(config, "head_dim")
+        if d_head is None and d_model is not None:
+            d_head = d_model // n_heads
+        model_type = config.get("model_type")
+        return cls(
+            name,
+            n_layers,
+            n_heads,
+            d_vocab=_first(config, "vocab_size"),
+            n_ctx=_first(config, "max_position_embeddings", "n_positions"),
+            d_model=d_model,
+            d_mlp=_first(config, "intermediate_size", "n_inner"),
+            n_kv_heads=_first(config, "num_key_value_heads") or n_heads,
+            d_head=d_head,
+            tied=bool(config.get("tie_word_embeddings", True)),
+            model_type=model_type if isinstance(model_type, str) else None,
+            qkv_bias=model_type == "qwen2" or bool(config.get("attention_bias", False)),
+        )
+
+
+#: the offline aliases' shapes (their config.json): layers, heads, vocabulary, context, width,
+#: MLP width, KV heads, head width, tied embeddings, model type
 ALIAS_SHAPES = {
-    "smollm2-135m-instruct": (30, 9, 49152, 8192),
-    "gemma-3-270m": (18, 4, 262144, 32768),
+    "smollm2-135m-instruct": (30, 9, 49152, 8192, 576, 1536, 3, 64, True, "llama"),
+    "gemma-3-270m": (18, 4, 262144, 32768, 640, 2048, 1, 256, True, "gemma3_text"),
 }
 
 
@@ -71,13 +180,22 @@ def _first(config: dict[str, Any], *keys: str) -> int | None:
 
 def model_shape(spec: str | os.PathLike[str]) -> ModelShape | None:
     """The shape of the model ``spec`` names, without loading it: an alias's known shape, a
-    checkpoint directory's ``config.json``; None where only loading tells (a .gguf file, a hub
-    id). A spec that names nothing loadable is an error here already (:func:`spec_kind`)."""
+    shipped configuration's, a checkpoint directory's ``config.json``; None where only loading
+    tells (a .gguf file, a hub id). A spec that names nothing loadable is an error here already
+    (:func:`spec_kind`)."""
     kind = spec_kind(spec)
     name = os.fspath(spec)
     if kind == "alias":
-        n_layers, n_heads, d_vocab, n_ctx = ALIAS_SHAPES[name]
-        return ModelShape(name, n_layers, n_heads, d_vocab, n_ctx)
+        values = ALIAS_SHAPES[name]
+        d_vocab, n_ctx, d_model, d_mlp, n_kv, d_head, tied, model_type = values[2:]
+        return ModelShape(
+            name, values[0], values[1], d_vocab, n_ctx, d_model=d_model, d_mlp=d_mlp,
+            n_kv_heads=n_kv, d_head=d_head, tied=tied, model_type=model_type,
+        )  # fmt: skip
+    if kind == "config":
+        from lens_heads.core.model_configs import model_config
+
+        return ModelShape.from_config(name, model_config(name)["config"])
     if kind != "directory":
         return None
     try:
@@ -86,14 +204,33 @@ def model_shape(spec: str | os.PathLike[str]) -> ModelShape | None:
         return None  # loading says what is wrong with it
     if not isinstance(config, dict):
         return None
-    config = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
-    n_layers = _first(config, "num_hidden_layers", "n_layer", "num_layers")
-    n_heads = _first(config, "num_attention_heads", "n_head")
-    if n_layers is None or n_heads is None:
-        return None
-    d_vocab = _first(config, "vocab_size")
-    n_ctx = _first(config, "max_position_embeddings", "n_positions")
-    return ModelShape(name, n_layers, n_heads, d_vocab, n_ctx)
+    return ModelShape.from_config(name, config)
+
+
+def shape_of_model(model: Any) -> ModelShape:
+    """The shape of a loaded model (a ``TransformerBridge`` or ``HookedTransformer``), read from
+    its ``cfg`` and, where it has one, its Hugging Face configuration."""
+    hf_config = getattr(getattr(model, "original_model", None), "config", None)
+    if hf_config is not None:
+        found = ModelShape.from_config(
+            str(getattr(model, "lens_heads_name", None) or model.cfg.model_name),
+            hf_config.to_dict(),
+        )
+        if found is not None:
+            return found
+    cfg = model.cfg
+    return ModelShape(
+        str(getattr(model, "lens_heads_name", None) or cfg.model_name),
+        int(cfg.n_layers),
+        int(cfg.n_heads),
+        d_vocab=int(cfg.d_vocab),
+        n_ctx=int(cfg.n_ctx),
+        d_model=int(cfg.d_model),
+        d_mlp=int(cfg.d_mlp),
+        n_kv_heads=int(getattr(cfg, "n_key_value_heads", None) or cfg.n_heads),
+        d_head=int(cfg.d_head),
+        tied=None,
+    )
 
 
 def load_tokenizer(spec: str | os.PathLike[str]) -> Any:

@@ -31,13 +31,13 @@ import torch
 from lens_heads.core.devices import resolve_device, resolve_dtype
 from lens_heads.core.errors import (
     ComputationError,
-    InputError,
     InputTypeError,
     LensHeadsError,
     MissingFileError,
 )
-from lens_heads.core.families import _tiny_hf_model
+from lens_heads.core.families import _tiny_hf_model  # noqa: F401 (the tests build checkpoints with it)
 from lens_heads.core.libraries import installed_version
+from lens_heads.core.model_configs import CONFIG_ALIASES
 from lens_heads.core.storage import check_readable
 
 __all__ = [
@@ -51,7 +51,6 @@ __all__ = [
     "model_name",
     "prepare_model",
     "spec_kind",
-    "tiny_model",
 ]
 
 logger = logging.getLogger(__name__)
@@ -257,6 +256,12 @@ def load_model(
     """
     kind = spec_kind(spec)
     spec_str = os.fspath(spec)
+    if kind == "config":
+        raise ModelNotAvailableError(
+            f"{spec_str!r} is a shipped configuration without weights: build it with random "
+            f"weights for time and memory (lh.random_model({spec_str!r}, device=..., dtype=...)), "
+            "or load the real checkpoint by its Hugging Face id or a local folder"
+        )
     device = resolve_device(device)
     dtype = resolve_dtype(dtype, device)
     path = Path(spec_str).expanduser()
@@ -348,8 +353,9 @@ def _use_checkpoint_tokenizer(bridge: Any, tokenizer: Any) -> None:
 
 def spec_kind(spec: Any) -> str:
     """What a model spec names, checked without loading anything: ``"alias"`` (installed),
-    ``"gguf"`` (an existing file), ``"directory"`` (with a config.json) or ``"hub"`` (an id of
-    the form 'org/name'); anything else is a clear error.
+    ``"config"`` (a shipped configuration without weights), ``"gguf"`` (an existing file),
+    ``"directory"`` (with a config.json) or ``"hub"`` (an id of the form 'org/name'); anything
+    else is a clear error.
 
     >>> spec_kind("")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -369,6 +375,8 @@ def spec_kind(spec: Any) -> str:
     if spec_str in MODEL_ALIASES:
         MODEL_ALIASES[spec_str].require_installed()
         return "alias"
+    if spec_str in CONFIG_ALIASES:  # a configuration without weights: random_model builds it
+        return "config"
     if path.suffix == ".gguf":
         if not path.is_file():
             raise MissingFileError(f"GGUF file {path} does not exist")
@@ -562,39 +570,3 @@ def cached_aliases() -> dict[str, bool]:
             continue
         status[alias] = (_cached_model_dir(source.sha256()) / "lens_heads.json").is_file()
     return status
-
-
-def tiny_model(
-    n_layers: int = 2,
-    n_heads: int = 4,
-    *,
-    n_kv_heads: int | None = None,
-    d_head: int = 16,
-    d_mlp: int | None = None,
-    n_ctx: int = 512,
-    seed: int = 0,
-) -> Any:
-    """A small random-initialised Llama-style bridge with a byte-level tokenizer, built offline.
-
-    >>> model = tiny_model(n_layers=3, n_heads=2, n_kv_heads=1)
-    >>> head_shape(model)
-    (3, 2)
-    """
-    from transformer_lens.model_bridge import TransformerBridge
-
-    sizes = {"n_layers": n_layers, "n_heads": n_heads, "d_head": d_head, "n_ctx": n_ctx}
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"{name} must be a positive integer, got {value!r}")
-    if n_kv_heads is not None and (
-        isinstance(n_kv_heads, bool) or not isinstance(n_kv_heads, int) or n_kv_heads < 1
-        or n_heads % n_kv_heads
-    ):  # fmt: skip
-        raise InputError(
-            f"n_kv_heads={n_kv_heads!r} must be a positive divisor of n_heads={n_heads}"
-        )
-    hf_model, tokenizer = _tiny_hf_model(n_layers, n_heads, n_kv_heads, d_head, d_mlp, n_ctx, seed)
-    bridge = TransformerBridge.boot_transformers(
-        "lens-heads-tiny", hf_model=hf_model, tokenizer=tokenizer
-    )
-    return _finish(bridge, f"tiny-{n_layers}x{n_heads}-seed{seed}", torch.float32, "cpu", True)

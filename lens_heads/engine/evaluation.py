@@ -30,6 +30,7 @@ from lens_heads.core.models import ModelLike, model_name
 from lens_heads.core.prompts import (
     EncodedExample,
 )
+from lens_heads.core.random_models import refuse_random_weights
 from lens_heads.core.settings import configure
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine import scoring
@@ -144,6 +145,7 @@ def run_plan(
     records, config)`` rows of :class:`EvaluationResult`. With ``config.stack_masks`` the runs
     that share a prompt set are decoded together, one per-example mask per row; ``unseen``:
     the masks were trained on another task (:meth:`Task.split`)."""
+    refuse_random_weights(model, "evaluation (accuracy, answer CE)")
     split = dict(n_eval=config.n_eval, seed=config.split_seed, unseen=unseen)
     train, evaluation = task.split(**split)
     chat = config.chat

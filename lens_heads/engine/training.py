@@ -28,7 +28,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.core.ablation import REFERENCE_SIZE, ablation_baseline
+from lens_heads.core.block_forward import block_forward
 from lens_heads.core.errors import InputError, NonFiniteError
 from lens_heads.core.fingerprints import (
     content_hash,
@@ -47,7 +48,6 @@ from lens_heads.core.fingerprints import (
 from lens_heads.core.guards import check_pattern_capture
 from lens_heads.core.hooks import head_outputs, mask_hooks
 from lens_heads.core.logits import answer_logits, partial_unembed_works
-from lens_heads.core.masks import parse_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.prompts import (
     collate,
@@ -66,6 +66,7 @@ from lens_heads.engine.training_checkpoint import (
 from lens_heads.engine.training_config import (
     TrainingConfig,
     _checked_initial,
+    _trainable_heads,
     _uniform_gate_logits,
     gumbel_noise,
     lr_at,
@@ -147,17 +148,6 @@ def check_training(
                 folder / CHECKPOINT_FILE, checkpoint_identity(model, train, task.name), config
             )
     return train
-
-
-def _trainable_heads(labels: Sequence[str] | None, n_layers: int, n_heads: int) -> Tensor:
-    """Boolean ``[n_layers, n_heads]`` of the soft mask's trainable heads (all when None)."""
-    if labels is None:
-        return torch.ones(n_layers, n_heads, dtype=torch.bool)
-    chosen = torch.zeros(n_layers, n_heads, dtype=torch.bool)
-    for label in labels:
-        layer, head = parse_head(label, n_layers, n_heads)
-        chosen[layer, head] = True
-    return chosen
 
 
 # -- the trainer -------------------------------------------------------------------------------
@@ -294,10 +284,13 @@ class MaskTrainer:
             )
         if ffn is not None:
             hooks += _ffn_hooks(ffn)
-        with torch.enable_grad(), self._autocast():
-            logits = answer_logits(
-                self.model, tokens, answer_mask, hooks, partial=self.partial
-            ).float()
+        config = self.config
+        blocks = block_forward(
+            self.model, checkpoint=config.checkpoint_activations, compile=config.compile
+        )
+        with torch.enable_grad(), self._autocast(), blocks:
+            logits = answer_logits(self.model, tokens, answer_mask, hooks, partial=self.partial)
+        logits = logits.float()
         return torch.nn.functional.cross_entropy(logits, tokens[answer_mask])
 
     def step(self) -> float:

@@ -150,6 +150,12 @@ class TrainingConfig:
     probability down to budget / heads, and the mask is the top ``budget`` heads of W."""
     budget_weight: float = 10.0
     """Weight of the budget's penalty on the mean keep probability above it."""
+    checkpoint_activations: bool = False
+    """Keep each block's input instead of its activations and recompute the block in the
+    backward pass (the same gradients, less memory, about one more forward of time)."""
+    compile: bool = False
+    """Run each block through torch.compile: fewer, larger kernels on a GPU (equal to eager
+    within float rounding; the first steps compile)."""
 
     def __post_init__(self) -> None:
         def need(condition: bool, message: str) -> None:
@@ -288,6 +294,8 @@ _LATER_FIELDS: dict[str, Any] = {
     "instructed": False,
     "budget": None,
     "budget_weight": 10.0,
+    "checkpoint_activations": False,
+    "compile": False,
 }
 
 #: the mask parametrisations of the one trainer
@@ -315,6 +323,17 @@ def _check_gates(config: TrainingConfig) -> None:
             f"{' and '.join(named)} belong to sigmoid gates: pass gates='sigmoid' with them "
             "(the straight-through mask trains one mask with its own sparsity setting)"
         )
+
+
+def _trainable_heads(labels: Sequence[str] | None, n_layers: int, n_heads: int) -> Tensor:
+    """Boolean ``[n_layers, n_heads]`` of the soft mask's trainable heads (all when None)."""
+    if labels is None:
+        return torch.ones(n_layers, n_heads, dtype=torch.bool)
+    chosen = torch.zeros(n_layers, n_heads, dtype=torch.bool)
+    for label in labels:
+        layer, head = parse_head(label, n_layers, n_heads)
+        chosen[layer, head] = True
+    return chosen
 
 
 def _check_soft(config: TrainingConfig) -> None:

@@ -1,13 +1,27 @@
-"""Grids of mask trainings, on Ray or in one process (layer 3).
+"""Grids of mask trainings, on Ray or in one process, and plans of what a run needs (layer 3).
 
 It may import the core, the engine and the research lines (a grid cell can run a Heads up!
 removal sweep after training).
 
 * grid -- ``run_grid``: every model x task x seed x schedule cell, resumable, claimed per folder
 * grid_config -- ``GridConfig``: the TOML/YAML config, validated before any cell starts
+* planning, plan_config, plan_result -- ``plan``: a job's peak memory per device and its time, from
+  the configuration alone (``PlanConfig``, ``Plan``, ``PlanDoesNotFitError``)
 """
 
 from lens_heads.scale.grid import GridResult, run_grid
 from lens_heads.scale.grid_config import GridConfig, GridConfigError
+from lens_heads.scale.plan_config import PlanConfig
+from lens_heads.scale.plan_result import Plan, PlanDoesNotFitError
+from lens_heads.scale.planning import plan
 
-__all__ = ["GridConfig", "GridConfigError", "GridResult", "run_grid"]
+__all__ = [
+    "GridConfig",
+    "GridConfigError",
+    "GridResult",
+    "Plan",
+    "PlanConfig",
+    "PlanDoesNotFitError",
+    "plan",
+    "run_grid",
+]

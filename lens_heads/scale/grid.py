@@ -89,7 +89,7 @@ _LOADS: list[str] = []
 def _cached_model(spec: str, device: str, dtype: str) -> Any:
     """The model of ``spec``, loaded once per process (the last one kept: a worker that switches
     models frees the previous one)."""
-    from lens_heads.core import models
+    from lens_heads.core import models, random_models
 
     key = f"{spec}|{device}|{dtype}"
     if _MODEL.get("key") != key or _MODEL.get("loader") is not models.load_model:
@@ -98,7 +98,7 @@ def _cached_model(spec: str, device: str, dtype: str) -> Any:
         tiny = _TINY.match(spec)
         if tiny:
             layers, heads, seed = tiny.groups()
-            model = models.tiny_model(int(layers), int(heads), seed=int(seed or 0))
+            model = random_models.tiny_model(int(layers), int(heads), seed=int(seed or 0))
         else:
             model = models.load_model(spec, device=device, dtype=dtype)
         _MODEL.update(key=key, model=model, loader=models.load_model)

@@ -69,7 +69,9 @@ def test_ablated_nests_and_checks_the_shape(model):
 def test_resample_and_unknown_ablations_are_refused_with_the_reason():
     with pytest.raises(InputError, match="donor prompt of the same token length"):
         lh.EvaluationConfig(ablation="resample")
-    with pytest.raises(InputError, match="takes ablation 'zero' or 'mean' or 'counterfactual', got 'median'"):
+    with pytest.raises(
+        InputError, match="takes ablation 'zero' or 'mean' or 'counterfactual', got 'median'"
+    ):
         lh.TrainingConfig(ablation="median")
     with pytest.raises(InputError, match="no donor for generated tokens"):
         lh.SweepConfig(ablation="resample")
