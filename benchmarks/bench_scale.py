@@ -149,14 +149,15 @@ def _run_case(case: tuple, inputs_file: Path, allocator: str, quick: bool) -> di
 
 
 def measure_all(only: str = "", quick: bool = False, default_allocator: bool = True) -> list[dict]:
-    """Every case (those whose name contains ``only``), each in a fresh interpreter."""
+    """Every case (those whose name contains ``only``, or one of its comma-separated parts), each
+    in a fresh interpreter."""
     import tempfile
 
     inputs_file = Path(tempfile.mkdtemp()) / "inputs.json"
     inputs_file.write_text(json.dumps(_inputs()))
     found = []
     for case in CASES:
-        if only not in case[0]:
+        if not any(part in case[0] for part in only.split(",")):
             continue
         print(f"measuring {case[0]} ...", flush=True)
         row = _run_case(case, inputs_file, "returning", quick)
@@ -479,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--case", help="(internal) one measurement, as JSON")
     parser.add_argument("--out", help="output folder (numbers.json, figure.html)")
-    parser.add_argument("--only", default="", help="the cases whose name contains this")
+    parser.add_argument("--only", default="", help="the cases whose name contains this (or one of its comma-separated parts)")
     parser.add_argument("--quick", action="store_true", help="one measured training step")
     parser.add_argument(
         "--no-default-allocator", action="store_true", help="skip the runs that time the jobs"
@@ -511,9 +512,16 @@ def main(argv: list[str] | None = None) -> int:
     else:
         rows = measure_all(args.only, args.quick, not args.no_default_allocator)
         record = {"provenance": provenance_of(command, started) | {"precision": "per case"}}
+        for row in rows:  # each case names the run that measured it
+            row["measured by"] = {"command": " ".join(command), "code": code_version()}
     if args.only and previous.is_file() and not args.replan:  # keep an earlier run's others
         names = {row["name"] for row in rows}
-        kept = [r for r in json.loads(previous.read_text())["cases"] if r["name"] not in names]
+        earlier = json.loads(previous.read_text())
+        kept = [r for r in earlier["cases"] if r["name"] not in names]
+        for row in kept:
+            row.setdefault("measured by", {
+                "command": earlier["provenance"]["command"], "code": earlier["provenance"]["code"]
+            })  # fmt: skip
         order = {case[0]: i for i, case in enumerate(CASES)}
         rows = sorted(kept + rows, key=lambda row: order.get(row["name"], len(order)))
     plan_curves = curves()
