@@ -480,7 +480,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--case", help="(internal) one measurement, as JSON")
     parser.add_argument("--out", help="output folder (numbers.json, figure.html)")
-    parser.add_argument("--only", default="", help="the cases whose name contains this (or one of its comma-separated parts)")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="the cases whose name contains this (or one of its comma-separated parts)",
+    )
     parser.add_argument("--quick", action="store_true", help="one measured training step")
     parser.add_argument(
         "--no-default-allocator", action="store_true", help="skip the runs that time the jobs"
