@@ -192,3 +192,26 @@ def test_lens_heads_error_catches_every_deliberate_error(model):
         else:
             escaped[name] = "no error at all"
     assert not escaped, escaped
+
+
+def test_the_entry_points_take_their_settings_as_keyword_overrides(model, tmp_path):
+    """Issue 45: ``train_mask``, ``head_roles`` and ``head_atlas`` take their settings' fields as
+    keywords; a misspelt one is a LensHeadsError naming the closest field, before any work."""
+    trained = lh.train_mask(model, "capitalize", steps=3, progress=False)
+    assert trained.config.steps == 3
+    roles = lh.head_roles(
+        model, "capitalize", n_masks=2, steps=2, out=tmp_path / "r", progress=False
+    )
+    assert roles.n_masks == 2 and roles.settings["steps"] == 2
+    atlas = lh.head_atlas(
+        model, task="capitalize", k=4, n_eval=2, n_sequences=4, permutations=50, bootstrap=20,
+        out=tmp_path / "a", progress=False,
+    )  # fmt: skip
+    assert atlas.settings["permutations"] == 50
+    for call, typo, field in [
+        (lambda **kw: lh.train_mask(model, "capitalize", **kw), "stepz", "steps"),
+        (lambda **kw: lh.head_roles(model, "capitalize", out=tmp_path / "x", **kw), "n_mask", "n_masks"),
+        (lambda **kw: lh.head_atlas(model, out=tmp_path / "y", **kw), "permutation", "permutations"),
+    ]:  # fmt: skip
+        with pytest.raises(lh.LensHeadsError, match=f"'{typo}' \\(did you mean '{field}'\\?\\)"):
+            call(**{typo: 3})
