@@ -208,10 +208,12 @@ def test_the_entry_points_take_their_settings_as_keyword_overrides(model, tmp_pa
         out=tmp_path / "a", progress=False,
     )  # fmt: skip
     assert atlas.settings["permutations"] == 50
-    for call, typo, field in [
-        (lambda **kw: lh.train_mask(model, "capitalize", **kw), "stepz", "steps"),
-        (lambda **kw: lh.head_roles(model, "capitalize", out=tmp_path / "x", **kw), "n_mask", "n_masks"),
-        (lambda **kw: lh.head_atlas(model, out=tmp_path / "y", **kw), "permutation", "permutations"),
-    ]:  # fmt: skip
+    calls = {
+        "stepz": lambda **kw: lh.train_mask(model, "capitalize", **kw),
+        "n_mask": lambda **kw: lh.head_roles(model, "capitalize", out=tmp_path / "x", **kw),
+        "permutation": lambda **kw: lh.head_atlas(model, out=tmp_path / "y", **kw),
+    }
+    for typo, field in [("stepz", "steps"), ("n_mask", "n_masks"), ("permutation", "permutations")]:
+        call = calls[typo]
         with pytest.raises(lh.LensHeadsError, match=f"'{typo}' \\(did you mean '{field}'\\?\\)"):
             call(**{typo: 3})
