@@ -528,6 +528,7 @@ def main(argv: list[str] | None = None) -> int:
             })  # fmt: skip
         order = {case[0]: i for i, case in enumerate(CASES)}
         rows = sorted(kept + rows, key=lambda row: order.get(row["name"], len(order)))
+        rows = [{**row, **predict(row)} for row in rows]  # every prediction by this code
     plan_curves = curves()
     record |= {
         "cases": rows,
