@@ -33,16 +33,20 @@ MAX_RESAMPLES = 100_000
 
 @dataclass(frozen=True)
 class AgreementConfig:
-    """``k``: the size of the top sets compared; ``permutations`` and ``bootstrap``: resamples
-    of the p-value and the 95 % interval (a table of ``m`` pairs uses at least ``2 m / level``
-    permutations, so that its smallest p-value passes Holm with room to spare); ``level``: the
-    family-wise level after Holm."""
+    """How two head scores' agreement is measured: top-set overlap, its permutation p-value and
+    bootstrap interval, Holm across the table's pairs."""
 
     k: int = 10
+    """Size of the top sets compared (at most half of the heads)."""
     permutations: int = 2000
+    """Permutations of the p-value (a table of ``m`` pairs uses at least ``2 m / level``, so that
+    its smallest p-value can pass Holm)."""
     bootstrap: int = 2000
+    """Resamples of the 95 % interval."""
     level: float = 0.01
+    """Family-wise level after Holm."""
     seed: int = 0
+    """Seed of the permutations and the bootstrap."""
 
     def __post_init__(self) -> None:
         check_int("k", self.k, minimum=1)

@@ -61,9 +61,13 @@ class DetectorConfig:
     time."""
 
     n_sequences: int = 32
+    """Generated sequences ``BOS R R``."""
     length: int = 24
+    """Tokens in the random block ``R``."""
     seed: int = 0
+    """Seed of the random blocks."""
     batch_size: int = 16
+    """Sequences per forward."""
 
     def __post_init__(self) -> None:
         check_int("n_sequences", self.n_sequences, minimum=1)

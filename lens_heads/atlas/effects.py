@@ -73,7 +73,9 @@ class EffectsConfig:
     carries one row per head of a layer)."""
 
     ablations: tuple[str, ...] = ("zero", "mean")
+    """Which ablations of :data:`ABLATIONS` each head's effect is measured under."""
     batch_size: int = 8
+    """Prompts per forward (each carries one row per head of a layer)."""
     shared_prefix: bool | None = None
     """Compute the prompts' common first tokens once per head (a KV cache) and only the rest per
     prompt: True, False, or None to choose whichever costs fewer token-layers."""

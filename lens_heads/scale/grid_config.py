@@ -83,25 +83,37 @@ class Cell:
         }
 
 
-@dataclass
+@dataclass(frozen=True)
 class GridConfig:
-    """A validated grid. ``schedules`` maps a name to its :class:`TrainingConfig` (without the
-    seed, which each cell sets); ``task_files`` maps the name of a task given as a file to that
-    file; ``evaluate``/``sweep`` hold the analyses' arguments (``sweep`` None: no sweep)."""
+    """A validated grid: models x schedules x seeds x tasks, each cell a training, then its
+    evaluation and optional sweep."""
 
     models: list[str]
+    """Model aliases, .gguf files, checkpoint folders or Hugging Face ids."""
     tasks: list[str]
+    """Task names (built-in or the names of ``task_files``)."""
     seeds: list[int]
+    """Training seeds; each cell sets its schedule's ``seed``."""
     schedules: dict[str, TrainingConfig]
+    """Named training schedules (a :class:`TrainingConfig` each, its seed set per cell)."""
     evaluate: dict[str, Any] | None = field(default_factory=dict)
+    """Arguments of each cell's evaluation (None: no evaluation)."""
     sweep: dict[str, Any] | None = None
+    """Arguments of each cell's removal sweep (None: no sweep)."""
     resources: dict[str, Any] = field(default_factory=dict)
+    """Per cell: ``num_cpus``, ``num_gpus``, ``retries``, ``stale_after``."""
     device: str = "cpu"
+    """Where each cell's model runs: cpu, cuda, cuda:N or auto."""
     dtype: str = "float32"
+    """Each cell's weights dtype."""
     checkpoint_every: int = 50
+    """Training checkpoint interval in steps."""
     task_files: dict[str, str] = field(default_factory=dict)
+    """The name of each task given as a file -> that file."""
     name: str = "grid"
+    """The grid's name (its results' title)."""
     source: str = "<config>"
+    """The config file it was read from (error messages name it)."""
 
     # -- derived ------------------------------------------------------------------------------
     @property

@@ -67,8 +67,7 @@ def cpu_table(results: Path) -> str:
     )
     return "\n".join(
         [
-            f"Measured on {_machine(record)}: `{record['provenance']['command']}` (source "
-            f"{record['provenance']['code']['source']}; predictions by source "
+            f"Measured on {_machine(record)}: {_runs(record)} (predictions by source "
             f"{record['predictions']['code']['source']}). {summary['within 15 %']} of "
             f"{summary['cases']} cases are within ±15 %; the largest error by job: {worst}.",
             "",
@@ -80,6 +79,24 @@ def cpu_table(results: Path) -> str:
             "the cores to itself) much less; the plan's CPU throughput is fitted to the latter.",
         ]
     )
+
+
+def _runs(record: dict[str, Any]) -> str:
+    """The run, or the runs, that measured the stored cases, with the cases of each."""
+    provenance = record["provenance"]
+    runs: dict[tuple[str, str], list[str]] = {}
+    for row in record["cases"]:
+        by = row.get("measured by") or provenance
+        runs.setdefault((by["command"], by["code"]["source"]), []).append(row["name"])
+    if len(runs) == 1:
+        (command, source), _ = next(iter(runs.items()))
+        return f"`{command}` (source {source})"
+    parts = [
+        f"`{command}` (source {source}): {len(names)} case{'s' * (len(names) > 1)}"
+        + (f" ({', '.join(names)})" if len(names) <= 3 else "")
+        for (command, source), names in runs.items()
+    ]
+    return f"{len(runs)} runs, " + "; ".join(parts)
 
 
 def _time(row: dict[str, Any]) -> str:

@@ -217,3 +217,40 @@ def test_the_entry_points_take_their_settings_as_keyword_overrides(model, tmp_pa
         call = calls[typo]
         with pytest.raises(lh.LensHeadsError, match=f"'{typo}' \\(did you mean '{field}'\\?\\)"):
             call(**{typo: 3})
+
+
+def _settings_classes() -> list[type]:
+    import dataclasses
+    import pkgutil
+
+    found = []
+    for info in pkgutil.walk_packages(lh.__path__, "lens_heads."):
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if (
+                isinstance(obj, type)
+                and dataclasses.is_dataclass(obj)
+                and obj.__module__ == module.__name__
+                and name.endswith("Config")
+            ):
+                found.append(obj)
+    return found
+
+
+def test_every_settings_field_is_documented_and_every_settings_class_frozen():
+    """Issue 45: each field of each ``*Config`` class has its own docstring (the generated flags'
+    help and the API pages read it) and no settings object changes after its checks ran."""
+    import dataclasses
+
+    from lens_heads.core.settings import field_docs
+
+    classes = _settings_classes()
+    assert len(classes) >= 20, [c.__name__ for c in classes]
+    undocumented = {}
+    for c in classes:
+        docs = field_docs(c)
+        missing = [f.name for f in dataclasses.fields(c) if not docs.get(f.name)]
+        if missing:
+            undocumented[f"{c.__module__}.{c.__name__}"] = missing
+    assert not undocumented
+    assert [c.__name__ for c in classes if not c.__dataclass_params__.frozen] == []
