@@ -83,9 +83,10 @@ TRANSIENT_LAYERS = 2.0
 #: a forward's working memory beyond the live layer's tensors (temporaries of the ops)
 FORWARD_SLACK = 1.5
 #: effective CPU throughput per torch thread in GFLOP/s for float32 and for bf16 where the CPU
-#: computes bf16 natively (fitted to the training steps of benchmarks/bench_scale.py on this
-#: project's CPU; bf16 without native support is about 3.5x slower than float32)
-CPU_GFLOPS_PER_THREAD = {"float32": 40.0, "bfloat16": 60.0}
+#: computes bf16 natively (the "fitted CPU constants" of results/benchmarks/scale/numbers.json:
+#: least squares over its one-thread timed training steps, on an AMD EPYC with native bf16; bf16
+#: without native support is about 3.5x slower than float32)
+CPU_GFLOPS_PER_THREAD = {"float32": 97.7, "bfloat16": 187.3}
 #: the share of a GPU's datasheet throughput eager PyTorch reaches on these shapes (an
 #: assumption until scripts/gpu_check.sh measures it)
 GPU_EFFICIENCY = 0.4
@@ -93,8 +94,9 @@ GPU_EFFICIENCY = 0.4
 #: (from the stored SmolLM2-shape GPU benchmark: a 30-layer step took about the same time at
 #: batch 16 and 256, about 4.7 ms per layer)
 GPU_LAYER_SECONDS = {"train": 4.7e-3, "forward": 1.6e-3}
-#: fixed seconds per layer call on a CPU (the bridge's hooks and Python around each block)
-CPU_LAYER_SECONDS = {"train": 0.0, "forward": 0.0}
+#: fixed seconds per layer call on a CPU (the bridge's hooks and Python around each block; the
+#: same fit)
+CPU_LAYER_SECONDS = {"train": 0.0260, "forward": 0.0204}
 #: host-to-GPU copies of offloaded layers (pageable memory over PCIe; an assumption)
 HOST_LINK_BYTES_PER_S = 12e9
 

@@ -69,7 +69,8 @@ def cpu_table(results: Path) -> str:
         [
             f"Measured on {_machine(record)}: {_runs(record)} (predictions by source "
             f"{record['predictions']['code']['source']}). {summary['within 15 %']} of "
-            f"{summary['cases']} cases are within ±15 %; the largest error by job: {worst}.",
+            f"{summary['cases']} cases are within ±15 %; the largest error by job: {worst}."
+            + _time_sentence(summary),
             "",
             *lines,
             "",
@@ -78,6 +79,21 @@ def cpu_table(results: Path) -> str:
             "machine grows with it, the CPU time over the threads (what the job would take with "
             "the cores to itself) much less; the plan's CPU throughput is fitted to the latter.",
         ]
+    )
+
+
+def _time_sentence(summary: dict[str, Any]) -> str:
+    """How the plan's CPU times compare with the timed cases', said as the in-sample fit it is."""
+    errors = summary.get("time error % by case")
+    if not errors:
+        return ""
+    low, high = min(errors.values()), max(errors.values())
+    verdict = "hold" if summary["time within 15 %"] == summary["timed cases"] else "do not hold"
+    return (
+        f" The plan's CPU times, whose constants are fitted to these same timed cases, are within "
+        f"±15 % of the measured CPU time for {summary['time within 15 %']} of "
+        f"{summary['timed cases']} (errors from {low:+.0f} % to {high:+.0f} %): its time "
+        f"predictions {verdict} to ±15 % on this CPU, even in sample."
     )
 
 
@@ -134,41 +150,29 @@ def gpu_table(results: Path) -> str:
     )
 
 
-#: (row, job, plan fields) of the GPU runs the issue asks for: predictions on one H100
-PREDICTED = (
-    ("Llama-3.1-8B mask training, batch 16", "llama-3.1-8b-instruct", "train-mask", {}),
-    ("the same, activation checkpointing", "llama-3.1-8b-instruct", "train-mask",
-     {"checkpoint_activations": True}),
-    ("the same, batch 64", "llama-3.1-8b-instruct", "train-mask", {"batch_size": 64}),
-    ("Llama-3.1-8B every single-head effect, 40 prompts", "llama-3.1-8b-instruct", "atlas",
-     {"ablations": ("zero",), "seq_len": 32, "prefix_len": 24}),
-    ("Llama-3.1-8B removal sweep, 20 tokens a step", "llama-3.1-8b-instruct", "sweep", {}),
-    ("Llama-3.1-8B head roles, 4 gate fits, batch 8", "llama-3.1-8b-instruct", "roles", {}),
-    ("Qwen2.5-14B mask training, batch 16", "qwen2.5-14b-instruct", "train-mask", {}),
-    ("Llama-3.1-8B, 8 layers' weights in CPU memory", "llama-3.1-8b-instruct", "train-mask",
-     {"offload_layers": 8}),
-    ("Llama-3.1-70B mask training, batch 16", "llama-3.1-70b-instruct", "train-mask", {}),
-)  # fmt: skip
-
-
 def gpu_plan(results: Path) -> str:
-    """The plan's predictions for the GPU runs (``lh.plan(..., device="cuda", gpu="h100")``),
-    computed by the code as it is: predictions, not measurements."""
-    import lens_heads as lh
-    from lens_heads.scale.plan_result import gib
-
+    """The plan's predictions for the GPU runs (``lh.plan(..., device="cuda", gpu="h100")``), as
+    ``benchmarks/bench_scale.py`` stored them with the code that computed them: predictions, not
+    measurements."""
+    try:
+        record = _read(results, CPU, CPU_COMMAND)
+    except NotMeasured as missing:
+        return _first_up(missing.cell()) + "."
+    predictions = record.get("gpu predictions")
+    if not predictions:
+        return f"Not stored yet: `{CPU_COMMAND} --replan` computes them."
     lines = [
         "| run (prediction, one H100 80 GB, bf16 weights, bf16 autocast) | peak (tensors) "
         "| fits | time |",
         "|---|---|---|---|",
     ]
-    for label, alias, job, fields in PREDICTED:
-        found = lh.plan(alias, job, device="cuda", gpu="h100", **fields)
-        time = f"{found.seconds_per_unit:.3g} s per {found.time['per']}"
-        if found.samples_per_second is not None:
-            time += f", {found.samples_per_second:.0f} samples/s"
-        if int(found.time["units"]) > 1:
-            time += f"; {float(found.time['seconds']):.0f} s for all"
-        fits = "yes" if found.fits else "**no**"
-        lines.append(f"| {label} | {gib(found.tensors())} | {fits} | {time} |")
+    for row in predictions["rows"]:
+        time = f"{row['seconds per unit']:.3g} s per {row['per']}"
+        if row["samples per second"] is not None:
+            time += f", {row['samples per second']:.0f} samples/s"
+        if row["units"] > 1:
+            time += f"; {row['seconds']:.0f} s for all"
+        fits = "yes" if row["fits"] else "**no**"
+        lines.append(f"| {row['run']} | {row['peak GiB (tensors)']:.2f} GiB | {fits} | {time} |")
+    lines += ["", f"Computed by source {predictions['code']['source']}."]
     return "\n".join(lines)

@@ -139,3 +139,22 @@ def test_a_command_whose_plan_does_not_fit_stops_before_any_weight_loads(
     error = capsys.readouterr().err
     assert code == 2 and loads == []
     assert "needs" in error and "1.00 MiB" not in error and "is available there. Fix:" in error
+
+
+def test_the_stored_gpu_predictions_are_the_codes():
+    """docs/scale.md shows the plan's GPU predictions from the stored scale benchmark; they must
+    be what the plan predicts now (after a change to the plan: ``python -m
+    benchmarks.bench_scale --out results/benchmarks/scale --replan``)."""
+    import json
+    from pathlib import Path
+
+    from benchmarks.bench_scale import gpu_predictions
+
+    stored = Path(__file__).parents[3] / "results/benchmarks/scale/numbers.json"
+    rows = json.loads(stored.read_text())["gpu predictions"]["rows"]
+    now = gpu_predictions()["rows"]
+    keys = ("peak GiB (tensors)", "fits", "seconds per unit", "units")
+    assert [r["run"] for r in rows] == [r["run"] for r in now]
+    for old, new in zip(rows, now, strict=True):
+        for key in keys:
+            assert old[key] == pytest.approx(new[key], rel=1e-9), (old["run"], key)
