@@ -60,6 +60,12 @@ def _roles(out: str, *flags: str, steps: int = 200, masks: int = 4) -> str:
 
 
 DEMO_MASK = "runs/demo-mask-float32"
+#: the head finders of the stored benchmarks (issue 46): the exact effects, the gradient
+#: estimates, the faithfulness-trained mask, the Heads up! mask, two controls and three random
+FINDER_METHODS = (
+    "effects-counterfactual,effects-zero,attribution,integrated,faithful-mask,heads-up,"
+    "induction,previous-token,random-0,random-1,random-2"
+)
 
 PLAN: tuple[Entry, ...] = (
     Entry(
@@ -418,6 +424,27 @@ PLAN: tuple[Entry, ...] = (
         str(RUNS / "roles/gemma-en-fr-2-shot"),
         bf16=True,
         pending=True,
+    ),
+    *(
+        Entry(
+            f"head_finders/{model}",
+            _analysis(
+                "head_finders",
+                f"head-finders/{model}",
+                "--model",
+                model,
+                "--tasks",
+                "ioi",
+                "--methods",
+                FINDER_METHODS,
+                "--mask-steps",
+                "50",
+                precision="auto",
+            ),
+            str(RUNS / f"head-finders/{model}"),
+            pending=True,
+        )
+        for model in ("smollm2-135m-instruct", "gemma-3-270m")
     ),
     Entry(
         "roles_vs_chg/smollm2-135m-instruct",

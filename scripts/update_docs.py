@@ -33,7 +33,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import prose_numbers  # noqa: E402
-from reproduction import NotMeasured, alignment, devices, heads_up, lahis, roles, scale  # noqa: E402
+from reproduction import (  # noqa: E402
+    NotMeasured,
+    alignment,
+    devices,
+    finders,
+    heads_up,
+    lahis,
+    roles,
+    scale,
+)
 from reproduction.heads_up_results import DEMO_RUNS  # noqa: E402
 
 RESULTS = ROOT / "results"
@@ -450,6 +459,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "scale_cpu": scale.cpu_table,
     "scale_gpu": scale.gpu_table,
     "scale_gpu_plan": scale.gpu_plan,
+    "finders_leaderboard": _pages(finders.leaderboard),
 }
 
 

@@ -700,3 +700,32 @@ def test_every_verdict_function_of_the_page_is_fed_here():
     verdicts = {row.verdict.__name__ for _, row in rows if callable(row.verdict)}
     assert len(verdicts) > 20
     assert not {name for name in verdicts if name not in source}
+
+
+def test_the_finder_verdict_follows_the_pages_rule():
+    """docs/finders.md: faithful-mask meets the target when its CMD is at least TARGET (30 %)
+    lower than integrated gradients', relative, in the same run; the leaderboard shows every
+    method with its intervals and the random floor."""
+    from reproduction import finders
+
+    def methods(mask: float, integrated: float) -> dict:
+        row = {"CPR": 0.5, "CPR low": 0.4, "CPR high": 0.6, "CMD low": None, "CMD high": None}
+        return {
+            "faithful-mask": {**row, "CMD": mask, "seconds": 1.0, "forwards": 10},
+            "integrated": {**row, "CMD": integrated, "seconds": 2.0, "forwards": 20},
+            "random-0": {**row, "CMD": 0.7, "seconds": 0.0, "forwards": 0},
+        }
+
+    assert finders.verdict(methods(0.20, 0.40)).startswith(
+        "**met**: the trained mask's CMD is 50 %"
+    )
+    assert finders.verdict(methods(0.28, 0.40)).startswith("**met**")  # exactly 30 % lower
+    assert finders.verdict(methods(0.30, 0.40)).startswith(
+        "**not met**: the trained mask's CMD is 25 %"
+    )
+    assert "higher" in finders.verdict(methods(0.50, 0.40))
+    assert finders.verdict({"integrated": methods(0.2, 0.4)["integrated"]}).startswith("not judged")
+    stored = {"tasks": {"ioi": {**methods(0.2, 0.4), "pairs": 40}}, "provenance": {"command": "c"}}
+    page = finders.leaderboard(lambda path: stored)
+    assert "| faithful-mask | 0.500 [0.400, 0.600] | 0.200 |" in page
+    assert "Random rankings (1 seeds): CMD 0.700 to 0.700" in page and "40 held-out pairs" in page
