@@ -12,8 +12,9 @@ ours, so nothing recomputes it)::
 
     the paper keeps <!-- paper Heads up! Table 3 -->4 of 6<!-- /paper -->
 
-Everything else that looks measured -- a decimal, a percentage, a ratio (``3x``), a duration, a
-count ``N of M`` -- outside code, generated blocks and these snippets is reported by
+Everything else that looks measured -- a decimal, a percentage, a ratio (``3x``), a duration or
+size (``4 s``, ``8 minutes``), scientific notation, a count ``N of M`` -- outside code, generated
+blocks and these snippets is reported by
 :func:`typed_numbers`, so a number typed (or changed) by hand fails ``update_docs.py --check``.
 Settings and versions are written as code (`` `--lr 0.1` ``, `` `transformers 5.24` ``).
 """
@@ -37,6 +38,8 @@ MEASURED = re.compile(
     rf"{_INT}(?:\.\d+)?\s?%"
     rf"|{_INT}(?:\.\d+)?\s?[x×](?![\w])"
     rf"|{_INT}(?:\.\d+)?\s?(?:ms|s|min|h|GFLOP/s|GFLOP|GiB|MiB|GB|MB)(?![\w])"
+    rf"|{_INT}(?:\.\d+)?\s(?:milliseconds?|seconds?|minutes?|hours?|days?)(?![\w])"
+    r"|\d+(?:\.\d+)?[eE][-+]?\d+(?![\w])"  # scientific notation
     rf"|{_INT} of {_INT}"
     r"|\d+\.\d+(?!\.\d)(?![\w])"
     r")"

@@ -224,6 +224,9 @@ def test_settings_versions_and_marked_paper_numbers_are_not_measurements(docs):
     ]
     with pytest.raises(docs.prose_numbers.SnippetError, match="say where in the paper"):
         list(typed("<!-- paper  -->8 %<!-- /paper -->"))
+    # issue 47: durations in words and scientific notation are measurements too
+    found = typed("about 8 minutes per task, 1 hour in all, within 1e-5 (`1e-5` is code).")
+    assert [n for _, n, _ in found] == ["8 minutes", "1 hour", "1e-5"]
 
 
 def test_a_value_snippet_reads_its_result(docs):
