@@ -76,14 +76,28 @@ def _plain(value: Any) -> Any:
 
 
 def numbers_of(result: FinderBenchmark) -> dict[str, Any]:
-    """The stored leaderboard: per task, each method's numbers (best CMD first)."""
-    found: dict[str, Any] = {"model": result.model, "tasks": {}}
+    """The stored leaderboard: per task, each method's numbers (best CMD first); and per task and
+    method the curve (sizes, head counts, signed and absolute faithfulness, the removal curve,
+    ``m`` of the full and the empty circuit) and the ranking's head scores, so that a reader can
+    plot and compare them from ``results/`` alone."""
+    found: dict[str, Any] = {"model": result.model, "tasks": {}, "curves": {}}
     for task in dict.fromkeys(result.frame["task"]):
         board = result.leaderboard(task)
         found["tasks"][task] = {
             row["method"]: {key: _plain(row[key]) for key in _STORED} for _, row in board.iterrows()
         }
         found["tasks"][task]["pairs"] = int(result.settings["n_pairs"])
+    for key, curve in result.curves.items():
+        found["curves"][key] = {
+            "sizes": [float(s) for s in curve.sizes],
+            "counts": [int(c) for c in curve.counts],
+            "f signed": [_plain(v) for v in curve.f_signed],
+            "f absolute": [_plain(v) for v in curve.f_absolute],
+            "removal": [_plain(v) for v in curve.removal],
+            "m full": _plain(curve.m_full),
+            "m empty": _plain(curve.m_empty),
+            "scores": [[round(float(v), 6) for v in row] for row in curve.scores.tolist()],
+        }
     return found
 
 
