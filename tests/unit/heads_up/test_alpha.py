@@ -303,7 +303,9 @@ def test_evaluate_can_stack_its_settings(tiny, mask):
     pd.testing.assert_frame_equal(
         stacked.records[columns], loop.records[columns], check_exact=False, atol=1e-5, rtol=0
     )
-    pd.testing.assert_frame_equal(stacked.to_frame(), loop.to_frame(), atol=1e-5, rtol=0)
+    # perplexity is exp(CE): a float32 rounding of 1e-7 in the CE moves a perplexity of 250 by
+    # 2.5e-5 (and the seeds' std of perplexities by as much), so the table's tolerance is that
+    pd.testing.assert_frame_equal(stacked.to_frame(), loop.to_frame(), atol=1e-4, rtol=1e-6)
     assert stacked.config["stack_masks"] and not loop.config["stack_masks"]
 
 
