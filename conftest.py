@@ -4,8 +4,8 @@ Unit tests and doctests run tiny random models: their matrices are so small that
 intra-op threads cost more than they save (a tiny forward pass: ~4 ms on one thread, ~0.3 s on
 two busy ones). Integration tests (marked ``integration``) keep every thread for the real models.
 
-The suite runs on ``pytest-xdist`` workers (``-n auto`` in ``pyproject.toml``; ``-n 0`` runs it in
-one process). Each worker takes its share of the cores, and so do the notebook kernels it starts.
+With ``pytest-xdist`` (``-n 2``; CI runs the suite in one process) each worker takes its share of
+the cores. So do the notebook kernels it starts.
 Every test file goes to one worker whole (its module fixtures are built once); the files that
 read the demo's run (fixtures ``demo_report``, ``demo_float32``, ``demo_run``, and the notebooks
 that read ``LENS_HEADS_DEMO_REPORT``) share one worker, which runs the demo once, and the files
