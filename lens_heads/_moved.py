@@ -111,7 +111,8 @@ class _Package(ModuleType):
 
     def __setattr__(self, name: str, value: object) -> None:
         current = self.__dict__.get(name)
-        shadows = current is not None and not isinstance(current, ModuleType)
+        api = name in self.__dict__.get("_EXPORTS", ())  # an API name not imported yet
+        shadows = api or (current is not None and not isinstance(current, ModuleType))
         if name in MOVED and isinstance(value, ModuleType) and shadows:
             return
         super().__setattr__(name, value)

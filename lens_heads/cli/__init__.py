@@ -28,80 +28,93 @@ this module, so there is no import circle.
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lens_heads.cli import (
-    alignment,
-    atlas,
-    common,
-    core,
-    doctor,
-    engine,
-    finders,
-    grid,
-    heads_up,
-    lahis,
-    plan,
-    roles,
-)
+from lens_heads.cli import common
 from lens_heads.core.checks import InputWarning, each_warning_once
 from lens_heads.core.errors import LensHeadsError
 
 __all__ = ["COMMANDS", "EXAMPLES", "build_parser", "main"]
 
-#: every subcommand as ``(name, add_arguments, run)``, in the order ``--help`` lists them
-COMMANDS: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], int]]] = [
-    *core.COMMANDS,  # models, generate, tasks
-    *doctor.COMMANDS,  # doctor
-    *engine.COMMANDS,  # eval, train-mask
-    *heads_up.COMMANDS[:-1],  # sweep, logit-lens, similarity, attention
-    heads_up.COMMANDS[-1],  # demo
-    *grid.COMMANDS,  # grid
-    *lahis.COMMANDS,  # importance, language-heads/-perplexity, transfer, soft-mask-experiment
-    *alignment.COMMANDS,  # translation-scores, ablate-heads, trater
-    *atlas.COMMANDS,  # atlas
-    *roles.COMMANDS,  # roles, sweep-estimates
-    *finders.COMMANDS,  # benchmark-finders
-    *plan.COMMANDS,  # plan
-]
+#: the modules of ``lens_heads.cli`` and the subcommands each holds, in the order ``--help``
+#: lists them (a test checks this against each module's ``COMMANDS``): a command imports its
+#: own module only, so ``lens-heads plan`` starts without torch
+MODULES: dict[str, tuple[str, ...]] = {
+    "core": ("models", "generate", "tasks"),
+    "doctor": ("doctor",),
+    "engine": ("eval", "train-mask"),
+    "heads_up": ("sweep", "logit-lens", "similarity", "attention", "demo"),
+    "grid": ("grid",),
+    "lahis": (
+        "importance", "language-heads", "language-perplexity", "transfer", "soft-mask-experiment"
+    ),
+    "alignment": ("translation-scores", "ablate-heads", "trater"),
+    "atlas": ("atlas",),
+    "roles": ("roles", "sweep-estimates"),
+    "finders": ("benchmark-finders",),
+    "plan": ("plan",),
+}  # fmt: skip
+
+Command = tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], int]]
 
 
-#: every subcommand's examples (:class:`common.Examples`), kept beside the command itself
-EXAMPLES: dict[str, common.Examples] = {
-    **core.EXAMPLES,
-    **doctor.EXAMPLES,
-    **engine.EXAMPLES,
-    **heads_up.EXAMPLES,
-    **grid.EXAMPLES,
-    **lahis.EXAMPLES,
-    **alignment.EXAMPLES,
-    **atlas.EXAMPLES,
-    **roles.EXAMPLES,
-    **finders.EXAMPLES,
-    **plan.EXAMPLES,
-}
+def _module(name: str) -> Any:
+    return importlib.import_module(f"lens_heads.cli.{name}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def __getattr__(name: str) -> Any:
+    """``COMMANDS`` (every subcommand as ``(name, add_arguments, run)``, in the order ``--help``
+    lists them) and ``EXAMPLES`` (every subcommand's :class:`common.Examples`, kept beside the
+    command itself), gathered from the command modules on first use."""
+    if name == "COMMANDS":
+        value: Any = [command for module in MODULES for command in _module(module).COMMANDS]
+    elif name == "EXAMPLES":
+        value = {key: e for module in MODULES for key, e in _module(module).EXAMPLES.items()}
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def _commands(only: str | None = None) -> list[Command]:
+    """Every command (``COMMANDS``, as patched if it is), or the one named ``only`` from its
+    own module."""
+    if only is None or "COMMANDS" in globals():
+        commands: list[Command] = sys.modules[__name__].COMMANDS
+        return commands
+    module = next(module for module, names in MODULES.items() if only in names)
+    return [command for command in _module(module).COMMANDS if command[0] == only]
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``lens-heads`` parser: every subcommand, or only the one named ``only``."""
     parser = common.Parser(
         prog="lens-heads", description="Attention-head masks and analyses with TransformerLens."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", required=True)
-    for _, add, _ in COMMANDS:
+    for _, add, _ in _commands(only):
         add(sub)
     return parser
 
 
+def _named_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names, when it is a known one."""
+    first = next((item for item in argv if not item.startswith("-")), None)
+    return first if any(first in names for names in MODULES.values()) else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    only = _named_command(argv)
+    args = build_parser(only).parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    handlers = {name: command for name, _, command in COMMANDS}
+    handlers = {name: command for name, _, command in _commands(only)}
 
     def one_line(message: Any, category: type, *rest: Any, **kw: Any) -> str:
         kind = "note" if issubclass(category, DeprecationWarning) else "warning"

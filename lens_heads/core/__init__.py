@@ -18,18 +18,25 @@
   argument and context checks
 """
 
-from lens_heads.core.errors import LensHeadsError
-from lens_heads.core.generation import Generation, generate, greedy_generate
-from lens_heads.core.guards import verify_model
-from lens_heads.core.hooks import ablated, apply_mask, mask_hooks
-from lens_heads.core.libraries import LibraryMismatchError, library_versions
-from lens_heads.core.masks import HeadMask, expected_random_jaccard, jaccard
-from lens_heads.core.models import MODEL_ALIASES, head_shape, load_model
-from lens_heads.core.prompts import PromptFormat
-from lens_heads.core.random_models import random_model, tiny_model
-from lens_heads.core.scales import HeadScale
-from lens_heads.core.settings import configure, field_docs
-from lens_heads.core.tasks import Task, get_task, list_tasks
+from typing import TYPE_CHECKING
+
+from lens_heads.core.lazy import lazy_exports
+
+if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch before it is needed
+    from lens_heads.core.errors import LensHeadsError
+    from lens_heads.core.generation import Generation, generate, greedy_generate
+    from lens_heads.core.guards import verify_model
+    from lens_heads.core.hooks import ablated, apply_mask, mask_hooks
+    from lens_heads.core.libraries import LibraryMismatchError, library_versions
+    from lens_heads.core.masks import HeadMask, expected_random_jaccard, jaccard
+    from lens_heads.core.models import MODEL_ALIASES, head_shape, load_model
+    from lens_heads.core.prompts import PromptFormat
+    from lens_heads.core.random_models import random_model, tiny_model
+    from lens_heads.core.scales import HeadScale
+    from lens_heads.core.settings import configure, field_docs
+    from lens_heads.core.tasks import Task, get_task, list_tasks
+
+_EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "MODEL_ALIASES",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from lens_heads.core.errors import InputError
+from lens_heads.core.provenance import cpu_native_bf16
 
 __all__ = ["native_bf16", "resolve_device", "resolve_dtype"]
 
@@ -48,14 +49,4 @@ def native_bf16(device: str | torch.device = "cpu") -> bool:
     device = torch.device(device)
     if device.type == "cuda":
         return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    if device.type != "cpu":
-        return False
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as file:
-            for line in file:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"avx512_bf16", "amx_bf16"})
-    except OSError:
-        pass
-    return False
+    return device.type == "cpu" and cpu_native_bf16()

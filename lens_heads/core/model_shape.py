@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lens_heads.core.models import MODEL_ALIASES, spec_kind
+from lens_heads.core.model_specs import MODEL_ALIASES, spec_kind
 
 __all__ = [
     "ALIAS_SHAPES",

@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["code_version", "machine", "source_hash"]
+__all__ = ["code_version", "cpu_native_bf16", "machine", "source_hash"]
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -62,19 +62,37 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_native_bf16() -> bool:
+    """Does this CPU compute bfloat16 natively: the ``avx512_bf16`` or ``amx_bf16`` flag in
+    ``/proc/cpuinfo`` (without them bf16 matmuls are emulated, several times slower than fp32)?
+    Read without torch.
+
+    >>> isinstance(cpu_native_bf16(), bool)
+    True
+    """
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as file:
+            for line in file:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        pass
+    return False
+
+
 def machine() -> dict[str, Any]:
     """The CPU model, whether it computes bf16 natively, the torch threads and cores, the GPU
     if one is visible (None otherwise) and the versions of the libraries every number depends
     on (:func:`lens_heads.core.libraries.library_versions`)."""
     import torch
 
-    from lens_heads.core.devices import native_bf16
     from lens_heads.core.libraries import library_versions
 
     cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {
         "cpu": _cpu_model(),
-        "native_bf16": native_bf16("cpu"),
+        "native_bf16": cpu_native_bf16(),
         "threads": torch.get_num_threads(),
         "cores": os.cpu_count(),
         "cuda": cuda,

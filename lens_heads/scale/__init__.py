@@ -9,11 +9,18 @@ removal sweep after training).
   the configuration alone (``PlanConfig``, ``Plan``, ``PlanDoesNotFitError``)
 """
 
-from lens_heads.scale.grid import GridResult, run_grid
-from lens_heads.scale.grid_config import GridConfig, GridConfigError
-from lens_heads.scale.plan_config import PlanConfig
-from lens_heads.scale.plan_result import Plan, PlanDoesNotFitError
-from lens_heads.scale.planning import plan
+from typing import TYPE_CHECKING
+
+from lens_heads.core.lazy import lazy_exports
+
+if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch before it is needed
+    from lens_heads.scale.grid import GridResult, run_grid
+    from lens_heads.scale.grid_config import GridConfig, GridConfigError
+    from lens_heads.scale.plan_config import PlanConfig
+    from lens_heads.scale.plan_result import Plan, PlanDoesNotFitError
+    from lens_heads.scale.planning import plan
+
+_EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "GridConfig",

@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from lens_heads.core.checks import check_int, own_checks
-from lens_heads.core.devices import native_bf16
 from lens_heads.core.errors import InputError
 
 __all__ = ["DTYPES", "GPUS", "JOBS", "GpuSpec", "PlanConfig"]
@@ -153,7 +152,11 @@ class PlanConfig:
             return False
         if self.precision == "bfloat16":
             return True
-        return self.on_gpu or native_bf16("cpu")
+        if self.on_gpu:
+            return True
+        from lens_heads.core.provenance import cpu_native_bf16
+
+        return cpu_native_bf16()
 
     def with_(self, **changes: Any) -> PlanConfig:
         return replace(self, **changes)

@@ -15,12 +15,13 @@ lens_heads.scale.plan_result.PlanDoesNotFitError: train-mask on qwen2.5-14b-inst
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from lens_heads.core.errors import LensHeadsError
 from lens_heads.core.storage import FolderResult
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["OUTSIDE_TENSORS", "Plan", "PlanDoesNotFitError", "gib"]
 
@@ -109,6 +110,8 @@ class Plan(FolderResult):
             for device, part in self.components.items()
             for name, value in part.items()
         ]
+        import pandas as pd  # a plan prints without pandas
+
         return pd.DataFrame(rows, columns=["device", "component", "bytes", "GiB"])
 
     def to_markdown(self) -> str:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lens_heads.core.errors import InputError
@@ -428,11 +429,11 @@ def _throughput(config: PlanConfig) -> float:
         if config.autocast():
             tflops = gpu.bf16_tflops
         return tflops * 1e12 * GPU_EFFICIENCY
-    from lens_heads.core.devices import native_bf16
+    from lens_heads.core.provenance import cpu_native_bf16
 
     bf16 = config.autocast() or config.resolved_dtype() != "float32"
     per_thread = CPU_GFLOPS_PER_THREAD["bfloat16" if bf16 else "float32"]
-    if bf16 and not native_bf16("cpu"):
+    if bf16 and not cpu_native_bf16():
         per_thread = CPU_GFLOPS_PER_THREAD["float32"] / 3.5
     return per_thread * 1e9 * _threads()
 
@@ -452,6 +453,8 @@ def _gpu(config: PlanConfig) -> GpuSpec:
     """The GPU a cuda plan assumes: the one named, the visible one, or an H100."""
     if config.gpu != "auto":
         return GPUS[config.gpu]
+    if not gpu_may_be_visible():
+        return GPUS["h100"]
     import torch
 
     if torch.cuda.is_available():
@@ -463,12 +466,28 @@ def _gpu(config: PlanConfig) -> GpuSpec:
     return GPUS["h100"]
 
 
+def gpu_may_be_visible() -> bool:
+    """False where no GPU driver's device file exists (``/dev/nvidia*``, ROCm's ``/dev/kfd``):
+    there torch would see no CUDA device, so a plan need not import torch to ask. True
+    elsewhere (and on systems without ``/dev``), where torch is asked.
+
+    >>> isinstance(gpu_may_be_visible(), bool)
+    True
+    """
+    devices = Path("/dev")
+    if not devices.is_dir():
+        return True
+    return any(devices.glob("nvidia[0-9]*")) or (devices / "kfd").exists()
+
+
 def available_memory(device: str = "cpu") -> int | None:
     """Bytes ``device`` offers: a visible CUDA device's total memory, or the RAM available now
     (``psutil``; ``/proc/meminfo`` without it); None where neither is known."""
-    import torch
-
     if device.startswith("cuda"):
+        if not gpu_may_be_visible():
+            return None
+        import torch
+
         if not torch.cuda.is_available():
             return None
         index = int(device.split(":")[1]) if ":" in device else 0

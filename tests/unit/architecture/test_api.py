@@ -254,3 +254,34 @@ def test_every_settings_field_is_documented_and_every_settings_class_frozen():
             undocumented[f"{c.__module__}.{c.__name__}"] = missing
     assert not undocumented
     assert [c.__name__ for c in classes if not c.__dataclass_params__.frozen] == []
+
+
+def test_the_cli_module_table_lists_each_modules_commands_in_order():
+    """``lens_heads.cli.MODULES`` lets a command import its own module only; it must name the
+    commands each module defines, in the order ``--help`` lists them."""
+    import importlib
+
+    import lens_heads.cli as cli
+
+    for module, names in cli.MODULES.items():
+        defined = [
+            name for name, _, _ in importlib.import_module(f"lens_heads.cli.{module}").COMMANDS
+        ]
+        assert tuple(defined) == names, module
+    assert [name for name, _, _ in cli.COMMANDS] == [n for ns in cli.MODULES.values() for n in ns]
+
+
+@pytest.mark.parametrize("package", ["lens_heads", "lens_heads.core", "lens_heads.scale"])
+def test_lazy_packages_export_what_they_list(package):
+    """The lazy packages (``lens_heads.core.lazy``) resolve every name of their ``__all__`` from
+    the imports under ``if TYPE_CHECKING:``, each the object of its module."""
+    import importlib
+
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        value = getattr(module, name)
+        source = importlib.import_module(module._EXPORTS[name])
+        assert value is getattr(source, name), name
+    assert set(module.__all__) <= set(dir(module))
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        getattr(module, "no_such_name")  # noqa: B009

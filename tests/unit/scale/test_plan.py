@@ -158,3 +158,23 @@ def test_the_stored_gpu_predictions_are_the_codes():
     for old, new in zip(rows, now, strict=True):
         for key in keys:
             assert old[key] == pytest.approx(new[key], rel=1e-9), (old["run"], key)
+
+
+def test_lens_heads_plan_for_a_gpu_imports_neither_torch_nor_pandas():
+    """The acceptance asks for the plan "in a second" on a CPU-only machine: importing torch
+    alone takes about two. A fresh process runs the command and lists what it imported."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from lens_heads.cli import main\n"
+        "assert main(['plan', 'llama-3.1-8b-instruct', '--job', 'train-mask', '--batch-size',"
+        " '16', '--device', 'cuda', '--gpu', 'h100']) == 0\n"
+        "print(sorted(m for m in ('torch', 'pandas', 'transformers') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert "predicted peak" in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
