@@ -51,7 +51,7 @@ def _add_translation_scores(sub: Any) -> None:
         help="alignment-head threshold (a translation score in [0, 1])",
     )
     _add_score_arguments(parser)
-    parser.add_argument("--out", required=True, help="output directory")
+    common.add_out_argument(parser)
 
 
 def _cmd_translation_scores(args: argparse.Namespace) -> int:
@@ -161,7 +161,7 @@ def _add_ablate_heads(sub: Any) -> None:
     parser.add_argument("--shots", type=common.non_negative, default=2)
     parser.add_argument("--max-new-tokens", type=common.positive)
     parser.add_argument("--batch-size", type=common.positive, default=16)
-    parser.add_argument("--out", required=True, help="output directory")
+    common.add_out_argument(parser)
 
 
 def _cmd_ablate_heads(args: argparse.Namespace) -> int:
@@ -216,7 +216,7 @@ def _add_trater(sub: Any) -> None:
         "--select", type=common.fraction, default=0.2, help="top fraction per language"
     )
     parser.add_argument("--batch-size", type=common.positive, default=16)
-    parser.add_argument("--out", required=True, help="output directory")
+    common.add_out_argument(parser)
 
 
 def _cmd_trater(args: argparse.Namespace) -> int:

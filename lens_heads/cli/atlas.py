@@ -25,9 +25,9 @@ def _add_atlas(sub: Any) -> None:
         "model", help="alias (smollm2-135m-instruct, gemma-3-270m), checkpoint dir or HF id"
     )
     add_settings(parser, AtlasConfig)
-    parser.add_argument("--out", required=True, help="output directory")
+    common.add_out_argument(parser)
     common.add_overwrite_argument(parser)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    common.add_progress_argument(parser)
 
 
 def _cmd_atlas(args: argparse.Namespace) -> int:

@@ -27,7 +27,9 @@ __all__ = [
     "add_chat_argument",
     "add_match_argument",
     "add_model_argument",
+    "add_out_argument",
     "add_overwrite_argument",
+    "add_progress_argument",
     "chat_choice",
     "check_heads",
     "check_model",
@@ -409,6 +411,19 @@ def check_out(path: str | Path) -> Path:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise InputError(f"--out {out}: {existing} is not writable; choose another folder")
     return out
+
+
+def add_out_argument(
+    parser: argparse.ArgumentParser, help: str = "output directory", default: str | None = None
+) -> None:
+    """``--out DIR``: required unless a ``default`` is given."""
+    required = {"default": default} if default is not None else {"required": True}
+    parser.add_argument("--out", help=help, **required)
+
+
+def add_progress_argument(parser: argparse.ArgumentParser) -> None:
+    """``--no-progress``: no progress bars."""
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def add_match_argument(parser: argparse.ArgumentParser) -> None:

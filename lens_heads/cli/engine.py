@@ -50,7 +50,7 @@ def _add_eval(sub: Any) -> None:
     common.add_match_argument(parser)
     add_settings(parser, EvaluationConfig, skip=("progress",), choices={"ablation": FIXED})
     common.deprecated(parser, "--seeds", "--random-seeds", "old_seeds")
-    parser.add_argument("--out", required=True, help="output directory")
+    common.add_out_argument(parser)
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -105,7 +105,7 @@ def _add_train_mask(sub: Any) -> None:
     )
     common.add_model_argument(parser)
     parser.add_argument("--task", required=True, help="built-in task name or a .json/.jsonl file")
-    parser.add_argument("--out", required=True, help="output directory")
+    common.add_out_argument(parser)
     parser.add_argument("--paper", action="store_true", help="start from the paper's schedule")
     # each flag overrides one field of the schedule (None: the schedule's own value)
     add_settings(

@@ -45,9 +45,9 @@ def _add_benchmark(sub: Any) -> None:
     add_settings(parser, BenchmarkConfig, skip=("method_settings",))
     add_settings(parser, MethodConfig)
     parser.add_argument("--mib", help="also write every ranking here in MIB's node format")
-    parser.add_argument("--out", required=True, help="output directory")
+    common.add_out_argument(parser)
     common.add_overwrite_argument(parser)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    common.add_progress_argument(parser)
 
 
 def _cmd_benchmark(args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ def _add_grid(sub: Any) -> None:
         "tasks; complete cells are skipped, interrupted ones resume. See docs/scale.md.",
     )
     parser.add_argument("config", help="the grid config (.toml or .yaml)")
-    parser.add_argument("--out", required=True, help="output folder (one sub-folder per cell)")
+    common.add_out_argument(parser, "output folder (one sub-folder per cell)")
     parser.add_argument(
         "--address",
         default=None,

@@ -76,7 +76,7 @@ def _add_sweep(sub: Any) -> None:
         "--stay", type=common.positive, default=3, help="steps the target must stay top-1"
     )
     common.deprecated(parser, "--no-chat", "--chat no", "chat", const="no")
-    parser.add_argument("--out", required=True, help="output directory")
+    common.add_out_argument(parser)
 
 
 def _sweep_order(args: argparse.Namespace, shape: Any) -> Any:
@@ -202,7 +202,7 @@ def _add_logit_lens(sub: Any) -> None:
         help="skip the final norm (the HeadsUp reference's lens; not the model's own output)",
     )
     common.add_chat_argument(parser)
-    parser.add_argument("--out", required=True, help="output directory")
+    common.add_out_argument(parser)
 
 
 def _cmd_logit_lens(args: argparse.Namespace) -> int:
@@ -277,7 +277,7 @@ def _add_similarity(sub: Any) -> None:
         "15-29 (default: all for one prompt, the later half for many)",
     )
     common.add_chat_argument(parser)
-    parser.add_argument("--out", required=True, help="output directory")
+    common.add_out_argument(parser)
 
 
 def _layer_range(text: str | None, shape: Any = None) -> range | None:
@@ -386,7 +386,7 @@ def _add_attention(sub: Any) -> None:
     parser.add_argument("--no-instruction", action="store_true", help="skip the instructed run")
     common.add_chat_argument(parser)
     parser.add_argument("--batch-size", type=common.positive, default=16)
-    parser.add_argument("--out", required=True, help="output directory")
+    common.add_out_argument(parser)
 
 
 def _cmd_attention(args: argparse.Namespace) -> int:
@@ -464,7 +464,7 @@ def _add_demo(sub: Any) -> None:
     parser.add_argument(
         "--fresh", action="store_true", help="recompute every stage (default: reuse finished ones)"
     )
-    parser.add_argument("--out", default="demo-report", help="output directory")
+    common.add_out_argument(parser, default="demo-report")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

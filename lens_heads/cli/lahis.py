@@ -5,37 +5,27 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from lens_heads.cli import common
 from lens_heads.cli.options import add_settings, settings_from
 from lens_heads.core.errors import InputError, MissingFileError
-from lens_heads.lahis.language_experiments import TransferConfig
+from lens_heads.lahis.importance import METHODS, ImportanceConfig
+from lens_heads.lahis.language_experiments import PerplexityConfig, TransferConfig
+from lens_heads.lahis.languages import LanguageHeadsConfig
 
 __all__ = ["COMMANDS", "add_soft_arguments", "trainable_from_args"]
 
 
-def _add_compute_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--method", default="lahis", choices=["lahis", "abs_grad", "taylor"])
-    parser.add_argument(
-        "--n-docs", type=common.positive, help="documents per language (default: all)"
-    )
-    parser.add_argument(
-        "--batch-size", type=common.positive, help="documents per batch (default: by tokens)"
-    )
-    parser.add_argument(
-        "--max-tokens",
-        type=common.int_at_least(2),
-        help="truncate documents to this many tokens (at least 2: the LM loss needs two)",
-    )
-    parser.add_argument(
-        "--precision",
-        default="auto",
-        choices=["auto", "float32", "bfloat16"],
-        help="compute precision (autocast): auto = bf16 where the CPU computes it natively",
-    )
-    common.deprecated(parser, "--compute-dtype", "--precision", "precision")
+#: the values of the importance settings' string fields
+CHOICES = {"method": METHODS, "precision": ("auto", "float32", "bfloat16")}
+
+
+def _add_importance_settings(parser: argparse.ArgumentParser, dest: str) -> None:
+    """The old ``--compute-dtype`` spelling of ``--precision`` (whose value lands in ``dest``)."""
+    common.deprecated(parser, "--compute-dtype", "--precision", dest)
 
 
 # -- importance ------------------------------------------------------------------------------
@@ -50,8 +40,12 @@ def _add_importance(sub: Any) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--texts", help="a text file, one document per line")
     source.add_argument("--language", help="a language of the built-in corpus (en fr es de zh)")
-    _add_compute_arguments(parser)
-    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument(
+        "--n-docs", type=common.positive, help="the first N documents (default: all)"
+    )
+    add_settings(parser, ImportanceConfig, skip=("progress",), choices=CHOICES)
+    _add_importance_settings(parser, "precision")
+    common.add_out_argument(parser)
 
 
 def _cmd_importance(args: argparse.Namespace) -> int:
@@ -76,32 +70,29 @@ def _cmd_importance(args: argparse.Namespace) -> int:
         texts = texts[: args.n_docs]
     with common.writing(args.out) as out:
         model = common.load_model(args)
-        result = head_importance(
-            model,
-            texts,
-            method=args.method,
-            batch_size=args.batch_size,
-            max_tokens=args.max_tokens,
-            precision=args.precision,
-        )
+        result = head_importance(model, texts, settings_from(args, ImportanceConfig))
         written = result.save(out, png=True)
     print(result.to_markdown(k=10))
     common.print_written(written)
     return 0
 
 
-def _texts_by_language(texts: str | None, languages: str | None) -> dict[str, list[str]]:
-    """--texts (default: the built-in corpus), narrowed to --languages."""
+def _texts_by_language(
+    texts: str | None, languages: str | Sequence[str] | None
+) -> dict[str, list[str]]:
+    """--texts (default: the built-in corpus), narrowed to --languages (comma-separated)."""
     from lens_heads.lahis.languages import load_texts_by_language
 
     found = load_texts_by_language(texts)
     if languages is None:
         return found
-    wanted = [lang.strip() for lang in languages.split(",") if lang.strip()]
+    if isinstance(languages, str):
+        languages = languages.split(",")
+    wanted = [lang.strip() for lang in languages if lang.strip()]
     missing = [lang for lang in wanted if lang not in found]
     if missing or not wanted:
-        raise InputError(f"--languages {languages!r}: {missing or 'none'} not in the texts "
-                         f"({list(found)})")  # fmt: skip
+        raise InputError(f"--languages {','.join(languages)!r}: {missing or 'none'} not in the "
+                         f"texts ({list(found)})")  # fmt: skip
     return {lang: found[lang] for lang in wanted}
 
 
@@ -135,10 +126,9 @@ def _add_language_heads(sub: Any) -> None:
         "the built-in en/fr/es/de/zh corpus)",
     )
     parser.add_argument("--languages", help="comma-separated subset of the languages")
-    parser.add_argument("--quantile", type=common.open_unit, default=0.96)
-    parser.add_argument("--min-languages", type=common.positive, default=4)
-    _add_compute_arguments(parser)
-    parser.add_argument("--out", required=True, help="output directory")
+    add_settings(parser, LanguageHeadsConfig, skip=("importance.progress",), choices=CHOICES)
+    _add_importance_settings(parser, "importance.precision")
+    common.add_out_argument(parser)
 
 
 def _cmd_language_heads(args: argparse.Namespace) -> int:
@@ -146,20 +136,11 @@ def _cmd_language_heads(args: argparse.Namespace) -> int:
 
     common.check_model(args)
     texts = _texts_by_language(args.texts, args.languages)
-    check_rule(args.quantile, args.min_languages, len(texts))
+    config = settings_from(args, LanguageHeadsConfig)
+    check_rule(config.quantile, config.min_languages, len(texts))
     with common.writing(args.out) as out:
         model = common.load_model(args)
-        result = language_heads(
-            model,
-            texts,
-            quantile=args.quantile,
-            min_languages=args.min_languages,
-            method=args.method,
-            n_docs=args.n_docs,
-            batch_size=args.batch_size,
-            max_tokens=args.max_tokens,
-            precision=args.precision,
-        )
+        result = language_heads(model, texts, config)
         written = result.save(out, png=True)
     print(result.to_markdown())
     common.print_written(written)
@@ -177,50 +158,30 @@ def _add_perplexity(sub: Any) -> None:
     common.add_model_argument(parser)
     parser.add_argument("--heads", required=True, help="folder written by language-heads")
     parser.add_argument("--texts", help="as language-heads (default: the built-in corpus)")
-    parser.add_argument("--languages", help="comma-separated subset")
-    parser.add_argument(
-        "--n-docs", type=common.positive, default=20, help="held-out documents per language"
-    )
-    parser.add_argument(
-        "--skip", type=common.non_negative, default=100, help="documents skipped (held out)"
-    )
-    parser.add_argument(
-        "--random-seeds",
-        type=common.numbers(int),
-        default="0,1,2",
-        help="seeds of the random heads (comma-separated)",
-    )
+    add_settings(parser, PerplexityConfig, choices=CHOICES)
     common.deprecated(parser, "--seeds", "--random-seeds", "random_seeds", type=common.numbers(int))
-    parser.add_argument("--out", required=True, help="output directory")
+    common.add_out_argument(parser)
 
 
 def _cmd_perplexity(args: argparse.Namespace) -> int:
     from lens_heads.lahis.language_experiments import perplexity_experiment
 
     heads = _language_heads(args.heads, common.check_model(args))
-    texts = _texts_by_language(args.texts, args.languages)
-    languages = list(texts) if args.languages else None
-    for lang in languages or heads.languages:
+    config = settings_from(args, PerplexityConfig)
+    texts = _texts_by_language(args.texts, config.languages)
+    for lang in config.languages or heads.languages:
         if lang not in heads.languages or lang not in texts:
             raise InputError(
                 f"language {lang!r} is not in both the heads ({heads.languages}) and the texts "
                 f"({list(texts)})"
             )
-        if len(texts[lang]) <= args.skip:
+        if len(texts[lang]) <= config.skip:
             raise InputError(
-                f"{lang}: {len(texts[lang])} documents, none left after --skip {args.skip}"
+                f"{lang}: {len(texts[lang])} documents, none left after --skip {config.skip}"
             )
     with common.writing(args.out) as out:
         model = common.load_model(args)
-        result = perplexity_experiment(
-            model,
-            heads,
-            texts,
-            languages=languages,
-            n_docs=args.n_docs,
-            skip=args.skip,
-            random_seeds=args.random_seeds,
-        )
+        result = perplexity_experiment(model, heads, texts, config)
         written = result.save(out, png=True)
     print(result.to_markdown())
     common.print_written(written)
@@ -240,12 +201,8 @@ def _add_transfer(sub: Any) -> None:
     common.add_model_argument(parser)
     parser.add_argument("--heads", help="folder written by language-heads")
     add_settings(parser, TransferConfig, skip=("progress",), check=False)
-    parser.add_argument("--quantile", type=common.open_unit, default=0.96)
-    parser.add_argument("--min-languages", type=common.positive, default=4)
-    parser.add_argument(
-        "--n-docs", type=common.positive, default=16, help="documents per language for heads"
-    )
-    parser.add_argument("--out", required=True, help="output directory")
+    add_settings(parser, LanguageHeadsConfig, only=("quantile", "min_languages", "n_docs"))
+    common.add_out_argument(parser)
 
 
 def _cmd_transfer(args: argparse.Namespace) -> int:
@@ -255,8 +212,9 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
 
     shape = common.check_model(args)
     heads = _language_heads(args.heads, shape) if args.heads else None
+    rule = settings_from(args, LanguageHeadsConfig)
     if heads is None:
-        check_rule(args.quantile, args.min_languages, len(parallel_corpus().languages))
+        check_rule(rule.quantile, rule.min_languages, len(parallel_corpus().languages))
     weaken = None if (args.weaken or "").lower() == "none" else args.weaken
     known = heads if heads is not None else parallel_corpus().languages
     config = settings_from(args, TransferConfig, weaken=weaken)
@@ -264,9 +222,7 @@ def _cmd_transfer(args: argparse.Namespace) -> int:
     with common.writing(args.out) as out:
         model = common.load_model(args)
         if heads is None:
-            heads = language_heads(
-                model, quantile=args.quantile, min_languages=args.min_languages, n_docs=args.n_docs
-            )
+            heads = language_heads(model, config=rule)
         result = attention_transfer(model, heads, config=config)
         written = result.save(out, png=True)
         if not args.heads:
@@ -341,7 +297,7 @@ def _add_soft_mask_experiment(sub: Any) -> None:
         "--max-new-tokens", type=common.positive, help="generated tokens (default: task's)"
     )
     parser.add_argument("--eval-batch-size", type=common.positive, default=16)
-    parser.add_argument("--out", required=True, help="output directory (resumable)")
+    common.add_out_argument(parser, "output directory (resumable)")
 
 
 def _ranking_before_model(args: argparse.Namespace, task: Any, shape: Any) -> tuple[Any, Any]:

@@ -5,7 +5,9 @@ A field ``n_eval: int = 100`` with a docstring under it becomes ``--n-eval N`` w
 ``bool`` fields are ``--x/--no-x``; ``bool | None`` (auto) fields take ``auto``, ``yes`` or ``no``;
 tuples and sequences are comma-separated; an ``X | None`` field accepts ``none``. The values are
 checked by the dataclass itself (``__post_init__``), before any model loads, and its error names
-the flag.
+the flag. A field holding a settings dataclass (``LanguageHeadsConfig.importance``) adds that
+class's fields as a section of their own (its flags unprefixed, its dests ``importance.method``);
+``skip`` and ``only`` name its fields as ``importance.progress``.
 
 >>> import argparse
 >>> from lens_heads.engine import EvaluationConfig
@@ -104,6 +106,7 @@ def add_settings(
     rename: Mapping[str, str] | None = None,
     choices: Mapping[str, Iterable[str]] | None = None,
     check: bool = True,
+    section: str = "",
 ) -> None:
     """Add one option per field of the dataclass ``kind`` (those in ``only``, or all but
     ``skip``) to ``parser``; ``defaults`` replaces the dataclass's defaults (a field without
@@ -115,17 +118,25 @@ def add_settings(
     flag."""
     hints = typing.get_type_hints(kind)
     docs = field_docs(kind)
-    wanted = None if only is None else list(only)
     fields = {field.name: field for field in dataclasses.fields(kind)}
-    names = wanted if wanted is not None else [n for n in fields if n not in set(skip)]
+    skip = set(skip)
+    if only is None:
+        names = [n for n in fields if n not in skip]
+    else:  # a dotted name (importance.method) keeps its section
+        only = list(only)
+        names = list(dict.fromkeys(n.split(".")[0] for n in only))
     for name in names:
         field = fields[name]
         flag = flag_of(name, prefix, rename)
         hint, optional = _inner(hints[name])
+        if dataclasses.is_dataclass(hint):
+            _add_section(parser, hint, name, docs.get(name, ""), only, skip, prefix, choices)
+            continue
         default = (defaults or {}).get(name, _default(field))
         text = (helps or {}).get(name) or docs.get(name) or field.metadata.get("help", "")
-        dest = _dest(name, prefix, rename)
+        dest = _dest(name, prefix, rename) if not section else f"{section}.{name}"
         options: dict[str, Any] = {"dest": dest, "default": default}
+        metavar = {"metavar": name.upper()} if section else {}
         no_default = (
             field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
         )
@@ -147,21 +158,52 @@ def add_settings(
                 type=_sequence(element if element in (int, float) else str, flag),
                 help=f"{text} (comma-separated) [{shown}]",
                 **options,
+                **metavar,
             )
         elif hint is str and name in (choices or {}):
             parser.add_argument(flag, choices=list((choices or {})[name]), help=text, **options)
         elif hint in (int, float, str):
             shown = f" [{default}]" if "default" in options and default is not None else ""
             parser.add_argument(
-                flag, type=_scalar(hint, flag, optional), help=f"{text}{shown}", **options
+                flag,
+                type=_scalar(hint, flag, optional),
+                help=f"{text}{shown}",
+                **options,
+                **metavar,
             )
         else:
             raise TypeError(
                 f"{kind.__name__}.{name}: a {hints[name]} field has no command-line form; "
                 "skip it and set it from the command's own options"
             )
-    if check and hasattr(parser, "checks"):
+    if check and not section and hasattr(parser, "checks"):
         parser.checks.append(lambda args: settings_from(args, kind, prefix=prefix, rename=rename))
+
+
+def _add_section(
+    parser: Any,
+    kind: type,
+    name: str,
+    text: str,
+    only: Iterable[str] | None,
+    skip: Iterable[str],
+    prefix: str,
+    choices: Mapping[str, Iterable[str]] | None,
+) -> None:
+    """The fields of the settings class ``kind`` held by the field ``name``, as a section of
+    their own (dotted ``only``/``skip`` entries narrow it)."""
+    inner = [item.split(".", 1)[1] for item in (only or ()) if item.startswith(f"{name}.")]
+    group = parser.add_argument_group(f"{name} ({kind.__name__})", text or None)
+    add_settings(
+        group,
+        kind,
+        only=inner or None,
+        skip=[item.split(".", 1)[1] for item in skip if item.startswith(f"{name}.")],
+        prefix=prefix,
+        choices=choices,
+        check=False,
+        section=name,
+    )
 
 
 def _default(field: dataclasses.Field) -> Any:
@@ -180,8 +222,15 @@ def values_from(
     """The values the parsed ``args`` hold for the fields of ``kind`` that
     :func:`add_settings` added (auto/yes/no as None/True/False)."""
     values = {}
+    hints = typing.get_type_hints(kind)
     for field in dataclasses.fields(kind):
         dest = _dest(field.name, prefix, rename)
+        nested, _ = _inner(hints[field.name])
+        if dataclasses.is_dataclass(nested):
+            inner = _section_values(args, nested, field.name)
+            if inner:
+                values[field.name] = _build(nested, inner, prefix)
+            continue
         if not hasattr(args, dest):
             continue
         value = getattr(args, dest)
@@ -189,6 +238,26 @@ def values_from(
             value = CHAT_CHOICES[value]
         values[field.name] = value
     return values
+
+
+def _section_values(args: argparse.Namespace, kind: type, section: str) -> dict[str, Any]:
+    values = {}
+    for field in dataclasses.fields(kind):
+        dest = f"{section}.{field.name}"
+        if hasattr(args, dest):
+            value = getattr(args, dest)
+            if isinstance(value, str) and value in CHAT_CHOICES and _is_auto(kind, field.name):
+                value = CHAT_CHOICES[value]
+            values[field.name] = value
+    return values
+
+
+def _build(kind: type, values: Mapping[str, Any], prefix: str) -> Any:
+    """``kind(**values)``, its error naming the flags."""
+    try:
+        return kind(**values)
+    except LensHeadsError as error:
+        raise InputError(_with_flags(str(error), kind, prefix)) from error
 
 
 def settings_from(

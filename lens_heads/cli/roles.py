@@ -40,9 +40,9 @@ def _add_roles(sub: Any) -> None:
     add_settings(
         parser, RolesConfig, rename=_RENAMED, choices={"dtype": _PRECISIONS, "ablation": FIXED}
     )
-    parser.add_argument("--out", required=True, help="output directory")
+    common.add_out_argument(parser)
     common.add_overwrite_argument(parser)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    common.add_progress_argument(parser)
 
 
 def _cmd_roles(args: argparse.Namespace) -> int:
@@ -84,8 +84,8 @@ def _add_estimates(sub: Any) -> None:
     order.add_argument("--heads", help="the removal order, e.g. L3H7,L0H1 (or a file of labels)")
     parser.set_defaults(influential=False)
     add_settings(parser, EstimateErrorsConfig, skip=("progress",), choices={"ablation": ABLATIONS})
-    parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    common.add_out_argument(parser)
+    common.add_progress_argument(parser)
 
 
 def _cmd_estimates(args: argparse.Namespace) -> int:

@@ -106,16 +106,16 @@ def select_language_heads(
     return thresholds.float(), sets.view(scores.shape)
 
 
-def check_rule(quantile: float, min_languages: int, n_languages: int) -> None:
-    """The selection rule's numbers: a quantile in (0, 1), 1 <= min_languages <= languages."""
-    if not 0 < quantile < 1:
+def check_rule(quantile: float, min_languages: int, n_languages: int | None) -> None:
+    """The selection rule's numbers: a quantile in (0, 1), 1 <= min_languages <= languages
+    (when their number is known)."""
+    if isinstance(quantile, bool) or not isinstance(quantile, (int, float)) or not 0 < quantile < 1:
         raise ImportanceInputError(
-            f"quantile must lie strictly between 0 and 1 (e.g. 0.96 for the top 4 %), "
-            f"got {quantile}"
+            f"quantile must lie in (0, 1), got {quantile} (0.96 keeps the top 4 % of heads)"
         )
-    if min_languages < 1:
+    if isinstance(min_languages, bool) or not isinstance(min_languages, int) or min_languages < 1:
         raise ImportanceInputError(f"min_languages must be at least 1, got {min_languages}")
-    if min_languages > n_languages:
+    if n_languages is not None and min_languages > n_languages:
         raise ImportanceInputError(
             f"min_languages={min_languages} exceeds the {n_languages} language(s) given: no head "
             f"could be language-general; pass min_languages <= {n_languages} or more languages"
@@ -317,6 +317,7 @@ class LanguageHeadsConfig:
     """How each language's importance is computed (:func:`head_importance`)."""
 
     def __post_init__(self) -> None:
+        check_rule(self.quantile, self.min_languages, None)
         if self.n_docs is not None and (not isinstance(self.n_docs, int) or self.n_docs < 1):
             raise ImportanceInputError(f"n_docs must be positive (or None), got {self.n_docs}")
 

@@ -56,8 +56,9 @@ def test_of_each_group_of_synonyms_one_spelling_is_live(group):
 
 
 def test_a_flag_means_one_thing_in_every_command():
+    # a nested settings class's fields keep their name under a section: importance.batch_size
     meanings = {
-        flag: {dest for _, dest, deprecated in uses if not deprecated}
+        flag: {dest.rsplit(".", 1)[-1] for _, dest, deprecated in uses if not deprecated}
         for flag, uses in _flags().items()
     }
     # --heads names heads everywhere; the commands keep it under one destination
