@@ -82,8 +82,10 @@ def help_of(text: str) -> dict[str, Any]:
 
 def parse(config_type: type, argv: Sequence[str] | None, doc: str | None = None) -> Any:
     """The ``config_type`` instance the command line ``argv`` describes."""
+    module = sys.modules.get(config_type.__module__)
+    stem = Path(getattr(module, "__file__", None) or config_type.__module__).stem
     parser = argparse.ArgumentParser(
-        prog=f"python -m {config_type.__module__}",
+        prog=f"python -m analyses.{stem}",
         description=doc,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -20,7 +20,6 @@ configurations in one folder.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import lens_heads as lh
-from analyses._common import check_config, note_mask_precision, provenance_of
+from analyses._common import check_config, note_mask_precision, parse, provenance_of
 from lens_heads.core.checks import resolve_mask
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.storage import write_atomic
@@ -55,20 +54,35 @@ class Config:
     ``lr`` and ``holdout`` only matter when the mask is trained here."""
 
     model: str = "smollm2-135m-instruct"
+    """The model (an alias, a .gguf file or a checkpoint folder)."""
     task: str = "capitalize"
+    """A built-in task or a task file."""
     out: str = "runs/figure6"
-    mask: str | None = None  # a mask file or train-mask folder; None or "train": train one
+    """The output folder."""
+    mask: str | None = None
+    """A mask file or a train-mask folder (None or 'train': train one here)."""
     alphas: tuple[float, ...] = DEFAULT_ALPHAS
+    """The scales of the removed heads' outputs."""
     n_eval: int = 40
+    """Held-out examples evaluated."""
     n_select: int = 40
+    """Examples before the held-out ones on which Table 8's alpha is chosen."""
     batch_size: int = 16
+    """Prompts decoded together in the evaluation."""
     steps: int = 200
+    """Training steps."""
     train_batch_size: int = 8
+    """Training batch size."""
     lr: float = 0.1
+    """Training learning rate."""
     holdout: int = 100
+    """Examples held out of training."""
     seed: int = 0
-    shots: int = 0  # demonstrations before every prompt (training and evaluation)
-    progress: bool = True  # progress bars (not part of the stored configuration)
+    """Training seed."""
+    shots: int = 0
+    """Demonstrations (without instruction) before every prompt, in training and evaluation."""
+    progress: bool = True
+    """Show progress bars (not part of the stored configuration)."""
 
     def __post_init__(self) -> None:
         if self.mask == "train":
@@ -215,70 +229,7 @@ def run(config: Config, model: Any = None, command: Sequence[str] = ()) -> Figur
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m analyses.figure6_alpha",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    defaults = Config()
-    parser.add_argument("--model", default=defaults.model)
-    parser.add_argument("--task", default=defaults.task, help="a built-in task or a task file")
-    parser.add_argument(
-        "--mask",
-        default="train",
-        help="a mask file, a train-mask output folder, or 'train' (default: train one here)",
-    )
-    parser.add_argument(
-        "--alphas",
-        default=",".join(f"{alpha:g}" for alpha in defaults.alphas),
-        help="comma-separated values in [0, 1]",
-    )
-    parser.add_argument("--n-eval", type=int, default=defaults.n_eval, help="held-out examples")
-    parser.add_argument(
-        "--n-select",
-        type=int,
-        default=defaults.n_select,
-        help="examples before the held-out ones on which Table 8's alpha is chosen",
-    )
-    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
-    parser.add_argument("--steps", type=int, default=defaults.steps, help="training steps")
-    parser.add_argument("--train-batch-size", type=int, default=defaults.train_batch_size)
-    parser.add_argument("--lr", type=float, default=defaults.lr)
-    parser.add_argument(
-        "--holdout", type=int, default=defaults.holdout, help="examples held out of training"
-    )
-    parser.add_argument("--seed", type=int, default=defaults.seed, help="training seed")
-    parser.add_argument(
-        "--shots",
-        type=int,
-        default=defaults.shots,
-        help="demonstrations (without instruction) before every prompt, in training and in "
-        "every evaluation",
-    )
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    args = parser.parse_args(argv)
-    try:
-        alphas = tuple(float(a) for a in args.alphas.split(",") if a.strip())
-    except ValueError:
-        parser.error(f"--alphas must be comma-separated numbers, got {args.alphas!r}")
-    config = Config(
-        model=args.model,
-        task=args.task,
-        out=args.out,
-        mask=args.mask,
-        alphas=alphas,
-        n_eval=args.n_eval,
-        n_select=args.n_select,
-        batch_size=args.batch_size,
-        steps=args.steps,
-        train_batch_size=args.train_batch_size,
-        lr=args.lr,
-        holdout=args.holdout,
-        seed=args.seed,
-        shots=args.shots,
-        progress=not args.no_progress,
-    )
+    config = parse(Config, argv, __doc__)
     arguments = list(sys.argv[1:] if argv is None else argv)
     result = run(config, command=["python", "-m", "analyses.figure6_alpha", *arguments])
     print(result.to_markdown())

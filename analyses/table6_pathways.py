@@ -32,7 +32,6 @@ result, the family under ``--name``); ``tasks-per-head/`` shows where the family
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import lens_heads as lh
+from analyses._common import parse
 from analyses.table5_mask_stats import short_name
 from lens_heads.core.storage import write_atomic
 
@@ -61,20 +61,35 @@ class Config:
     at most ``holdout``, are evaluated)."""
 
     model: str = "smollm2-135m-instruct"
+    """The model (an alias, a .gguf file or a checkpoint folder)."""
     tasks: tuple[str, ...] | None = None
+    """The family of tasks (None: the model's family, see above)."""
     out: str | None = None
+    """The output folder (None: runs/table6/<model>)."""
     masks: str | None = None
+    """Use the masks of this folder instead of training them."""
     steps: int = 200
+    """Training steps per mask."""
     lr: float = 0.1
+    """Training learning rate."""
     batch_size: int = 8
+    """Training batch size."""
     holdout: int = 100
+    """Examples per task never trained on."""
     init_mean: float = 0.0
+    """Mean of the mask logits at the start of training."""
     n_eval: int = 40
+    """Held-out examples evaluated per task (at most holdout)."""
     seeds: int = 3
+    """Random head sets per size."""
     eval_batch_size: int = 16
+    """Prompts decoded together in the evaluation."""
     device: str = "cpu"
+    """cpu, cuda or auto."""
     dtype: str = "float32"
+    """The model's weights dtype: float32, auto, ..."""
     name: str | None = None
+    """What numbers.json calls the family (None: by family)."""
 
     @property
     def family(self) -> tuple[str, ...]:
@@ -177,46 +192,7 @@ def _provenance(config: Config, tasks: Sequence[str]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m analyses.table6_pathways",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    defaults = Config()
-    parser.add_argument("--model", default=defaults.model)
-    parser.add_argument("--tasks", help="comma-separated family (default: by model, see above)")
-    parser.add_argument("--out", help="output folder (default: runs/table6/<model>)")
-    parser.add_argument("--masks", help="use the masks of this folder instead of training")
-    parser.add_argument("--steps", type=int, default=defaults.steps)
-    parser.add_argument("--lr", type=float, default=defaults.lr)
-    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
-    parser.add_argument("--holdout", type=int, default=defaults.holdout)
-    parser.add_argument("--init-mean", type=float, default=defaults.init_mean)
-    parser.add_argument("--n-eval", type=int, default=defaults.n_eval)
-    parser.add_argument("--seeds", type=int, default=defaults.seeds, help="random sets per size")
-    parser.add_argument("--eval-batch-size", type=int, default=defaults.eval_batch_size)
-    parser.add_argument("--device", default=defaults.device, help="cpu, cuda or auto")
-    parser.add_argument("--dtype", default=defaults.dtype, help="model dtype: float32, auto, ...")
-    parser.add_argument("--name", help="what numbers.json calls the family (default: by family)")
-    args = parser.parse_args(argv)
-    tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else None
-    config = Config(
-        model=args.model,
-        tasks=tasks,
-        out=args.out,
-        masks=args.masks,
-        steps=args.steps,
-        lr=args.lr,
-        batch_size=args.batch_size,
-        holdout=args.holdout,
-        init_mean=args.init_mean,
-        n_eval=args.n_eval,
-        seeds=args.seeds,
-        eval_batch_size=args.eval_batch_size,
-        device=args.device,
-        dtype=args.dtype,
-        name=args.name,
-    )
+    config = parse(Config, argv, __doc__)
     run(config)
     print((config.out_folder / "table.md").read_text())
     return 0

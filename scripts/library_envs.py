@@ -83,13 +83,15 @@ def torch_pin() -> str:
     raise RuntimeError("constraints.txt pins no torch")
 
 
-def make_env(where: Path, pins: dict[str, str]) -> Path:
-    """A new virtual environment at ``where`` with this checkout installed and ``pins``."""
+def make_env(where: Path, pins: dict[str, str], torch: str | None = None) -> Path:
+    """A new virtual environment at ``where`` with this checkout installed and ``pins``; torch
+    is ``constraints.txt``'s CPU build unless ``torch`` names another release."""
     shutil.rmtree(where, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
     python = where / "bin" / "python"
     constraints = where / "constraints.txt"
-    lines = [torch_pin(), *(f"{name}=={version}" for name, version in pins.items())]
+    torch_line = torch_pin() if torch is None else f"torch=={torch}"
+    lines = [torch_line, *(f"{name}=={version}" for name, version in pins.items())]
     constraints.write_text("\n".join(lines) + "\n", encoding="utf-8")
     pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     done = subprocess.run(
@@ -141,6 +143,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mode", choices=["matrix", "newest"])
     parser.add_argument("--workdir", help="where the environments go (default: a temp folder)")
+    parser.add_argument(
+        "--torch",
+        help="a torch release instead of constraints.txt's CPU build (a CUDA build from the "
+        "package index runs on the CPU too; several GB)",
+    )
     args = parser.parse_args(argv)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="lens-heads-envs-"))
     ranges = declared_ranges()
@@ -152,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pins = {name: pick(name, which, ranges) for name in MOVING}
         print(f"== {label}: " + ", ".join(f"{n} {v}" for n, v in pins.items()), flush=True)
         started = time.perf_counter()
-        python = make_env(workdir / label, pins)
+        python = make_env(workdir / label, pins, torch=args.torch)
         print(f"   installed in {time.perf_counter() - started:.0f} s: {installed(python)}")
         code = run_matrix(python, store=args.mode == "matrix")
         if args.mode == "newest":
