@@ -15,6 +15,7 @@ from lens_heads.core.errors import InputError, MissingFileError
 from lens_heads.lahis.importance import METHODS, ImportanceConfig
 from lens_heads.lahis.language_experiments import PerplexityConfig, TransferConfig
 from lens_heads.lahis.languages import LanguageHeadsConfig
+from lens_heads.lahis.soft_mask_experiment import SoftMaskConfig, soft_mask_config
 
 __all__ = ["COMMANDS", "add_soft_arguments", "trainable_from_args"]
 
@@ -262,42 +263,55 @@ def _add_soft_mask_experiment(sub: Any) -> None:
         default=32,
         help="corpus sentences for the importance (no DIR)",
     )
-    parser.add_argument(
-        "--fraction", type=common.fraction, default=0.02, help="top share of all heads"
+    add_settings(
+        parser,
+        SoftMaskConfig,
+        only=(*SOFT_FIELDS, *(f"training.{name}" for name in SOFT_TRAINING_FIELDS)),
+        sections={"training": "training"},
+        defaults={"training": soft_mask_config()},
+        choices={"dtype": ("auto", "bfloat16", "float32", "bf16", "fp32")},
+        check=False,
     )
-    parser.add_argument(
-        "--random-seeds",
-        type=common.numbers(int),
-        default="0,1",
-        help="seeds of the random head sets, one mask each (comma-separated)",
-    )
+    for old, new, dest, kind in (
+        ("--lr", "--training-lr", "training.lr", common.finite),
+        ("--shots", "--training-shots", "training.shots", common.non_negative),
+        ("--seed", "--training-seed", "training.seed", int),
+        ("--precision", "--training-dtype", "training.dtype", str),
+        ("--eval-batch-size", "--batch-size", "batch_size", common.positive),
+    ):
+        common.deprecated(parser, old, new, dest, type=kind)
     common.deprecated(
         parser, "--n-random-seeds", "--random-seeds 0,1,...", "n_random_seeds",
         type=common.positive,
     )  # fmt: skip
-    parser.add_argument("--n-train", type=common.positive, default=200, help="training examples")
-    parser.add_argument("--epochs", type=common.positive, default=2, help="passes over --n-train")
-    parser.add_argument(
-        "--n-eval", type=common.positive, default=20, help="held-out examples evaluated"
-    )
-    parser.add_argument("--batch-size", type=common.positive, default=8)
-    parser.add_argument("--lr", type=common.finite, default=1e-2, help="AdamW, constant")
-    parser.add_argument(
-        "--shots", type=common.non_negative, default=0, help="demonstrations in every prompt"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the batch order")
-    parser.add_argument("--split-seed", type=int, help="shuffle the task before holding out")
-    parser.add_argument(
-        "--precision",
-        default="auto",
-        choices=["auto", "bf16", "fp32", "bfloat16", "float32"],
-        help="training precision (auto = bf16 autocast where native)",
-    )
-    parser.add_argument(
-        "--max-new-tokens", type=common.positive, help="generated tokens (default: task's)"
-    )
-    parser.add_argument("--eval-batch-size", type=common.positive, default=16)
     common.add_out_argument(parser, "output directory (resumable)")
+    parser.checks.append(_soft_mask_settings)
+
+
+#: the experiment's own settings on the command line (the rest: its inputs)
+SOFT_FIELDS = (
+    "fraction", "random_seeds", "n_train", "epochs", "n_eval", "split_seed", "batch_size",
+    "max_new_tokens",
+)  # fmt: skip
+#: the fields of its soft training schedule a command line sets (``--training-lr``, ...)
+SOFT_TRAINING_FIELDS = ("lr", "batch_size", "shots", "seed", "dtype")
+
+
+def _soft_mask_settings(args: argparse.Namespace) -> Any:
+    """The :class:`SoftMaskConfig` of the command line: the soft schedule of
+    :func:`soft_mask_config` with the ``--training-*`` values (its rate kept constant), the
+    random seeds of ``--n-random-seeds`` where that old spelling is used."""
+    from dataclasses import replace
+
+    fixed = {}
+    if getattr(args, "n_random_seeds", None) is not None:
+        fixed["random_seeds"] = tuple(range(args.n_random_seeds))
+    config = settings_from(
+        args, SoftMaskConfig, sections={"training": "training"},
+        bases={"training": soft_mask_config()}, **fixed,
+    )  # fmt: skip
+    training = config.base()
+    return replace(config, training=replace(training, min_lr=training.lr))
 
 
 def _ranking_before_model(args: argparse.Namespace, task: Any, shape: Any) -> tuple[Any, Any]:
@@ -341,34 +355,12 @@ def _cmd_soft_mask_experiment(args: argparse.Namespace) -> int:
     from lens_heads.core.fingerprints import Fingerprint, claim_folder
     from lens_heads.core.tasks import get_task
     from lens_heads.lahis.importance import head_importance
-    from lens_heads.lahis.soft_mask_experiment import (
-        SoftMaskConfig,
-        soft_mask_config,
-        soft_mask_experiment,
-    )
+    from lens_heads.lahis.soft_mask_experiment import soft_mask_experiment
 
     shape = common.check_model(args)
     out = common.check_out(args.out)
     task = get_task(args.task)
-    config = SoftMaskConfig(
-        fraction=args.fraction,
-        random_seeds=tuple(
-            args.random_seeds if args.n_random_seeds is None else range(args.n_random_seeds)
-        ),
-        n_train=args.n_train,
-        epochs=args.epochs,
-        training=soft_mask_config(
-            lr=args.lr,
-            batch_size=args.batch_size,
-            shots=args.shots,
-            seed=args.seed,
-            dtype=args.precision,
-        ),
-        n_eval=args.n_eval,
-        split_seed=args.split_seed,
-        batch_size=args.eval_batch_size,
-        max_new_tokens=args.max_new_tokens,
-    )
+    config = _soft_mask_settings(args)
     config.check(task)
     ranking, documents = _ranking_before_model(args, task, shape)
     with common.writing(out):

@@ -107,6 +107,7 @@ def add_settings(
     choices: Mapping[str, Iterable[str]] | None = None,
     check: bool = True,
     section: str = "",
+    sections: Mapping[str, str] | None = None,
 ) -> None:
     """Add one option per field of the dataclass ``kind`` (those in ``only``, or all but
     ``skip``) to ``parser``; ``defaults`` replaces the dataclass's defaults (a field without
@@ -130,7 +131,11 @@ def add_settings(
         flag = flag_of(name, prefix, rename)
         hint, optional = _inner(hints[name])
         if dataclasses.is_dataclass(hint):
-            _add_section(parser, hint, name, docs.get(name, ""), only, skip, prefix, choices)
+            inner_prefix = (sections or {}).get(name, prefix)
+            base = (defaults or {}).get(name)
+            _add_section(
+                parser, hint, name, docs.get(name, ""), only, skip, inner_prefix, choices, base
+            )
             continue
         default = (defaults or {}).get(name, _default(field))
         text = (helps or {}).get(name) or docs.get(name) or field.metadata.get("help", "")
@@ -189,9 +194,11 @@ def _add_section(
     skip: Iterable[str],
     prefix: str,
     choices: Mapping[str, Iterable[str]] | None,
+    base: Any = None,
 ) -> None:
     """The fields of the settings class ``kind`` held by the field ``name``, as a section of
-    their own (dotted ``only``/``skip`` entries narrow it)."""
+    their own (dotted ``only``/``skip`` entries narrow it; ``base``, an instance, gives the
+    defaults)."""
     inner = [item.split(".", 1)[1] for item in (only or ()) if item.startswith(f"{name}.")]
     group = parser.add_argument_group(f"{name} ({kind.__name__})", text or None)
     add_settings(
@@ -203,7 +210,9 @@ def _add_section(
         choices=choices,
         check=False,
         section=name,
-    )
+        defaults=None if base is None else {f.name: getattr(base, f.name) for f in
+                                            dataclasses.fields(base)},
+    )  # fmt: skip
 
 
 def _default(field: dataclasses.Field) -> Any:
@@ -218,9 +227,13 @@ def values_from(
     *,
     prefix: str = "",
     rename: Mapping[str, str] | None = None,
+    sections: Mapping[str, str] | None = None,
+    bases: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The values the parsed ``args`` hold for the fields of ``kind`` that
-    :func:`add_settings` added (auto/yes/no as None/True/False)."""
+    :func:`add_settings` added (auto/yes/no as None/True/False); a section's settings object is
+    built from its flags (``sections``: their prefixes, as given to :func:`add_settings`) over
+    the instance ``bases`` gives for it (default: the class's defaults)."""
     values = {}
     hints = typing.get_type_hints(kind)
     for field in dataclasses.fields(kind):
@@ -229,7 +242,9 @@ def values_from(
         if dataclasses.is_dataclass(nested):
             inner = _section_values(args, nested, field.name)
             if inner:
-                values[field.name] = _build(nested, inner, prefix)
+                inner_prefix = (sections or {}).get(field.name, prefix)
+                base = (bases or {}).get(field.name)
+                values[field.name] = _build(nested, inner, inner_prefix, base)
             continue
         if not hasattr(args, dest):
             continue
@@ -252,10 +267,10 @@ def _section_values(args: argparse.Namespace, kind: type, section: str) -> dict[
     return values
 
 
-def _build(kind: type, values: Mapping[str, Any], prefix: str) -> Any:
-    """``kind(**values)``, its error naming the flags."""
+def _build(kind: type, values: Mapping[str, Any], prefix: str, base: Any = None) -> Any:
+    """``kind(**values)`` (or ``base`` with ``values``), its error naming the flags."""
     try:
-        return kind(**values)
+        return kind(**values) if base is None else dataclasses.replace(base, **values)
     except LensHeadsError as error:
         raise InputError(_with_flags(str(error), kind, prefix)) from error
 
@@ -267,13 +282,16 @@ def settings_from(
     prefix: str = "",
     rename: Mapping[str, str] | None = None,
     base: Any = None,
+    sections: Mapping[str, str] | None = None,
+    bases: Mapping[str, Any] | None = None,
     **fixed: Any,
 ) -> Any:
     """The ``kind`` instance the parsed ``args`` describe (the fields :func:`add_settings`
     added, with ``prefix``), ``fixed`` fields set by the command; with ``base``, the given
-    values (not None) replace its fields. The dataclass checks the values and its error names
-    the flag."""
-    values = {**values_from(args, kind, prefix=prefix, rename=rename), **fixed}
+    values (not None) replace its fields; ``sections`` and ``bases`` as in :func:`values_from`.
+    The dataclass checks the values and its error names the flag."""
+    found = values_from(args, kind, prefix=prefix, rename=rename, sections=sections, bases=bases)
+    values = {**found, **fixed}
     try:
         if base is not None:
             given = {name: value for name, value in values.items() if value is not None}
