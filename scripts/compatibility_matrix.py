@@ -17,7 +17,8 @@ need the research lines and live here:
    whose batched engine equals the naive loop, and whose logits and greedy continuation at
    each step equal ``transformers`` with those heads zeroed by pre-hooks.
 
-The result goes to ``results/compatibility/transformers-<version>/numbers.json`` (one per
+The result goes to ``results/compatibility/transformers-<version>/numbers.json`` (with
+``-torch-<version>`` where torch is not the release ``constraints.txt`` pins; one per
 installed transformers release: ``scripts/library_envs.py matrix`` runs the lowest and the
 newest of the tested range in fresh environments), from which ``scripts/update_docs.py`` writes
 the table; ``tests/unit/core/test_compatibility.py`` runs every family and checks that its
@@ -49,7 +50,18 @@ def result_path(transformers_version: str | None = None, device: str = "cpu") ->
     matrix with the bridge on another device (``cuda``) goes in a folder of that name."""
     version = transformers_version or importlib.metadata.version("transformers")
     folder = RESULTS if device == "cpu" else RESULTS / device
-    return folder / f"transformers-{version}" / "numbers.json"
+    torch_version = importlib.metadata.version("torch")
+    other_torch = "" if torch_version == pinned_torch() else f"-torch-{torch_version}"
+    return folder / f"transformers-{version}{other_torch}" / "numbers.json"
+
+
+def pinned_torch() -> str:
+    """The torch release ``constraints.txt`` pins (what CI installs); a matrix under another
+    torch is stored beside it, its folder named after that torch too."""
+    for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("torch=="):
+            return line.strip().split("==", 1)[1]
+    return ""
 
 
 COMMAND = "python scripts/compatibility_matrix.py"

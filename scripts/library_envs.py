@@ -11,7 +11,8 @@ whose internals it touches (transformers, TransformerLens).
 Each environment is a new virtual environment (``--workdir``, default a temporary folder) into
 which this checkout is installed with pip, as a user would, with the chosen releases of
 ``transformers`` and ``transformer-lens``; torch stays the CPU build of ``constraints.txt``
-(the newest torch on PyPI is a CUDA build of several GB), and pip resolves everything else
+unless ``--torch VERSION`` names another (the newest torch on PyPI is a CUDA build of several
+GB, which runs on the CPU too), and pip resolves everything else
 afresh. Run ``newest`` before raising a ceiling (CONTRIBUTING.md); it takes a few minutes.
 """
 

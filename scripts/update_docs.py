@@ -169,7 +169,21 @@ def compatibility_runs(results: Path) -> list[dict[str, Any]]:
     if not files:
         raise ResultMissing(f"{COMPATIBILITY}/transformers-*/numbers.json is missing")
     runs = [json.loads(file.read_text(encoding="utf-8")) for file in files]
-    return sorted(runs, key=lambda run: Version(run["versions"]["transformers"]))
+    pinned = _pinned_torch()
+
+    def order(run: dict[str, Any]) -> tuple[Version, bool, Version]:
+        versions = run["versions"]  # CI's own torch last: the newest run is CI's environment
+        torch = versions["torch"]
+        return Version(versions["transformers"]), torch == pinned, Version(torch)
+
+    return sorted(runs, key=order)
+
+
+def _pinned_torch() -> str:
+    for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("torch=="):
+            return line.strip().split("==", 1)[1]
+    return ""
 
 
 def _cell(results: list[tuple[str, dict[str, Any]]]) -> str:
@@ -201,7 +215,11 @@ def compatibility_table(results: Path) -> str:
             per_run = []
             for run in runs:
                 [found] = [r for r in run["rows"] if (r["key"], r["attention"]) == key]
-                per_run.append((run["versions"]["transformers"], found["results"][check]))
+                versions = run["versions"]
+                label = versions["transformers"]
+                if versions["torch"] != _pinned_torch():
+                    label += f" with torch {versions['torch']}"
+                per_run.append((label, found["results"][check]))
             cells.append(_cell(per_run))
         lines.append("| " + " | ".join(map(_escape, cells)) + " |")
     environments = [
