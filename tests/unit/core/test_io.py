@@ -120,3 +120,37 @@ def test_a_stage_records_the_code_its_run_started_with(tmp_path, monkeypatch):
     marker = json.loads((tmp_path / "stage" / ".complete").read_text())
     assert marker["code"]["source"] == "before-the-edit"
     assert Stages(tmp_path)("stage", compute, lambda where: "loaded") == "computed"
+
+
+def _export_in_child(folder: str, queue) -> None:
+    from lens_heads.core import storage
+
+    written = save_figures(folder, {"child": go.Figure(go.Bar(y=[1, 2]))}, png=True)
+    queue.put(([p.name for p in written], storage._png_server == os.getpid()))
+
+
+def test_png_exports_after_the_first_share_one_chromium_and_a_fork_starts_its_own(tmp_path):
+    """After one export works, kaleido's sync server keeps a Chromium open for the rest of the
+    process (about 0.2 s an image instead of 3); a forked child must not wait on its parent's
+    server thread, which does not exist in the child."""
+    import multiprocessing
+
+    from lens_heads.core import storage
+
+    figure = go.Figure(go.Heatmap(z=[[1, 2], [3, 4]]))
+    first = save_figures(tmp_path / "one", {"a": figure}, png=True)
+    second = save_figures(tmp_path / "two", {"a": figure, "b": figure}, png=True)
+    assert [p.name for p in first] == ["a.html", "a.png"]
+    assert [p.name for p in second] == ["a.html", "b.html", "a.png", "b.png"]
+    assert storage._png_server == os.getpid()
+    assert (tmp_path / "one" / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_export_in_child, args=(str(tmp_path / "child"), queue))
+    child.start()
+    child.join(timeout=120)
+    alive = child.is_alive()
+    if alive:
+        child.kill()
+    assert not alive, "the forked child hung on its parent's PNG server"
+    assert queue.get(timeout=5) == (["child.html", "child.png"], True)
