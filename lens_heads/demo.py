@@ -57,7 +57,8 @@ class DemoConfig:
     model: str | Any = "smollm2-135m-instruct"
     """The model: an alias, a .gguf file, a checkpoint folder, a hub id or a loaded model."""
     task: str | Task = "capitalize"
-    """The task the mask is trained on (it needs an instruction: the demo compares with it)."""
+    """The task the mask is trained on: a built-in task or a data file (it needs an
+    instruction: the demo compares with it)."""
     steps: int = 100
     """Training steps (the short CPU schedule: batch 8)."""
     lr: float = 0.2

@@ -452,7 +452,6 @@ def _add_demo(sub: Any) -> None:
         parser,
         DemoConfig,
         only=("task", "steps", "lr", "n_eval", "sweep_every", "max_new_tokens", "seed"),
-        helps={"task": "built-in task or a data file"},
     )
     parser.add_argument(
         "--precision",

@@ -102,21 +102,39 @@ def add_settings(
     skip: Iterable[str] = (),
     defaults: Mapping[str, Any] | None = None,
     prefix: str = "",
-    helps: Mapping[str, str] | None = None,
     rename: Mapping[str, str] | None = None,
     choices: Mapping[str, Iterable[str]] | None = None,
     check: bool = True,
-    section: str = "",
     sections: Mapping[str, str] | None = None,
 ) -> None:
     """Add one option per field of the dataclass ``kind`` (those in ``only``, or all but
     ``skip``) to ``parser``; ``defaults`` replaces the dataclass's defaults (a field without
-    one is a required option), ``prefix`` goes before every flag (``--eval-batch-size``), ``helps``
-    replaces a field's docstring and ``rename`` gives a field the flag of the concept it is on
-    the command line (``TrainingConfig.n_eval`` is ``--holdout``); ``choices`` lists a string
-    field's values. With ``check`` (and a parser that runs checks, :class:`common.Parser`), the
-    settings object is built right after parsing, so a bad value is a usage error naming the
-    flag."""
+    one is a required option), ``prefix`` goes before every flag (``--eval-batch-size``) and
+    ``rename`` gives a field the flag of the concept it is on the command line
+    (``TrainingConfig.n_eval`` is ``--holdout``); ``choices`` lists a string field's values.
+    With ``check`` (and a parser that runs checks, :class:`common.Parser`), the settings object
+    is built right after parsing, so a bad value is a usage error naming the flag.
+
+    A field holding a settings class is a section of its own: its fields' flags take the prefix
+    ``sections`` gives it (default: ``prefix``), their defaults those of the instance
+    ``defaults`` gives for it (default: the class's own), their dests ``section.name``."""
+    _add_fields(parser, kind, only, skip, defaults, prefix, rename, choices, check, sections, "")
+
+
+def _add_fields(
+    parser: Any,
+    kind: type,
+    only: Iterable[str] | None,
+    skip: Iterable[str],
+    defaults: Mapping[str, Any] | None,
+    prefix: str,
+    rename: Mapping[str, str] | None,
+    choices: Mapping[str, Iterable[str]] | None,
+    check: bool,
+    sections: Mapping[str, str] | None,
+    section: str,
+) -> None:
+    """:func:`add_settings`, the fields of the section ``section`` when it is not empty."""
     hints = typing.get_type_hints(kind)
     docs = field_docs(kind)
     fields = {field.name: field for field in dataclasses.fields(kind)}
@@ -138,7 +156,7 @@ def add_settings(
             )
             continue
         default = (defaults or {}).get(name, _default(field))
-        text = (helps or {}).get(name) or docs.get(name) or field.metadata.get("help", "")
+        text = docs.get(name) or field.metadata.get("help", "")
         dest = _dest(name, prefix, rename) if not section else f"{section}.{name}"
         options: dict[str, Any] = {"dest": dest, "default": default}
         metavar = {"metavar": name.upper()} if section else {}
@@ -201,18 +219,12 @@ def _add_section(
     defaults)."""
     inner = [item.split(".", 1)[1] for item in (only or ()) if item.startswith(f"{name}.")]
     group = parser.add_argument_group(f"{name} ({kind.__name__})", text or None)
-    add_settings(
-        group,
-        kind,
-        only=inner or None,
-        skip=[item.split(".", 1)[1] for item in skip if item.startswith(f"{name}.")],
-        prefix=prefix,
-        choices=choices,
-        check=False,
-        section=name,
-        defaults=None if base is None else {f.name: getattr(base, f.name) for f in
-                                            dataclasses.fields(base)},
-    )  # fmt: skip
+    defaults = None if base is None else {f.name: getattr(base, f.name) for f in
+                                          dataclasses.fields(base)}  # fmt: skip
+    skipped = [item.split(".", 1)[1] for item in skip if item.startswith(f"{name}.")]
+    _add_fields(
+        group, kind, inner or None, skipped, defaults, prefix, None, choices, False, None, name
+    )
 
 
 def _default(field: dataclasses.Field) -> Any:
