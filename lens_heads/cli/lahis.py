@@ -24,11 +24,6 @@ __all__ = ["COMMANDS", "add_soft_arguments", "trainable_from_args"]
 CHOICES = {"method": METHODS, "precision": ("auto", "float32", "bfloat16")}
 
 
-def _add_importance_settings(parser: argparse.ArgumentParser, dest: str) -> None:
-    """The old ``--compute-dtype`` spelling of ``--precision`` (whose value lands in ``dest``)."""
-    common.deprecated(parser, "--compute-dtype", "--precision", dest)
-
-
 # -- importance ------------------------------------------------------------------------------
 def _add_importance(sub: Any) -> None:
     parser = sub.add_parser(
@@ -45,7 +40,7 @@ def _add_importance(sub: Any) -> None:
         "--n-docs", type=common.positive, help="the first N documents (default: all)"
     )
     add_settings(parser, ImportanceConfig, skip=("progress",), choices=CHOICES)
-    _add_importance_settings(parser, "precision")
+    common.deprecated(parser, "--compute-dtype", "--precision", "precision")
     common.add_out_argument(parser)
 
 
@@ -128,7 +123,7 @@ def _add_language_heads(sub: Any) -> None:
     )
     parser.add_argument("--languages", help="comma-separated subset of the languages")
     add_settings(parser, LanguageHeadsConfig, skip=("importance.progress",), choices=CHOICES)
-    _add_importance_settings(parser, "importance.precision")
+    common.deprecated(parser, "--compute-dtype", "--precision", "importance.precision")
     common.add_out_argument(parser)
 
 

@@ -258,25 +258,26 @@ def values_from(
                 base = (bases or {}).get(field.name)
                 values[field.name] = _build(nested, inner, inner_prefix, base)
             continue
-        if not hasattr(args, dest):
-            continue
-        value = getattr(args, dest)
-        if isinstance(value, str) and value in CHAT_CHOICES and _is_auto(kind, field.name):
-            value = CHAT_CHOICES[value]
-        values[field.name] = value
+        if hasattr(args, dest):
+            values[field.name] = _value(args, dest, kind, field.name)
     return values
 
 
 def _section_values(args: argparse.Namespace, kind: type, section: str) -> dict[str, Any]:
-    values = {}
-    for field in dataclasses.fields(kind):
-        dest = f"{section}.{field.name}"
-        if hasattr(args, dest):
-            value = getattr(args, dest)
-            if isinstance(value, str) and value in CHAT_CHOICES and _is_auto(kind, field.name):
-                value = CHAT_CHOICES[value]
-            values[field.name] = value
-    return values
+    return {
+        field.name: _value(args, f"{section}.{field.name}", kind, field.name)
+        for field in dataclasses.fields(kind)
+        if hasattr(args, f"{section}.{field.name}")
+    }
+
+
+def _value(args: argparse.Namespace, dest: str, kind: type, name: str) -> Any:
+    """The parsed value at ``dest`` for the field ``name`` of ``kind`` (auto/yes/no as
+    None/True/False)."""
+    value = getattr(args, dest)
+    if isinstance(value, str) and value in CHAT_CHOICES and _is_auto(kind, name):
+        return CHAT_CHOICES[value]
+    return value
 
 
 def _build(kind: type, values: Mapping[str, Any], prefix: str, base: Any = None) -> Any:

@@ -370,14 +370,8 @@ class ImportanceConfig:
             raise ImportanceInputError(
                 f"precision must be 'auto', 'float32' or 'bfloat16', got {self.precision!r}"
             )
-        if self.max_tokens is not None and (
-            isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int)
-            or self.max_tokens < 2
-        ):  # fmt: skip
-            raise ImportanceInputError(
-                f"max_tokens must be at least 2, got {self.max_tokens!r} (the language-model "
-                "loss needs two tokens; None keeps documents whole)"
-            )
+        if self.max_tokens is not None:  # the language-model loss needs two tokens
+            check_int("max_tokens", self.max_tokens, minimum=2)
 
 
 def head_importance(
