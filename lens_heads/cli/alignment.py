@@ -12,10 +12,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from lens_heads.alignment.ablation import ABLATION
 from lens_heads.alignment.score_config import CHOICES, ScoreConfig
 from lens_heads.cli import common
 from lens_heads.cli.options import add_settings, settings_from
 from lens_heads.core.errors import InputError
+from lens_heads.engine import EvaluationConfig
 
 __all__ = ["COMMANDS"]
 
@@ -141,27 +143,24 @@ def _add_ablate_heads(sub: Any) -> None:
     parser.add_argument(
         "--heads", required=True, help="top:K (by translation score), labels L3H3,L7H0, or a file"
     )
+    parser.add_argument("--control-task", help="a non-translation task (functional specificity)")
     parser.add_argument(
-        "--random-seeds",
-        type=common.numbers(int),
-        default=[0, 1, 2],
-        help="seeds of the random heads removed, one run each (comma-separated) [0,1,2]",
+        "--scores-n", type=common.positive, default=100, help="top:K scores the first N"
     )
+    # every run's evaluation: ablate_heads' own defaults (ABLATION: two shots, seeds 0, 1, 2)
+    add_settings(
+        parser, EvaluationConfig, only=ABLATE_FIELDS,
+        defaults={name: getattr(ABLATION, name) for name in ABLATE_FIELDS},
+    )  # fmt: skip
     common.deprecated(
         parser, "--random-controls", "--random-seeds 0,1,...", "random_controls",
         type=common.non_negative,
     )  # fmt: skip
-    parser.add_argument("--control-task", help="a non-translation task (functional specificity)")
-    parser.add_argument(
-        "--n-eval", type=common.positive, default=100, help="held-out: the last N pairs"
-    )
-    parser.add_argument(
-        "--scores-n", type=common.positive, default=100, help="top:K scores the first N"
-    )
-    parser.add_argument("--shots", type=common.non_negative, default=2)
-    parser.add_argument("--max-new-tokens", type=common.positive)
-    parser.add_argument("--batch-size", type=common.positive, default=16)
     common.add_out_argument(parser)
+
+
+#: the evaluation settings ablate-heads takes from its command line
+ABLATE_FIELDS = ("n_eval", "random_seeds", "shots", "max_new_tokens", "batch_size", "chat")
 
 
 def _cmd_ablate_heads(args: argparse.Namespace) -> int:
@@ -169,6 +168,10 @@ def _cmd_ablate_heads(args: argparse.Namespace) -> int:
     from lens_heads.core.tasks import get_task
 
     shape = common.check_model(args)
+    fixed = {}
+    if args.random_controls is not None:  # the old spelling: a count of seeds 0, 1, ...
+        fixed["random_seeds"] = tuple(range(args.random_controls))
+    config = settings_from(args, EvaluationConfig, base=ABLATION, **fixed)
     task = get_task(args.task)
     control = get_task(args.control_task) if args.control_task else None
     for current in (task, control):
@@ -179,18 +182,7 @@ def _cmd_ablate_heads(args: argparse.Namespace) -> int:
         model = common.load_model(args)
         heads, alignment = _heads_argument(heads, model, args.task, args)
         result = ablate_heads(
-            model,
-            task,
-            heads,
-            exclude=alignment,
-            control_task=control,
-            n_eval=args.n_eval,
-            shots=args.shots,
-            random_seeds=tuple(
-                args.random_seeds if args.random_controls is None else range(args.random_controls)
-            ),
-            max_new_tokens=args.max_new_tokens,
-            batch_size=args.batch_size,
+            model, task, heads, exclude=alignment, control_task=control, config=config
         )
         written = result.save(out, png=True)
     print(result.to_markdown())
