@@ -28,6 +28,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+#: the documents and notebooks the check reads, from the repository root
+DOCUMENTS = ("README.md", "docs/*.md")
+NOTEBOOKS = "notebooks/*.ipynb"
 VALUE = re.compile(r"(<!-- value (?P<spec>[^>]*?) -->)(?P<body>.*?)(<!-- /value -->)", re.S)
 PAPER = re.compile(r"<!-- paper (?P<where>[^>]*?) -->(?P<body>.*?)<!-- /paper -->", re.S)
 #: what a measured number looks like: a percentage, a decimal, a ratio, a duration or size, a
@@ -44,10 +47,13 @@ MEASURED = re.compile(
     r"|\d+\.\d+(?!\.\d)(?![\w])"
     r")"
 )
+#: inline code that is only a number that looks measured, not set (three decimals or more, a
+#: decimal percentage or ratio): back-ticks do not make `0.878` a setting
+_CODE_NUMBER = re.compile(r"`\s*(\d+\.\d{3,}|\d+\.\d+\s?(?:%|[x×]))\s*`")
 _HIDDEN = (
     re.compile(r"<!-- generated: .*?<!-- end generated -->", re.S),
     re.compile(r"^(```|~~~).*?^\1", re.S | re.M),  # fenced code
-    re.compile(r"`[^`\n]*`"),  # inline code
+    re.compile(r"`[^`\n]*`"),  # inline code (a number-only one was revealed before)
     re.compile(r"<!--.*?-->", re.S),  # comments (after the snippets are removed)
     re.compile(r"\]\([^)]*\)"),  # link targets
 )
@@ -110,6 +116,7 @@ def hidden(text: str) -> str:
         if not where["where"].strip():
             raise SnippetError(f"paper snippet {where[0][:60]!r}: say where in the paper")
     text = PAPER.sub(blank, text)
+    text = _CODE_NUMBER.sub(lambda match: f" {match[1]} ".ljust(len(match[0])), text)
     for pattern in _HIDDEN:
         text = pattern.sub(blank, text)
     return text
@@ -128,8 +135,91 @@ def notebook_markdown(path: Path) -> str:
     return "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
 
 
+def notebook_comments(path: Path) -> str:
+    """The ``#`` comments of a notebook's code cells, one per line (a comment is prose: a number
+    in it is read like one in a markdown cell; settings go in back-ticks there too)."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    return "\n".join(line.split("#", 1)[1] for line in code.split("\n") if "#" in line)
+
+
+#: a reference to a row of the reproduction page: "the Figure 4 row", "the A.4 row", "row 10"
+ROW_REFERENCE = re.compile(
+    r"\bthe ((?:Table|Figure|Fig\.|§|Appendix|[A-Z]\.)\s?[\w.§]+(?:\([a-z]\))?) rows?\b"
+    r"|\brows? (\d+)\b"
+)
+
+
+def dead_row_references(text: str, rows: list[str]) -> Iterator[tuple[int, str, str]]:
+    """(line number, reference, the line) of every reference in ``text`` (its prose, as
+    :func:`hidden` leaves it) to a reproduction row that ``rows`` (the first cells of the
+    page's rows) does not hold; a row by number is always one (numbers move when rows do)."""
+    for number, line in enumerate(hidden(text).split("\n"), start=1):
+        for match in ROW_REFERENCE.finditer(line):
+            name = match[1]
+            if name is None or not any(
+                re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", row) for row in rows
+            ):
+                yield number, match[0], line.strip()
+
+
 def notebook_outputs(path: Path) -> int:
     """How many outputs the notebook's code cells hold (CI executes the notebooks, so the
     committed ones carry none: an output would go stale with the code)."""
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     return sum(len(c.get("outputs", [])) for c in cells if c["cell_type"] == "code")
+
+
+_TABLE = re.compile(r"((?:^\|.*\|\n)+)", re.M)
+#: put on the line before a table of settings (not measurements) that holds numbers
+NOT_A_RESULT = "<!-- not a result:"
+
+
+def hand_typed_tables(root: Path) -> list[str]:
+    """Tables with measured-looking numbers (decimals, percentages, ratios) outside a generated
+    block, unless the line before says ``<!-- not a result: why -->``."""
+    found = []
+    for path in documents(root):
+        text = _HIDDEN[0].sub("", path.read_text(encoding="utf-8"))
+        for match in _TABLE.finditer(text):
+            before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            if MEASURED.search(match[1]) and not before.startswith(NOT_A_RESULT):
+                header = match[1].split("\n", 1)[0]
+                found.append(f"{path.relative_to(root)}: hand-typed table {header[:60]}")
+    return found
+
+
+def documents(root: Path) -> list[Path]:
+    return sorted({path for pattern in DOCUMENTS for path in root.glob(pattern)})
+
+
+def typed_in_prose(root: Path) -> list[str]:
+    """Measured-looking numbers typed in the prose of the documents and in the notebooks'
+    markdown and code comments (tables are :func:`hand_typed_tables`' part), references to
+    reproduction rows that do not exist, and notebooks that hold outputs."""
+    page = (root / "docs" / "reproduction.md").read_text(encoding="utf-8")
+    rows = [line.split("|")[1] for line in page.split("\n") if line.startswith("| ")]
+    texts = []
+    for path in documents(root):
+        text = _TABLE.sub(lambda m: re.sub(r"[^\n]", " ", m[0]), path.read_text(encoding="utf-8"))
+        texts.append((f"{path.relative_to(root)}:{{line}}", "typed in prose", text))
+    for path in sorted(root.glob(NOTEBOOKS)):
+        where = path.relative_to(root)
+        texts.append((f"{where} (markdown)", "typed", notebook_markdown(path)))
+        texts.append((f"{where} (comments)", "typed", notebook_comments(path)))
+    found = []
+    for where, typed, text in texts:
+        found += [
+            f"{where.format(line=line)}: {number!r} {typed}: {context[:70]}"
+            for line, number, context in typed_numbers(text)
+        ]
+        found += [
+            f"{where.format(line=line)}: {reference!r} names no row of docs/reproduction.md: "
+            f"{context[:70]}"
+            for line, reference, context in dead_row_references(text, rows)
+        ]
+    for path in sorted(root.glob(NOTEBOOKS)):
+        if outputs := notebook_outputs(path):
+            where = path.relative_to(root)
+            found.append(f"{where}: {outputs} stored outputs (CI executes it; clear them)")
+    return found

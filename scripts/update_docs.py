@@ -33,6 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import prose_numbers  # noqa: E402
+from prose_numbers import documents, hand_typed_tables, typed_in_prose  # noqa: E402
 from reproduction import (  # noqa: E402
     NotMeasured,
     alignment,
@@ -46,8 +47,6 @@ from reproduction import (  # noqa: E402
 from reproduction.heads_up_results import DEMO_RUNS  # noqa: E402
 
 RESULTS = ROOT / "results"
-DOCUMENTS = ("README.md", "docs/*.md")
-NOTEBOOKS = "notebooks/*.ipynb"
 _BLOCK = re.compile(
     r"(<!-- generated: (?P<name>[\w.-]+)(?: (?P<arg>[\w./-]+))? -->\n)(?P<body>.*?)"
     r"(?P<end><!-- end generated -->)",
@@ -504,53 +503,6 @@ def render(text: str, results: Path, where: str = "") -> tuple[str, list[str]]:
     return text, changed + [f"{where}: value {spec}" for spec in values]
 
 
-_TABLE = re.compile(r"((?:^\|.*\|\n)+)", re.M)
-_NUMBER = prose_numbers.MEASURED
-#: put on the line before a table of settings (not measurements) that holds numbers
-NOT_A_RESULT = "<!-- not a result:"
-
-
-def hand_typed_tables(root: Path = ROOT) -> list[str]:
-    """Tables with measured-looking numbers (decimals, percentages, ratios) outside a generated
-    block, unless the line before says ``<!-- not a result: why -->``."""
-    found = []
-    for path in documents(root):
-        text = _BLOCK.sub("", path.read_text(encoding="utf-8"))
-        for match in _TABLE.finditer(text):
-            before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
-            if _NUMBER.search(match[1]) and not before.startswith(NOT_A_RESULT):
-                header = match[1].split("\n", 1)[0]
-                found.append(f"{path.relative_to(root)}: hand-typed table {header[:60]}")
-    return found
-
-
-def documents(root: Path = ROOT) -> list[Path]:
-    return sorted({path for pattern in DOCUMENTS for path in root.glob(pattern)})
-
-
-def typed_in_prose(root: Path = ROOT) -> list[str]:
-    """Measured-looking numbers typed in the prose of the documents and in the notebooks'
-    markdown (tables are :func:`hand_typed_tables`' part), and notebooks that hold outputs."""
-    found = []
-    for path in documents(root):
-        text = _TABLE.sub(lambda m: re.sub(r"[^\n]", " ", m[0]), path.read_text(encoding="utf-8"))
-        found += [
-            f"{path.relative_to(root)}:{line}: {number!r} typed in prose: {context[:70]}"
-            for line, number, context in prose_numbers.typed_numbers(text)
-        ]
-    for path in sorted(root.glob(NOTEBOOKS)):
-        where = path.relative_to(root)
-        found += [
-            f"{where} (markdown): {number!r} typed: {context[:70]}"
-            for _, number, context in prose_numbers.typed_numbers(
-                prose_numbers.notebook_markdown(path)
-            )
-        ]
-        if outputs := prose_numbers.notebook_outputs(path):
-            found.append(f"{where}: {outputs} stored outputs (CI executes it; clear them)")
-    return found
-
-
 def update(root: Path = ROOT, results: Path | None = None, *, check: bool = False) -> list[str]:
     """Rewrite (or with ``check`` only compare) every generated block under ``root``; the blocks
     that differ from their results."""
@@ -587,10 +539,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         stale, failed = [], True
     for block in stale:
         print(("stale: " if args.check else "updated: ") + block)
-    typed = hand_typed_tables()
+    typed = hand_typed_tables(ROOT)
     for table in typed:
         print(table + " (store it under results/ and cite it with a generated block)")
-    prose = typed_in_prose()
+    prose = typed_in_prose(ROOT)
     for line in prose:
         print(line + " (an inline value snippet, a paper snippet, code, or leave it out)")
     return 2 if failed else 1 if (args.check and stale) or typed or prose else 0

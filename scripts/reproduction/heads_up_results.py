@@ -286,15 +286,18 @@ def figure5(load: Load) -> str:
 
 def figure5_verdict(load: Load) -> str:
     """The paper shows one prompt: deeper layers closer to the instructed run once the heads
-    outside M are gone, shallower ones slightly farther. Both on our word: reproduced (one word,
-    as the paper); one: partly; neither: not reproduced."""
+    outside M are gone (the figure's point), shallower ones slightly farther. Both on our word:
+    reproduced (one word, as the paper); the deeper layers closer only: partly; the deeper
+    layers not closer: not reproduced, whatever the shallower ones do."""
     moves = _figure5_moves(load)
     rises = moves["later"][1] > moves["later"][0]
     falls = moves["earlier"][1] < moves["earlier"][0]
-    word = "reproduced" if rises and falls else "partly" if rises or falls else "not reproduced"
+    word = "reproduced" if rises and falls else "partly" if rises else "not reproduced"
     return (
         f"{word} (one word, as the paper): the later layers move "
-        f"{'closer' if rises else 'away'}, the earlier ones {'away' if falls else 'closer'}"
+        f"{'closer' if rises else 'away'} ({moves['later'][0]:.3f} → {moves['later'][1]:.3f}), "
+        f"the earlier ones {'away' if falls else 'closer'} ({moves['earlier'][0]:.3f} → "
+        f"{moves['earlier'][1]:.3f})"
     )
 
 
@@ -339,17 +342,19 @@ def figure7_verdict(load: Load) -> str:
 
 
 def _figure6_runs(load: Load) -> list[tuple[str, float, float, float, float]]:
-    """(task, the α of the lowest instructed answer CE, that CE, the CE at α = 0, at α = 1) of
-    every stored Figure 6 run: capitalize on SmolLM2, then the Gemma translation pairs."""
+    """(run, the α of the lowest instructed answer CE, that CE, the CE at α = 0, at α = 1) of
+    every stored Figure 6 run: capitalize on SmolLM2, the Gemma translation pairs zero-shot,
+    then with two demonstrations (the paper's prompts carry none: the two-shot runs show
+    whether the zero-shot floor decides the shape)."""
     return [
         (
-            n["task"],
+            n["task"] + (f" {n['shots']}-shot" if n.get("shots") else ""),
             n["best_alpha_on_curve"],
             n["answer_ce_best"],
             n["answer_ce_alpha_0"],
             n["answer_ce_alpha_1"],
         )
-        for n in [load(FIGURE6_SMOLLM2), *_t8(load)]
+        for n in [load(FIGURE6_SMOLLM2), *(load(run) for run in (*TABLE8, *TABLE8_SHOTS))]
     ]
 
 
@@ -945,12 +950,17 @@ def table4_verdict(load: Load) -> str:
     return f"partly: {found} ({translated} of {total}) over {len(sizes)} sizes"
 
 
+def _with_shots(n: dict[str, Any]) -> str:
+    return f" with {n['shots']} demonstrations" if n.get("shots") else ""
+
+
 def figure6_both(load: Load) -> str:
     cells = [
-        f"Gemma {n['task']} (translation, {n['n_eval']} sentences): instructed answer CE "
+        f"Gemma {n['task']}{_with_shots(n)} "
+        f"(translation, {n['n_eval']} sentences): instructed answer CE "
         f"{n['answer_ce_alpha_1']:.2f} at α = 1, {n['answer_ce_alpha_0']:.2f} at α = 0, lowest at "
         f"α = {n['best_alpha_on_curve']:g} {cite(load, n['run'])}"
-        for n in _t8(load)
+        for n in [*_t8(load), *({**load(run), "run": run} for run in TABLE8_SHOTS)]
     ]
     return figure6(load) + "; " + "; ".join(cells)
 

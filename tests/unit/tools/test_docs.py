@@ -229,6 +229,34 @@ def test_settings_versions_and_marked_paper_numbers_are_not_measurements(docs):
     assert [n for _, n, _ in found] == ["8 minutes", "1 hour", "1e-5"]
 
 
+def test_back_ticks_comments_and_row_references_are_read_too(docs, copy):
+    """Issue 47: a measured-looking number in back-ticks, a number in a notebook's code comment
+    and a reference to a reproduction row that is not there are reported; a setting in
+    back-ticks and a row that exists are not."""
+    typed = docs.prose_numbers.typed_numbers
+    found = typed("The CE falls to `0.878` (`72.4 %`, `1.99x`) at `--lr 0.1`, threshold `0.1`.")
+    assert [n for _, n, _ in found] == ["0.878", "72.4 %", "1.99x"]
+
+    page = copy / "docs" / "training.md"
+    page.write_text(
+        page.read_text() + "\nSee the Figure 5 row, the Figure 99 row and row 10 of the page.\n"
+    )
+    notebook = copy / "notebooks" / "figure7_mask_weights.ipynb"
+    cells = json.loads(notebook.read_text())
+    code = next(c for c in cells["cells"] if c["cell_type"] == "code")
+    code["source"] = ["x = 1  # takes 8 minutes per task; `0.5` is a setting\n"]
+    notebook.write_text(json.dumps(cells))
+    line = len(page.read_text().splitlines())
+    context = "See the Figure 5 row, the Figure 99 row and row 10 of the page."
+    assert docs.typed_in_prose(copy) == [
+        f"docs/training.md:{line}: 'the Figure 99 row' names no row of docs/reproduction.md: "
+        + context,
+        f"docs/training.md:{line}: 'row 10' names no row of docs/reproduction.md: " + context,
+        "notebooks/figure7_mask_weights.ipynb (comments): '8 minutes' typed: takes 8 minutes "
+        "per task;       is a setting",
+    ]
+
+
 def test_a_value_snippet_reads_its_result(docs):
     numbers = {"a": {"b c": [0.5, 0.25]}}
     value_of = docs.prose_numbers.value_of

@@ -135,11 +135,11 @@ def test_layers_verdict_reads_both_ends(layers, start):
 def _figure6(capitalize: tuple[float, float, float, float], pairs: list[tuple]):
     """(α at the minimum, minimum, CE at α = 0, CE at α = 1) of the SmolLM2 run and of each
     translation pair."""
-    from reproduction.heads_up_results import FIGURE6_SMOLLM2, TABLE8
+    from reproduction.heads_up_results import FIGURE6_SMOLLM2, TABLE8, TABLE8_SHOTS
 
     numbers = {}
     for run, (alpha, low, at0, at1) in zip(
-        (FIGURE6_SMOLLM2, *TABLE8), [capitalize, *pairs], strict=True
+        (FIGURE6_SMOLLM2, *TABLE8, *TABLE8_SHOTS), [capitalize, *pairs], strict=True
     ):
         numbers[run] = {"task": run, "best_alpha_on_curve": alpha, "answer_ce_best": low}
         numbers[run].update({"answer_ce_alpha_0": at0, "answer_ce_alpha_1": at1})
@@ -147,13 +147,18 @@ def _figure6(capitalize: tuple[float, float, float, float], pairs: list[tuple]):
 
 
 def test_figure6_verdict_follows_its_numbers():
-    from reproduction.heads_up_results import TABLE8, figure6_verdict
+    from reproduction.heads_up_results import TABLE8, TABLE8_SHOTS, figure6_verdict
 
+    pairs = len(TABLE8) + len(TABLE8_SHOTS)
     small, late = (0.2, 1.0, 2.0, 3.0), (0.9, 1.0, 2.0, 1.1)
-    verdict = figure6_verdict(_figure6(small, [small] * len(TABLE8)))
-    assert verdict.startswith("reproduced") and f"below α = 1 on {len(TABLE8) + 1}" in verdict
-    assert figure6_verdict(_figure6(small, [late] * len(TABLE8))).startswith("partly: a small")
-    assert figure6_verdict(_figure6(late, [late] * len(TABLE8))).startswith("not reproduced")
+    verdict = figure6_verdict(_figure6(small, [small] * pairs))
+    assert verdict.startswith("reproduced") and f"below α = 1 on {pairs + 1}" in verdict
+    assert figure6_verdict(_figure6(small, [late] * pairs)).startswith("partly: a small")
+    assert figure6_verdict(_figure6(late, [late] * pairs)).startswith("not reproduced")
+    # issue 47: the two-shot runs count (a small α lowest only with two demonstrations)
+    mixed = figure6_verdict(_figure6(late, [late] * len(TABLE8) + [small] * len(TABLE8_SHOTS)))
+    assert mixed.startswith(f"partly: a small α (0 < α <= 0.5) is lowest on {len(TABLE8_SHOTS)}")
+    assert "2-shot 0.2" in mixed
 
 
 @pytest.mark.parametrize(("improved", "word"), [(9, "reproduced"), (6, "partly"), (1, "not")])
@@ -191,24 +196,35 @@ def test_table4_with_one_size_is_not_measurable_whatever_it_shows():
         assert f"({translated} of 16)" in verdict
 
 
-def _ablation(drop_alignment: float, drop_random: float):
-    row = {"heads ablated": 6}
-    rows = [
-        {**row, "setting": "unmasked", "chrf": 50.0},
-        {**row, "setting": "ablated", "chrf": 50.0 - drop_alignment},
-        {**row, "setting": "random", "chrf": 50.0 - drop_random},
-    ]
-    return lambda path: {"ablation": rows}
+def _ablation(*drops: tuple[float, float]):
+    """(alignment heads' chrF++ drop, random heads' drop) at 2 heads of 72 (the paper's share,
+    2.8 %), then at 6."""
+    rows = []
+    for k, (drop_alignment, drop_random) in zip((2, 6), drops, strict=False):
+        rows += [
+            {"heads ablated": k, "setting": "unmasked", "chrf": 50.0},
+            {"heads ablated": k, "setting": "ablated", "chrf": 50.0 - drop_alignment},
+            {"heads ablated": k, "setting": "random", "chrf": 50.0 - drop_random, "chrf std": 1},
+        ]
+    return lambda path: {"ablation": rows, "heads": 72}
 
 
 @pytest.mark.parametrize(
     ("drops", "word"),
-    [((30, 2), "reproduced"), ((30, 10), "partly"), ((10, 2), "partly"), ((10, 10), "not")],
+    [
+        (((30, 2), (40, 3)), "reproduced"),
+        (((30, 10), (40, 3)), "partly"),  # both halves only at a larger share
+        (((-1.5, 6.5), (29.7, 14.4)), "not reproduced"),  # the stored Gemma run (issue 47)
+        (((30, 10), (40, 10)), "not reproduced"),
+        (((10, 2), (10, 2)), "not reproduced"),
+    ],
 )
-def test_ablation_verdict_follows_its_numbers(drops, word):
+def test_ablation_verdict_judges_at_the_papers_share(drops, word):
     from reproduction.alignment import ablation_ours_verdict
 
-    assert ablation_ours_verdict(_ablation(*drops)).startswith(word)
+    verdict = ablation_ours_verdict(_ablation(*drops))
+    assert verdict.startswith(word + " (judged at 2 heads"), verdict
+    assert "6 heads (8.3%): the alignment heads cost" in verdict
 
 
 @pytest.mark.parametrize(
@@ -274,10 +290,11 @@ def test_the_figure3_row_reports_every_runs_final_loss():
 
 @pytest.mark.parametrize(
     ("later_end", "earlier_end", "word"),
-    [(0.9, 0.5, "reproduced"), (0.9, 0.7, "partly"), (0.8, 0.5, "partly"), (0.8, 0.7, "not")],
+    [(0.9, 0.5, "reproduced"), (0.9, 0.7, "partly"), (0.8, 0.5, "not"), (0.8, 0.7, "not")],
 )
 def test_figure5_verdict_follows_its_numbers(later_end, earlier_end, word):
-    """Later layers start at 0.85 and earlier ones at 0.6: rising and falling are the claim."""
+    """Later layers start at 0.85 and earlier ones at 0.6: rising and falling are the claim, and
+    the later layers rising is its point (issue 47: falling alone was called "partly")."""
     from reproduction.heads_up_results import FIGURE5, figure5_verdict
 
     def half(start, end):
@@ -550,20 +567,24 @@ def test_the_estimates_block_says_which_estimate_ranks_better_from_the_numbers()
 
 
 HELPS, NO_BETTER, HURTS = (1.0, 0.8, 0.95, 0.05), (1.0, 0.93, 0.95, 0.05), (1.0, 1.1, 0.95, 0.05)
+KEEPS, LOSES = (43.0, 43.5, 43.0, 1.0), (43.0, 39.0, 43.0, 1.0)  # chrF++: none, top, random ± sd
 
 
 @pytest.mark.parametrize(
     ("fractions", "word"),
-    [((HELPS, HELPS), "reproduced"), ((NO_BETTER, NO_BETTER), "partly"),
-     ((HURTS, HURTS), "not reproduced"), ((HELPS, HURTS), "partly"),
-     ((NO_BETTER, HELPS), "partly")],
+    [(((HELPS, KEEPS), (HELPS, None)), "reproduced"),
+     (((HELPS, LOSES), (HELPS, LOSES)), "partly"),  # the CE falls, the translation gets worse
+     (((NO_BETTER, KEEPS), (NO_BETTER, None)), "not reproduced"),  # as random heads (issue 47)
+     (((HURTS, None), (HURTS, KEEPS)), "not reproduced"),
+     (((HELPS, KEEPS), (HURTS, None)), "partly"),
+     (((NO_BETTER, None), (HELPS, None)), "partly")],
 )  # fmt: skip
 def test_the_soft_mask_verdict_follows_its_numbers(fractions, word):
-    from reproduction.lahis import _SOFT_CE, _soft_mask_verdict
+    from reproduction.lahis import _SOFT_CE, _SOFT_CHRF, _soft_mask_verdict
 
     numbers = {
-        f"fraction {share}": {_SOFT_CE: list(ce)}
-        for share, ce in zip(("0.02", "0.05"), fractions, strict=True)
+        f"fraction {share}": {_SOFT_CE: list(ce), **({} if chrf is None else {_SOFT_CHRF: chrf})}
+        for share, (ce, chrf) in zip(("0.02", "0.05"), fractions, strict=True)
     }
     verdict = _soft_mask_verdict(lambda path: numbers)
     assert verdict.startswith(f"{word}:")
@@ -630,9 +651,15 @@ def test_figure8_verdict_follows_its_numbers():
 
 
 def test_figure6_both_is_the_figure6_verdict():
-    from reproduction.heads_up_results import TABLE8, figure6_both_verdict, figure6_verdict
+    from reproduction.heads_up_results import (
+        TABLE8,
+        TABLE8_SHOTS,
+        figure6_both_verdict,
+        figure6_verdict,
+    )
 
-    load = _figure6((0.2, 1.0, 2.0, 3.0), [(0.9, 1.0, 2.0, 1.1)] * len(TABLE8))
+    pairs = len(TABLE8) + len(TABLE8_SHOTS)
+    load = _figure6((0.2, 1.0, 2.0, 3.0), [(0.9, 1.0, 2.0, 1.1)] * pairs)
     assert figure6_both_verdict(load) == figure6_verdict(load)
 
 
