@@ -6,11 +6,8 @@ from typing import Any
 
 from reproduction import NOT_COVERED, Load, Row, cite, table
 
+
 # -- Token Alignment Heads ---------------------------------------------------------------------
-#: the failure counts of the ablated outputs, in the categories of the paper's appendix A.4
-DAMAGED = "damaged outputs (no translation, missing details, hallucination)"
-
-
 def _extras(load: Load) -> dict[str, Any]:
     return load("alignment_extras/gemma-3-270m")
 
@@ -72,72 +69,6 @@ def _layers_verdict(load: Load) -> str:
         f"one in the last three layers on {', '.join(last)}" if last else "none in the last three",
     ]
     return f"{word}: {'; '.join(where)}"
-
-
-def _consistency(load: Load) -> str:
-    n = _extras(load)
-    low, high = n["least similar"]
-    return (
-        f"Gemma, top 20 of 72 heads (28 %), 20 ordered pairs of en/fr/es/de/zh: mean Jaccard "
-        f"{n['consistency top-20 mean Jaccard']:.3f} against {n['random top-20 Jaccard']:.3f} for "
-        f"random sets; each pair's least similar other pair {low:.2f}-{high:.2f} {cite(load, 'alignment_extras/gemma-3-270m')}"
-    )
-
-
-def _ablation(load: Load) -> str:
-    n = _extras(load)
-    chrf = n["ablation chrF++ (unmasked, alignment heads, random mean, random std)"]
-    bleu = n["ablation BLEU (unmasked, alignment heads, random mean, random std)"]
-    return (
-        f"Gemma en→fr, top {n['k']} of 72 heads vs {n['k']} random non-alignment heads "
-        f"({n['seeds']} seeds), 16 sentences: chrF++ {chrf[0]} → {chrf[1]} "
-        f"({chrf[1] - chrf[0]:+.1f}) vs random {chrf[2]} ± {chrf[3]} ({chrf[2] - chrf[0]:+.1f}); "
-        f"BLEU {bleu[0]} → {bleu[1]} vs {bleu[2]} ± {bleu[3]} {cite(load, 'alignment_extras/gemma-3-270m')}"
-    )
-
-
-def _ablation_verdict(load: Load) -> str:
-    chrf = _extras(load)["ablation chrF++ (unmasked, alignment heads, random mean, random std)"]
-    large = chrf[0] - chrf[1] > 25
-    minimal = chrf[0] - chrf[2] < 5
-    return (
-        ("the large drop reproduced" if large else "the drop is smaller than the paper's")
-        + "; "
-        + ("random heads harmless: reproduced" if minimal else "random heads are **not** harmless")
-        + f" ({n_heads_share(load)} of the heads removed, the paper's share is 30/1024 ≈ 2.9 %)"
-    )
-
-
-def n_heads_share(load: Load) -> str:
-    return f"{_extras(load)['k'] / 72:.1%}"
-
-
-def _failures(load: Load) -> str:
-    n = _extras(load)
-    counts = n[DAMAGED]
-    total = sum(counts)
-    if not total:
-        return f"Gemma en→fr, alignment heads removed: no damaged output {cite(load, 'alignment_extras/gemma-3-270m')}"
-    return (
-        f"Gemma en→fr, alignment heads removed, {total} damaged outputs (chrF++ drop ≥ 10): "
-        f"no translation {counts[0] / total:.0%}, missing details {counts[1] / total:.0%}, "
-        f"hallucination "
-        f"{counts[2] / total:.0%} {cite(load, 'alignment_extras/gemma-3-270m')}"
-    )
-
-
-def _failures_verdict(load: Load) -> str:
-    """The paper's order of the categories (no translation, missing details, hallucination):
-    reproduced; no translation the largest, another order after it: partly; otherwise not."""
-    counts = dict(zip(PAPER_ORDER, _extras(load)[DAMAGED], strict=True))
-    if not sum(counts.values()):
-        return "not measurable: no damaged output"
-    order = tuple(sorted(PAPER_ORDER, key=lambda c: -counts[c]))
-    if order == PAPER_ORDER:
-        return "reproduced: the paper's order, no translation first"
-    if order[0] == PAPER_ORDER[0]:
-        return f"partly: no translation is the largest category, then {order[1]}"
-    return f"not reproduced: {order[0]} is the largest category, not no translation"
 
 
 def _heads(load: Load) -> dict[str, Any]:
