@@ -57,6 +57,12 @@ def questions(atlas: HeadAtlas) -> dict[str, Any]:
         found["successor"] = {
             "best head": frame["label"][best],
             "score": float(frame["OV successor"][best]),
+            # a score over a few dozen pairs ties often: every head at the top one
+            "heads at the top score": [
+                label
+                for label, value in zip(frame["label"], frame["OV successor"], strict=True)
+                if value == frame["OV successor"][best]
+            ],
             "chance": atlas.chance.get("OV successor"),
             "pairs": atlas.settings.get("readout pairs", {}).get("successor"),
             "heads at least twice chance": int(

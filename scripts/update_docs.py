@@ -289,11 +289,20 @@ ATLASES = {
 }
 
 
+def _top_heads(successor: dict[str, Any]) -> str:
+    """Who holds the top successor score: every head tied at it where the run stored them, else
+    the first (atlases stored before the ties were kept)."""
+    tied = successor.get("heads at the top score")
+    if tied is None:
+        return f"first at it: {successor['best head']}; ties were not stored"
+    return ", ".join(tied) if len(tied) <= 3 else f"{len(tied)} heads tie at it"
+
+
 def _atlas_answers(questions: dict[str, Any]) -> list[str]:
     parts = []
     if s := questions.get("successor"):
         parts.append(
-            f"the strongest OV successor head, {s['best head']}, scores {s['score']:.2f} against "
+            f"the top OV successor score is {s['score']:.2f} ({_top_heads(s)}) against "
             f"{s['chance']:.2f} at chance ({s['pairs']} single-token pairs; "
             f"{s['heads at least twice chance']} heads reach twice chance)"
         )
@@ -359,12 +368,19 @@ def atlas_agreement(results: Path) -> str:
             ]
             lines += [
                 f"| {r['first']} | {r['second']} | {r['spearman']:.2f} [{r['ci low']:.2f}, "
-                f"{r['ci high']:.2f}] | {r['p (Holm)']:.2g} | {r['top-k overlap']} "
+                f"{r['ci high']:.2f}] | {_holm_cell(r)} | {r['top-k overlap']} "
                 f"({r['random overlap']:.1f}) |"
                 for r in sorted(agree, key=lambda r: -r["spearman"])
             ]
         lines.append("")
     return "\n".join(lines).rstrip("\n")
+
+
+def _holm_cell(row: dict[str, Any]) -> str:
+    """A pair's Holm p; "≤" where its permutation p is at the floor of its permutations (no
+    permuted correlation reached the observed one: the p is a bound, not a value)."""
+    floor = row["p"] <= 1.0 / (row["permutations"] + 1) * (1 + 1e-9)
+    return f"{'≤ ' if floor else ''}{row['p (Holm)']:.2g}"
 
 
 BENCHMARKS = "benchmarks"

@@ -343,3 +343,16 @@ def test_the_docs_check_needs_neither_torch_nor_the_package():
     root = Path(__file__).resolve().parents[3]
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert done.stdout.split()[-3:] == ["0", "False", "False"], done.stdout + done.stderr
+
+
+def test_a_permutation_p_at_its_floor_is_a_bound_and_ties_are_not_one_head(docs):
+    """Issue 47: a Holm p whose permutation p could not go lower reads "≤"; the top successor
+    score names every head tied at it, or says the ties were not stored."""
+    at_floor = {"p": 1 / 18201, "permutations": 18200, "p (Holm)": 0.005}
+    assert docs._holm_cell(at_floor) == "≤ 0.005"
+    assert docs._holm_cell({**at_floor, "p": 3 / 18201, "p (Holm)": 0.015}) == "0.015"
+    old = {"best head": "L14H1"}
+    assert docs._top_heads(old) == "first at it: L14H1; ties were not stored"
+    assert docs._top_heads({**old, "heads at the top score": ["L14H1", "L3H2"]}) == "L14H1, L3H2"
+    tied = {**old, "heads at the top score": [f"L{i}H0" for i in range(9)]}
+    assert docs._top_heads(tied) == "9 heads tie at it"
