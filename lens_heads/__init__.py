@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch befo
     from lens_heads.heads_up.alpha import AlphaCurve, alpha_curve
     from lens_heads.heads_up.attention import attention_on_target
     from lens_heads.heads_up.lens import logit_lens, top_tokens
+    from lens_heads.heads_up.lens_config import LensConfig
     from lens_heads.heads_up.mask_stats import (
         MaskStatistics,
         TasksPerHead,
@@ -89,6 +90,7 @@ __all__ = [
     "HeadRoles",
     "HeadScale",
     "LanguageHeads",
+    "LensConfig",
     "LensHeadsError",
     "MaskStatistics",
     "MaskTrainingResult",

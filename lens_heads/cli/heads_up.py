@@ -13,6 +13,7 @@ from lens_heads.core.ablation import ABLATIONS
 from lens_heads.core.errors import InputError
 from lens_heads.core.tables import markdown_table
 from lens_heads.demo import DemoConfig
+from lens_heads.heads_up.lens_config import LensConfig
 from lens_heads.heads_up.sweep_config import ENGINES, SweepConfig
 
 __all__ = ["COMMANDS"]
@@ -194,14 +195,7 @@ def _add_logit_lens(sub: Any) -> None:
         type=common.text,
         help="token whose probability to follow (repeatable)",
     )
-    parser.add_argument("--top-k", type=common.positive, default=5, help="top tokens per layer")
-    parser.add_argument("--position", type=int, default=-1, help="token position (-1: last)")
-    parser.add_argument(
-        "--no-final-norm",
-        action="store_true",
-        help="skip the final norm (the HeadsUp reference's lens; not the model's own output)",
-    )
-    common.add_chat_argument(parser)
+    add_settings(parser, LensConfig)  # --top-k --position --final-norm/--no-final-norm --chat
     common.add_out_argument(parser)
 
 
@@ -209,26 +203,24 @@ def _cmd_logit_lens(args: argparse.Namespace) -> int:
     from lens_heads.core.checks import check_top_k
     from lens_heads.heads_up.lens import logit_lens, top_tokens
 
+    config = settings_from(args, LensConfig)
     shape = common.check_model(args)
     if shape is not None:
-        check_top_k(shape, args.top_k, "--top-k")
+        check_top_k(shape, config.top_k, "--top-k")
     mask = common.mask_before_model(args.mask, shape)
     with common.writing(args.out) as out:
         model = common.load_model(args)
         mask = common.load_mask(mask, model)
-        shared = dict(mask=mask, instruction=args.instruction, chat=common.chat_choice(args.chat))
         lens = logit_lens(
-            model,
-            args.prompt,
-            position=args.position,
-            top_k=args.top_k,
-            apply_final_norm=not args.no_final_norm,
+            model, args.prompt, config, mask=mask, instruction=args.instruction,
             targets=args.target,
-            **shared,
-        )
+        )  # fmt: skip
         written = lens.save(out, png=True)
         k = min(10, int(model.cfg.d_vocab))
-        table = top_tokens(model, args.prompt, position=args.position, top_k=k, **shared)
+        table = top_tokens(
+            model, args.prompt, position=config.position, top_k=k, mask=mask,
+            instruction=args.instruction, chat=config.chat,
+        )  # fmt: skip
         written += table.save(out / "top_tokens", png=True)
     print(lens.to_markdown())
     print("\n" + table.to_markdown())

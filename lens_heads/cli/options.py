@@ -169,7 +169,8 @@ def _add_fields(
             options.update(choices=list(CHAT_CHOICES), nargs="?", const="yes")
             if "default" in options:
                 options["default"] = {v: k for k, v in CHAT_CHOICES.items()}.get(default, default)
-            parser.add_argument(flag, help=f"{text}: auto, yes (or the bare flag) or no", **options)
+            choices_text = "auto, yes (or the bare flag) or no"
+            parser.add_argument(flag, help=f"{text.rstrip('.')}: {choices_text}", **options)
         elif hint is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, help=text, **options)
         elif _is_sequence(hint):

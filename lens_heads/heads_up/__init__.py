@@ -23,6 +23,7 @@ from lens_heads.heads_up.estimate_errors import (
     estimate_errors,
 )
 from lens_heads.heads_up.lens import LogitLensResult, logit_lens, top_tokens
+from lens_heads.heads_up.lens_config import LensConfig
 from lens_heads.heads_up.mask_stats import (
     MaskStatistics,
     TasksPerHead,
@@ -52,6 +53,7 @@ __all__ = [
     "EstimateErrors",
     "EstimateErrorsConfig",
     "HeadRoles",
+    "LensConfig",
     "LogitLensResult",
     "MaskStatistics",
     "PathwaysResult",

@@ -25,8 +25,10 @@ from lens_heads.core.masks import HeadMask
 from lens_heads.core.metrics import token_ranks
 from lens_heads.core.models import ModelLike, model_name
 from lens_heads.core.prompts import token_text
+from lens_heads.core.settings import configure
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
+from lens_heads.heads_up.lens_config import LensConfig
 
 __all__ = ["LogitLensResult", "TopTokensResult", "logit_lens", "top_tokens"]
 
@@ -156,25 +158,24 @@ class LogitLensResult(FolderResult):
 def logit_lens(
     model: ModelLike,
     prompt: PromptLike | None = None,
+    config: LensConfig | None = None,
     *,
     mask: HeadMask | Tensor | None = None,
     instruction: str | None = None,
     settings: Mapping[str, Any] | None = None,
-    position: int = -1,
-    top_k: int = 5,
-    apply_final_norm: bool = True,
     targets: Sequence[str | int] | None = None,
-    chat: bool | None = None,
+    **overrides: Any,
 ) -> LogitLensResult:
     """Top-k tokens of the residual stream after the embedding and after every layer, and the
-    probability and rank of ``targets``, for several settings side by side.
+    probability and rank of ``targets``, for several settings side by side; ``config`` is a
+    :class:`LensConfig` (its fields also as keywords: ``top_k=3``).
 
     Settings: ``original`` (``prompt``), ``instructed`` (with ``instruction``) and ``masked``
     (under ``mask``), or explicitly ``settings={"name": (prompt, mask[, instruction]), ...}``.
     ``targets`` are tokens (ids, or strings whose *first* token is used; ``"Apple"`` and
     ``" Apple"`` differ); by default the final top-1 token of each setting. The final norm is
-    applied (``apply_final_norm=False`` reproduces the reference code, which skipped it), so
-    the last layer is the model's own prediction.
+    applied (``final_norm=False`` reproduces the reference code, which skipped it), so the last
+    layer is the model's own prediction.
 
     >>> import lens_heads as lh
     >>> model = lh.tiny_model()
@@ -182,6 +183,8 @@ def logit_lens(
     >>> lens.top1_table().shape
     (3, 1)
     """
+    config = configure(LensConfig, config, overrides, "logit_lens")
+    top_k, position, chat = config.top_k, config.position, config.chat
     check_top_k(model, top_k)
     if prompt is not None:
         check_prompt(prompt, tokens=True)
@@ -199,7 +202,7 @@ def logit_lens(
         )
         stack = torch.cat([acts["hook_resid_pre"][:1], acts["hook_resid_post"]])
         with torch.no_grad():
-            logits.append(lens_logits(model, stack, apply_final_norm=apply_final_norm).float())
+            logits.append(lens_logits(model, stack, apply_final_norm=config.final_norm).float())
         prompts.append(encoded.text)
         positions.append(absolute)
     all_logits = torch.stack(logits).cpu()  # [setting, layer, vocab]
@@ -228,7 +231,7 @@ def logit_lens(
         targets=[token_text(tokenizer, t) for t in target_ids],
         target_probs=probs[..., index],
         target_ranks=ranks,
-        final_norm=apply_final_norm,
+        final_norm=config.final_norm,
     )
 
 

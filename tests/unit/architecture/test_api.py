@@ -22,7 +22,7 @@ API = {
         "MODEL_ALIASES", "AblationResult", "AlphaCurve", "AtlasConfig", "EvaluationConfig",
         "EvaluationResult", "Generation", "GridConfig", "GridResult", "HeadAtlas",
         "HeadImportance", "HeadMask", "HeadRoles", "HeadScale",
-        "LanguageHeads", "LensHeadsError", "MaskStatistics", "MaskTrainingResult",
+        "LanguageHeads", "LensConfig", "LensHeadsError", "MaskStatistics", "MaskTrainingResult",
         "PathwaysResult", "Plan", "PlanConfig", "PromptFormat", "RolesConfig", "ScoreConfig",
         "SimilarityStats",
         "SweepConfig",
@@ -55,7 +55,7 @@ API = {
     ],
     "lens_heads.heads_up": [
         "AlphaCurve", "AttentionResult", "EstimateErrors", "EstimateErrorsConfig", "HeadRoles",
-        "LogitLensResult", "MaskStatistics",
+        "LensConfig", "LogitLensResult", "MaskStatistics",
         "PathwaysResult", "ReadoutConfig", "RolesConfig", "SimilarityResult", "SimilarityStats",
         "SweepConfig", "SweepEstimates",
         "SweepResult", "TasksPerHead", "alpha_curve", "attention_on_target", "estimate_errors",

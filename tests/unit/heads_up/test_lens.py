@@ -179,7 +179,7 @@ def test_logit_lens_intermediate_layers_match_run_with_cache(tiny):
 
 
 def test_logit_lens_without_final_norm_is_not_the_model_output(tiny):
-    result = logit_lens(tiny, "apple", apply_final_norm=False, targets=[5, 6])
+    result = logit_lens(tiny, "apple", final_norm=False, targets=[5, 6])
     expected = _model_logits(tiny, "apple").softmax(dim=-1)[[5, 6]]
     assert not torch.allclose(result.target_probs[0, -1], expected, atol=1e-6)
     assert result.final_norm is False
@@ -203,8 +203,21 @@ def test_logit_lens_bad_inputs(tiny):
         logit_lens(tiny, "")
     with pytest.raises(ValueError, match="no prompt given"):
         logit_lens(tiny)
-    with pytest.raises(ValueError, match="top_k must be positive"):
+    with pytest.raises(ValueError, match="top_k must be at least 1"):
         logit_lens(tiny, "apple", top_k=0)
+    with pytest.raises(lh.LensHeadsError, match=r"'topk' \(did you mean 'top_k'\?\)"):
+        logit_lens(tiny, "apple", topk=3)
+
+
+def test_the_lens_takes_its_settings_and_the_old_spelling_warns(tiny):
+    """Issue 45: a LensConfig or its fields as keywords; ``apply_final_norm=`` is the old name of
+    ``final_norm`` (one word: the result's own field) and still works, with a warning."""
+    config = lh.LensConfig(top_k=2, final_norm=False)
+    by_config = logit_lens(tiny, "apple", config)
+    assert by_config.top_ids.shape[-1] == 2 and by_config.final_norm is False
+    with pytest.warns(DeprecationWarning, match="apply_final_norm= is now final_norm="):
+        old = logit_lens(tiny, "apple", top_k=2, apply_final_norm=False)
+    assert torch.equal(old.top_ids, by_config.top_ids)
     with pytest.raises(ValueError, match="outside the vocabulary"):
         logit_lens(tiny, "apple", targets=[10**6])
     with pytest.raises(ValueError, match="target token is empty"):

@@ -1,0 +1,48 @@
+"""The settings of the logit lens (:func:`lens_heads.logit_lens`), apart from its computation so
+that the command line reads them without importing torch.
+
+>>> LensConfig(top_k=3).final_norm
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from lens_heads.core.checks import check_int, own_checks
+from lens_heads.core.errors import InputError
+
+__all__ = ["LensConfig"]
+
+
+@own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
+@dataclass(frozen=True)
+class LensConfig:
+    """How :func:`logit_lens` reads the residual stream.
+
+    >>> LensConfig(top_k=0)
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.errors.InputError: top_k must be at least 1, got 0
+    """
+
+    top_k: int = 5
+    """Top tokens kept per layer."""
+    position: int = -1
+    """Token position read (-1: the last)."""
+    final_norm: bool = True
+    """Apply the model's final norm before unembedding, so the last layer is the model's own
+    prediction (no: the Heads up! reference code's lens, which skipped it)."""
+    chat: bool | None = None
+    """Wrap the prompts in the chat template (default: when the tokenizer has one)."""
+
+    RENAMED: ClassVar[dict[str, str]] = {"apply_final_norm": "final_norm"}
+
+    def __post_init__(self) -> None:
+        check_int("top_k", self.top_k, minimum=1)
+        check_int("position", self.position)
+        for name in ("final_norm", "chat"):
+            value = getattr(self, name)
+            if not (isinstance(value, bool) or (name == "chat" and value is None)):
+                raise InputError(f"{name} must be True or False, got {value!r}")
