@@ -139,9 +139,10 @@ def _add_ablate_heads(sub: Any) -> None:
         "(AblationResult.load) and figure.html to --out.",
     )
     common.add_model_argument(parser)
-    parser.add_argument("--task", required=True, help="translation pair (en-fr) or task file")
-    parser.add_argument(
-        "--heads", required=True, help="top:K (by translation score), labels L3H3,L7H0, or a file"
+    common.add_inputs(
+        parser,
+        task={"required": True, "help": "translation pair (en-fr) or task file"},
+        heads={"required": True, "help": "top:K (by translation score), labels, or a file"},
     )
     parser.add_argument("--control-task", help="a non-translation task (functional specificity)")
     parser.add_argument(
@@ -199,8 +200,11 @@ def _add_trater(sub: Any) -> None:
         "(TRaterResult.load), figure.html and selected.csv (top fraction per language).",
     )
     common.add_model_argument(parser)
-    parser.add_argument("--texts", required=True, help="CSV/JSONL with 'text' (+ 'lang'), or .txt")
-    parser.add_argument("--heads", required=True, help="a heads file, labels, or top:K")
+    common.add_inputs(
+        parser,
+        texts={"required": True, "help": "CSV/JSONL with 'text' (+ 'lang'), or .txt"},
+        heads={"required": True},
+    )
     parser.add_argument("--pair", default="en-fr", help="pair whose scores rank heads for top:K")
     parser.add_argument("--scores-n", type=common.positive, default=100)
     parser.add_argument("--shots", type=common.non_negative, default=2)

@@ -21,9 +21,7 @@ def _add_atlas(sub: Any) -> None:
         "result.json: HeadAtlas.load) and one folder per stage (detectors, readouts, effects), "
         "reused when the command runs again, so a killed run resumes.",
     )
-    parser.add_argument(
-        "model", help="alias (smollm2-135m-instruct, gemma-3-270m), checkpoint dir or HF id"
-    )
+    common.add_inputs(parser, "model_argument")
     add_settings(parser, AtlasConfig)
     common.add_out_argument(parser)
     common.add_overwrite_argument(parser)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lens_heads.cli.inputs import MASK_HELP, add_inputs, text
 from lens_heads.core.errors import InputError, LensHeadsError
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "Examples",
     "Parser",
     "add_chat_argument",
+    "add_inputs",
     "add_match_argument",
     "add_model_argument",
     "add_out_argument",
@@ -116,27 +118,12 @@ class Parser(argparse.ArgumentParser):
 def add_overwrite_argument(parser: argparse.ArgumentParser) -> None:
     """``--overwrite``: compute again into an ``--out`` that holds results of another model,
     other data or other settings (without it, such a folder is refused)."""
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the results in --out when they come from another model, other data or "
-        "other settings (default: refuse, naming what differs)",
-    )
+    add_inputs(parser, "overwrite")
 
 
 def add_model_argument(parser: argparse.ArgumentParser, default: str | None = None) -> None:
-    parser.add_argument(
-        "--model",
-        default=default,
-        required=default is None,
-        help="alias (smollm2-135m-instruct, gemma-3-270m), .gguf file, checkpoint dir or HF id",
-    )
-    parser.add_argument(
-        "--dtype", default="float32", choices=["float32", "bfloat16"], help="weights dtype"
-    )
-
-
-MASK_HELP = "head-mask file, or a train-mask output folder (its mask.safetensors)"
+    """``--model`` (required unless a ``default`` is given) and ``--dtype``, the weights'."""
+    add_inputs(parser, "dtype", model={"default": default} if default else {})
 
 
 def load_model(args: argparse.Namespace) -> Any:
@@ -285,15 +272,7 @@ def chat_choice(value: str) -> bool | None:
 
 
 def add_chat_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--chat",
-        choices=["auto", "yes", "no"],
-        nargs="?",
-        const="yes",
-        default="auto",
-        help="use the chat template: auto (default: when the tokenizer has one), yes (also "
-        "plain --chat) or no",
-    )
+    add_inputs(parser, "chat")
 
 
 def resolve_chat(args: argparse.Namespace, model: Any) -> bool:
@@ -358,13 +337,6 @@ fraction = _in_range(0.0, 1.0, False, True)
 open_unit = _in_range(0.0, 1.0, False, False)
 
 
-def text(value: str) -> str:
-    """A text argument that is not empty or blank."""
-    if not value.strip():
-        raise argparse.ArgumentTypeError("must not be empty or blank")
-    return value
-
-
 def numbers(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
     """A comma-separated list of at least one value of ``kind`` (an argument type)."""
 
@@ -417,23 +389,16 @@ def add_out_argument(
     parser: argparse.ArgumentParser, help: str = "output directory", default: str | None = None
 ) -> None:
     """``--out DIR``: required unless a ``default`` is given."""
-    required = {"default": default} if default is not None else {"required": True}
-    parser.add_argument("--out", help=help, **required)
+    add_inputs(parser, out={"help": help, "default": default})
 
 
 def add_progress_argument(parser: argparse.ArgumentParser) -> None:
     """``--no-progress``: no progress bars."""
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_inputs(parser, "no_progress")
 
 
 def add_match_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--match",
-        choices=["startswith", "contains"],
-        help="the accuracy rule (default: the task's own; for a task file, the paper's rule by "
-        "its name: startswith for capitalize*, lowercase*, next_*, prev_*, *_v_*_N, choose_*, "
-        "conll2003_*, contains otherwise)",
-    )
+    add_inputs(parser, "match")
 
 
 def print_written(paths: Sequence[Path]) -> None:

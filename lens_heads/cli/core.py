@@ -36,10 +36,11 @@ def _cmd_models(args: argparse.Namespace) -> int:
 def _add_generate(sub: Any) -> None:
     parser = sub.add_parser("generate", help="greedy generation, optionally under a head mask")
     common.add_model_argument(parser)
-    parser.add_argument(
-        "--prompt", action="append", required=True, type=common.text, help="repeat for a batch"
+    common.add_inputs(
+        parser,
+        "mask",
+        prompt={"action": "append", "required": True, "help": "the input text (repeat: a batch)"},
     )
-    parser.add_argument("--mask", help=common.MASK_HELP)
     common.add_chat_argument(parser)
     parser.add_argument("--max-new-tokens", type=common.positive, default=30)
 

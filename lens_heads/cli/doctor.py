@@ -22,10 +22,7 @@ def _add_doctor(sub: Any) -> None:
     parser = sub.add_parser(
         "doctor", help="check lens_heads against plain transformers on a model (checks 1-4)"
     )
-    parser.add_argument(
-        "model",
-        help="alias (smollm2-135m-instruct, gemma-3-270m), .gguf file, checkpoint dir or HF id",
-    )
+    common.add_inputs(parser, "model_argument")
     parser.add_argument(
         "--transformer-lens-bos",
         action="store_true",

@@ -32,8 +32,9 @@ def _add_eval(sub: Any) -> None:
         "figure.html (figure.png too when kaleido can export) to --out.",
     )
     common.add_model_argument(parser)
-    parser.add_argument("--task", required=True, help="built-in task name or a .json/.jsonl file")
-    parser.add_argument("--mask", help="the trained mask M: " + common.MASK_HELP)
+    common.add_inputs(
+        parser, task={"required": True}, mask={"help": "the trained mask M: " + common.MASK_HELP}
+    )
     parser.add_argument(
         "--other-mask", help="a mask trained on another model of the same shape (file or folder)"
     )
@@ -42,11 +43,7 @@ def _add_eval(sub: Any) -> None:
         help="comma-separated, from original,instruction,random,mask,mask+instruction,other_mask "
         "(default: every setting the given masks allow)",
     )
-    parser.add_argument(
-        "--instruction",
-        type=common.text,
-        help="instruction text (for a task file without one)",
-    )
+    common.add_inputs(parser, instruction={"help": "instruction text (for a task file without it)"})
     common.add_match_argument(parser)
     add_settings(parser, EvaluationConfig, skip=("progress",), choices={"ablation": FIXED})
     common.deprecated(parser, "--seeds", "--random-seeds", "old_seeds")
@@ -104,7 +101,7 @@ def _add_train_mask(sub: Any) -> None:
         conflict_handler="resolve",
     )
     common.add_model_argument(parser)
-    parser.add_argument("--task", required=True, help="built-in task name or a .json/.jsonl file")
+    common.add_inputs(parser, task={"required": True})
     common.add_out_argument(parser)
     parser.add_argument("--paper", action="store_true", help="start from the paper's schedule")
     # each flag overrides one field of the schedule (None: the schedule's own value)
@@ -124,12 +121,11 @@ def _add_train_mask(sub: Any) -> None:
     )
     # --dtype means the weights' dtype elsewhere; here it was the training precision
     common.deprecated(parser, "--dtype", "--precision", "precision")
-    parser.add_argument(
-        "--instruction",
-        type=common.text,
-        help="instruction text for the 'w/ instruction' evaluation row (for a task file "
-        "without one; training never sees it)",
-    )
+    common.add_inputs(
+        parser,
+        instruction={"help": "instruction text for the 'w/ instruction' evaluation row (for a "
+                     "task file without one; training never sees it)"},
+    )  # fmt: skip
     common.add_match_argument(parser)
     parser.add_argument(
         "--checkpoint-every", type=common.positive, default=50, help="steps per checkpoint"

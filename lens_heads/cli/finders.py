@@ -32,7 +32,7 @@ def _add_benchmark(sub: Any) -> None:
         "result.json: FinderBenchmark.load) and one stage per task and method; a killed run "
         "resumes. --mib DIR also writes each ranking in MIB's node-level submission format.",
     )
-    parser.add_argument("model", help="alias, .gguf file, checkpoint dir or HF id")
+    common.add_inputs(parser, "model_argument")
     parser.add_argument(
         "--tasks", type=_names, default=("ioi",), help="ioi, task names or files [ioi]"
     )

@@ -30,25 +30,18 @@ def _add_sweep(sub: Any) -> None:
     )
     common.add_model_argument(parser)
     order = parser.add_mutually_exclusive_group(required=True)
-    order.add_argument(
-        "--mask",
-        help="removal order: a train-mask output folder (or its training.safetensors: ascending "
-        "trained weight W, the paper's order) or a head-mask file (ascending value)",
-    )
-    order.add_argument(
-        "--heads", help="explicit removal order, e.g. L3H7,L0H1,L12H4 (or a file of labels)"
-    )
+    common.add_inputs(
+        order,
+        mask={"help": "removal order: a train-mask output folder (or its training.safetensors: "
+              "ascending trained weight W, the paper's order) or a head-mask file (ascending)"},
+        heads={"help": "explicit removal order, e.g. L3H7,L0H1,L12H4 (or a file of labels)"},
+    )  # fmt: skip
     order.add_argument(
         "--influential",
         action="store_true",
         help="Appendix C.3.1: heads ordered by the target-rank gain each causes alone",
     )
-    parser.add_argument(
-        "--prompt", required=True, type=common.text, help="the input text, e.g. apple"
-    )
-    parser.add_argument(
-        "--target", type=common.text, help="the expected answer; its first token is tracked"
-    )
+    common.add_inputs(parser, "target", prompt={"required": True})
     parser.add_argument(
         "--reference-prompt", type=common.text, help="full-model run to compare with (Figure 5)"
     )
@@ -182,19 +175,11 @@ def _add_logit_lens(sub: Any) -> None:
         "last position with their rank change (Table 4b) to --out/top_tokens.",
     )
     common.add_model_argument(parser)
-    parser.add_argument(
-        "--prompt", required=True, type=common.text, help="the input text, e.g. apple"
-    )
-    parser.add_argument("--mask", help=common.MASK_HELP)
-    parser.add_argument(
-        "--instruction", type=common.text, help="add the instructed setting (Table 10 template)"
-    )
-    parser.add_argument(
-        "--target",
-        action="append",
-        type=common.text,
-        help="token whose probability to follow (repeatable)",
-    )
+    common.add_inputs(
+        parser, "mask", prompt={"required": True},
+        instruction={"help": "add the instructed setting (Table 10 template)"},
+        target={"action": "append", "help": "token whose probability to follow (repeatable)"},
+    )  # fmt: skip
     add_settings(parser, LensConfig)  # --top-k --position --final-norm/--no-final-norm --chat
     common.add_out_argument(parser)
 
@@ -240,14 +225,10 @@ def _add_similarity(sub: Any) -> None:
         "table.csv, table.md, result.json, tensors.safetensors and figure.html to --out.",
     )
     common.add_model_argument(parser)
-    parser.add_argument(
-        "--prompt",
-        action="append",
-        type=common.text,
-        help="an input text, e.g. apple (repeat for many prompts)",
-    )
-    parser.add_argument(
-        "--task", help="take the prompts from a built-in task or a .json/.jsonl task file"
+    common.add_inputs(
+        parser,
+        prompt={"action": "append", "help": "an input text, e.g. apple (repeat for many)"},
+        task={"help": "take the prompts from a built-in task or a .json/.jsonl task file"},
     )
     parser.add_argument(
         "--n-eval",
@@ -256,12 +237,7 @@ def _add_similarity(sub: Any) -> None:
         help="with --task: its last N inputs (default 40)",
     )
     common.deprecated(parser, "--n-prompts", "--n-eval", "n_eval", type=common.positive)
-    parser.add_argument(
-        "--instruction",
-        type=common.text,
-        help="the task instruction (default with --task: the task's own)",
-    )
-    parser.add_argument("--mask", required=True, help=common.MASK_HELP)
+    common.add_inputs(parser, "instruction", mask={"required": True})
     parser.add_argument("--position", type=int, default=-1, help="token position (-1: last)")
     parser.add_argument(
         "--layers",
@@ -360,21 +336,19 @@ def _add_attention(sub: Any) -> None:
     )
     common.add_model_argument(parser)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--task", help="an extractive task, e.g. fruit_v_animal_3")
-    source.add_argument(
-        "--prompt", action="append", type=common.text, help="a prompt (repeat with --target)"
+    common.add_inputs(
+        source,
+        task={"help": "an extractive task, e.g. fruit_v_animal_3"},
+        prompt={"action": "append", "help": "a prompt (repeat with --target)"},
     )
-    parser.add_argument(
-        "--target", action="append", type=common.text, help="its target word (one per --prompt)"
+    common.add_inputs(
+        parser, target={"action": "append", "help": "its target word (one per --prompt)"}
     )
     parser.add_argument(
         "--n-eval", type=common.positive, default=40, help="task examples to use (the last N)"
     )
     common.deprecated(parser, "--n", "--n-eval", "n_eval", type=common.positive)
-    parser.add_argument("--mask", help=common.MASK_HELP)
-    parser.add_argument(
-        "--instruction", type=common.text, help="instruction (default: the task's own)"
-    )
+    common.add_inputs(parser, "mask", "instruction")
     parser.add_argument("--no-instruction", action="store_true", help="skip the instructed run")
     common.add_chat_argument(parser)
     parser.add_argument("--batch-size", type=common.positive, default=16)
@@ -443,14 +417,17 @@ def _add_demo(sub: Any) -> None:
     add_settings(
         parser,
         DemoConfig,
-        only=("task", "steps", "lr", "n_eval", "sweep_every", "max_new_tokens", "seed"),
-    )
-    parser.add_argument(
-        "--precision",
-        default="auto",
-        choices=["auto", "bf16", "fp32"],
-        help="training precision: auto (default) = bf16 where the CPU computes it natively, else "
-        "fp32; fp32 reproduces on any machine what a CPU without native bf16 does",
+        only=(
+            "task",
+            "steps",
+            "lr",
+            "n_eval",
+            "sweep_every",
+            "max_new_tokens",
+            "seed",
+            "precision",
+        ),
+        choices={"precision": ("auto", "bf16", "fp32", "bfloat16", "float32")},
     )
     parser.add_argument(
         "--fresh", action="store_true", help="recompute every stage (default: reuse finished ones)"
@@ -471,7 +448,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             args,
             DemoConfig,
             model=args.model if args.dtype == "float32" else common.load_model(args),  # lazily
-            precision={"bf16": "bfloat16", "fp32": "float32"}.get(args.precision, "auto"),
         )
         report = run_demo(out, config, fresh=args.fresh)
     print(report.evaluation.to_markdown())

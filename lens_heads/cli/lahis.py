@@ -19,6 +19,13 @@ from lens_heads.lahis.soft_mask_experiment import SoftMaskConfig, soft_mask_conf
 
 __all__ = ["COMMANDS", "add_soft_arguments", "trainable_from_args"]
 
+#: where language-heads and its followers read texts from
+_CORPUS_HELP = (
+    "folder of <lang>.txt files or a TSV with a language header (default: the built-in "
+    "en/fr/es/de/zh corpus)"
+)
+_HEADS_HELP = "folder written by language-heads"
+
 
 #: the values of the importance settings' string fields
 CHOICES = {"method": METHODS, "precision": ("auto", "float32", "bfloat16")}
@@ -34,8 +41,7 @@ def _add_importance(sub: Any) -> None:
     )
     common.add_model_argument(parser)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--texts", help="a text file, one document per line")
-    source.add_argument("--language", help="a language of the built-in corpus (en fr es de zh)")
+    common.add_inputs(source, "texts", "language")
     parser.add_argument(
         "--n-docs", type=common.positive, help="the first N documents (default: all)"
     )
@@ -116,11 +122,7 @@ def _add_language_heads(sub: Any) -> None:
         "table.md, result.json + tensors.safetensors (LanguageHeads.load), figure.html.",
     )
     common.add_model_argument(parser)
-    parser.add_argument(
-        "--texts",
-        help="folder of <lang>.txt files or a TSV with a language header (default: "
-        "the built-in en/fr/es/de/zh corpus)",
-    )
+    common.add_inputs(parser, texts={"help": _CORPUS_HELP})
     parser.add_argument("--languages", help="comma-separated subset of the languages")
     add_settings(parser, LanguageHeadsConfig, skip=("importance.progress",), choices=CHOICES)
     common.deprecated(parser, "--compute-dtype", "--precision", "importance.precision")
@@ -152,8 +154,9 @@ def _add_perplexity(sub: Any) -> None:
         "table.csv, table.md, result.json and figure.html to --out.",
     )
     common.add_model_argument(parser)
-    parser.add_argument("--heads", required=True, help="folder written by language-heads")
-    parser.add_argument("--texts", help="as language-heads (default: the built-in corpus)")
+    common.add_inputs(
+        parser, heads={"required": True, "help": _HEADS_HELP}, texts={"help": _CORPUS_HELP}
+    )
     add_settings(parser, PerplexityConfig, choices=CHOICES)
     common.deprecated(parser, "--seeds", "--random-seeds", "random_seeds", type=common.numbers(int))
     common.add_out_argument(parser)
@@ -195,7 +198,7 @@ def _add_transfer(sub: Any) -> None:
         "heads are computed first (--quantile, --min-languages, --n-docs).",
     )
     common.add_model_argument(parser)
-    parser.add_argument("--heads", help="folder written by language-heads")
+    common.add_inputs(parser, heads={"help": _HEADS_HELP})
     add_settings(parser, TransferConfig, skip=("progress",), check=False)
     add_settings(parser, LanguageHeadsConfig, only=("quantile", "min_languages", "n_docs"))
     common.add_out_argument(parser)
@@ -244,13 +247,11 @@ def _add_soft_mask_experiment(sub: Any) -> None:
         "evaluation in a subfolder; a second run with the same arguments resumes.",
     )
     common.add_model_argument(parser)
-    parser.add_argument("--task", default="en-fr", help="translation task (default en-fr)")
-    parser.add_argument(
-        "--importance", help="folder written by `lens-heads importance` or `language-heads`"
-    )
-    parser.add_argument(
-        "--language",
-        help="the language whose heads are ranked (default: the task's target language)",
+    common.add_inputs(
+        parser,
+        "importance",
+        task={"default": "en-fr", "help": "translation task (default en-fr)"},
+        language={"help": "the language whose heads are ranked (default: the task's target)"},
     )
     parser.add_argument(
         "--n-docs",
@@ -395,13 +396,12 @@ def add_soft_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="LAHIS soft mask: multipliers from 1 (>= 0), no noise; use with --heads",
     )
-    parser.add_argument(
-        "--heads",
-        help="soft mask's trainable heads: a file of labels (L3H7 ...) or top:N of --importance",
-    )
-    parser.add_argument(
-        "--importance", help="folder written by `lens-heads importance` (for --heads top:N)"
-    )
+    common.add_inputs(
+        parser,
+        heads={"help": "soft mask's trainable heads: a file of labels (L3H7 ...) or top:N of "
+               "--importance"},
+        importance={"help": "folder written by `lens-heads importance` (for --heads top:N)"},
+    )  # fmt: skip
 
 
 def trainable_from_args(args: argparse.Namespace) -> tuple[str, ...] | None:

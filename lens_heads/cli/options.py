@@ -170,14 +170,15 @@ def _add_fields(
             if "default" in options:
                 options["default"] = {v: k for k, v in CHAT_CHOICES.items()}.get(default, default)
             choices_text = "auto, yes (or the bare flag) or no"
-            parser.add_argument(flag, help=f"{text.rstrip('.')}: {choices_text}", **options)
+            _add(parser, flag, help=f"{text.rstrip('.')}: {choices_text}", **options)
         elif hint is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, help=text, **options)
+            _add(parser, flag, action=argparse.BooleanOptionalAction, help=text, **options)
         elif _is_sequence(hint):
             arguments = [a for a in typing.get_args(hint) if a is not Ellipsis]
             element = arguments[0] if arguments else str
             shown = ",".join(str(v) for v in default) if default else "none"
-            parser.add_argument(
+            _add(
+                parser,
                 flag,
                 type=_sequence(element if element in (int, float) else str, flag),
                 help=f"{text} (comma-separated) [{shown}]",
@@ -185,10 +186,11 @@ def _add_fields(
                 **metavar,
             )
         elif hint is str and name in (choices or {}):
-            parser.add_argument(flag, choices=list((choices or {})[name]), help=text, **options)
+            _add(parser, flag, choices=list((choices or {})[name]), help=text, **options)
         elif hint in (int, float, str):
             shown = f" [{default}]" if "default" in options and default is not None else ""
-            parser.add_argument(
+            _add(
+                parser,
                 flag,
                 type=_scalar(hint, flag, optional),
                 help=f"{text}{shown}",
@@ -202,6 +204,13 @@ def _add_fields(
             )
     if check and not section and hasattr(parser, "checks"):
         parser.checks.append(lambda args: settings_from(args, kind, prefix=prefix, rename=rename))
+
+
+def _add(parser: Any, *flags: str, **options: Any) -> argparse.Action:
+    """``parser.add_argument``, the action marked as made from a settings field (``setting``)."""
+    action = parser.add_argument(*flags, **options)
+    action.setting = True  # type: ignore[attr-defined]
+    return action
 
 
 def _add_section(

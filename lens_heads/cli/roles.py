@@ -33,10 +33,7 @@ def _add_roles(sub: Any) -> None:
         "HeadRoles.load) and one folder per fit (free, down, up) and for the evaluation of the "
         "sets found; a killed run resumes where it stopped.",
     )
-    parser.add_argument(
-        "model", help="alias (smollm2-135m-instruct, gemma-3-270m), checkpoint dir or HF id"
-    )
-    parser.add_argument("--task", required=True, help="task name or JSON file")
+    common.add_inputs(parser, "model_argument", task={"required": True})
     add_settings(
         parser, RolesConfig, rename=_RENAMED, choices={"dtype": _PRECISIONS, "ablation": FIXED}
     )
@@ -76,12 +73,13 @@ def _add_estimates(sub: Any) -> None:
         "each estimate fails), steps.csv (the errors step by step) and figure.html.",
     )
     common.add_model_argument(parser)
-    parser.add_argument("--task", required=True, help="task name or JSON file")
+    common.add_inputs(parser, task={"required": True})
     order = parser.add_mutually_exclusive_group(required=True)
-    order.add_argument(
-        "--mask", help="a train-mask output folder (ascending trained weight W) or a mask file"
+    common.add_inputs(
+        order,
+        mask={"help": "a train-mask output folder (ascending trained weight W) or a mask file"},
+        heads={"help": "the removal order, e.g. L3H7,L0H1 (or a file of labels)"},
     )
-    order.add_argument("--heads", help="the removal order, e.g. L3H7,L0H1 (or a file of labels)")
     parser.set_defaults(influential=False)
     add_settings(parser, EstimateErrorsConfig, skip=("progress",), choices={"ablation": ABLATIONS})
     common.add_out_argument(parser)

@@ -85,3 +85,55 @@ def test_the_check_catches_a_second_spelling(monkeypatch):
     )
     with pytest.raises(AssertionError, match="live spellings"):
         test_of_each_group_of_synonyms_one_spelling_is_live(SYNONYMS[0])
+
+
+def _input_actions() -> dict[str, list[tuple[str, argparse.Action]]]:
+    """flag of a shared input -> [(command, its action)] over every subcommand."""
+    from lens_heads.cli.inputs import INPUTS
+
+    flags = {spec.get("flags", (f"--{n.replace('_', '-')}",))[0] for n, spec in INPUTS.items()}
+    parser = build_parser()
+    found: dict[str, list[tuple[str, argparse.Action]]] = defaultdict(list)
+    for name, sub in parser._subparsers._group_actions[0].choices.items():
+        for action in sub._actions:
+            for flag in set(action.option_strings) & flags:
+                found[flag].append((name, action))
+    return found
+
+
+def test_an_input_reads_its_value_one_way_in_every_command():
+    """Issue 45: the inputs (``--task``, ``--mask``, ``--prompt``, ...) are declared once
+    (:mod:`lens_heads.cli.inputs`): in every command that takes one, it parses its value the same
+    way and says something about it."""
+    from lens_heads.cli.inputs import INPUTS
+
+    actions = _input_actions()
+    assert {"--task", "--mask", "--prompt", "--heads", "--out"} <= set(actions)
+    for flag, uses in actions.items():
+        spec = INPUTS[flag[2:].replace("-", "_")]
+        for command, action in uses:
+            if getattr(action, "setting", False):
+                continue  # a setting of that command (the demo's task), generated from it
+            assert action.type is spec.get("type"), (flag, command)
+            assert action.help, (flag, command)
+
+
+def test_the_input_check_sees_a_flag_declared_by_hand(monkeypatch):
+    """Plant a hand-written ``--prompt`` without its parser: the check must fail."""
+    import lens_heads.cli.core as core
+
+    original = core._add_generate
+
+    def planted(sub: argparse._SubParsersAction) -> None:
+        original(sub)
+        sub.choices["generate"].add_argument("--target", help="by hand")
+
+    monkeypatch.setattr(
+        "lens_heads.cli.COMMANDS",
+        [
+            (n, planted if n == "generate" else a, r)
+            for n, a, r in __import__("lens_heads.cli", fromlist=["COMMANDS"]).COMMANDS
+        ],
+    )
+    with pytest.raises(AssertionError, match="--target"):
+        test_an_input_reads_its_value_one_way_in_every_command()
