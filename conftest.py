@@ -2,14 +2,18 @@
 
 Unit tests and doctests run tiny random models: their matrices are so small that torch's
 intra-op threads cost more than they save (a tiny forward pass: ~4 ms on one thread, ~0.3 s on
-two busy ones). Integration tests (marked ``integration``) keep every thread for the real models.
+two busy ones), so they run on one thread. Integration tests (marked ``integration``: the real
+models) and the notebooks keep every core.
 
-With ``pytest-xdist`` (``-n 2``; CI runs the suite in one process) each worker takes its share of
-the cores. So do the notebook kernels it starts.
-Every test file goes to one worker whole (its module fixtures are built once); the files that
-read the demo's run (fixtures ``demo_report``, ``demo_float32``, ``demo_run``, and the notebooks
-that read ``LENS_HEADS_DEMO_REPORT``) share one worker, which runs the demo once, and the files
-that start a Ray cluster share another, so no two clusters start at once.
+With ``pytest-xdist`` (``-n 2``, as CI and the README run the suite) the work goes in two lanes:
+every file that loads a real model -- the integration tests, the notebooks, the files that read
+the demo's run (fixtures ``demo_report``, ``demo_float32``, ``demo_run``, and the notebooks that
+read ``LENS_HEADS_DEMO_REPORT``) -- is one group, run by one worker on every core in the order
+collected (the demo runs once, before its readers); the unit files go, one whole file at a time,
+to whichever worker is free, on one thread each. The files that start a Ray cluster share a
+group of their own, so no two clusters start at once. Each test sets its worker's threads before
+its fixtures are built (a session fixture such as the demo gets the cores of the test that first
+needs it).
 """
 
 from __future__ import annotations
@@ -27,23 +31,30 @@ import torch
 DEMO_FIXTURES = frozenset({"demo_report", "demo_float32", "demo_run"})
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
-    if workers > 1:  # a worker's share of the cores, for torch and the kernels it starts
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        threads = max(1, (cores or 1) // workers)
-        torch.set_num_threads(threads)
-        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[name] = str(threads)
+#: the cores this process may use
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _heavy(item: pytest.Item) -> bool:
+    """A test on a real model (integration) or a notebook: it gets every core."""
+    return item.get_closest_marker("integration") is not None or item.path.suffix == ".ipynb"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    torch.set_num_threads(CORES if _heavy(item) else 1)
 
 
 @functools.cache
 def xdist_group_of(path: Path) -> str:
-    """The worker group of a test file: ``demo`` (it reads the demo's run), ``ray`` (it starts a
-    Ray cluster) or the file itself."""
+    """The worker group of a test file: ``models`` (it loads a real model: an integration test,
+    a notebook, a reader of the demo's run), ``ray`` (it starts a Ray cluster) or the file
+    itself."""
     text = path.read_text(encoding="utf-8") if path.is_file() else ""
-    if re.search(rf"\b({'|'.join(DEMO_FIXTURES)}|LENS_HEADS_DEMO_REPORT)\b", text):
-        return "demo"
+    if path.suffix == ".ipynb" or re.search(
+        rf"\b({'|'.join(DEMO_FIXTURES)}|LENS_HEADS_DEMO_REPORT|pytest\.mark\.integration)\b", text
+    ):
+        return "models"
     if "ray.init(" in text:
         return "ray"
     return path.as_posix()
@@ -62,16 +73,3 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return xdist_group_of(root / nodeid.split("::", 1)[0])
 
     return GroupScheduling(config, log)
-
-
-@pytest.fixture(autouse=True)
-def _one_thread_for_tiny_models(request: pytest.FixtureRequest):
-    if request.node.get_closest_marker("integration") is not None:
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
