@@ -12,6 +12,8 @@ from lens_heads.atlas import DetectorConfig, detect_patterns, repeated_half_loss
 from lens_heads.atlas.detectors import repeated_random_tokens
 from tests.detector_reference import transformer_lens_scores
 
+pytestmark = pytest.mark.integration
+
 SEEDS = range(10)
 
 

@@ -9,6 +9,8 @@ import pytest
 
 import lens_heads as lh
 
+pytestmark = pytest.mark.integration
+
 RUN = ["--no-progress"]
 
 

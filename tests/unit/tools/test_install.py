@@ -77,3 +77,18 @@ def test_the_package_has_a_version_that_old_paths_can_name():
 
     assert _project()["version"] == lh.__version__ == "0.2.0"
     assert Version(_moved.REMOVED_IN) > Version(lh.__version__)
+
+
+def test_every_file_that_loads_a_real_model_runs_in_the_models_lane():
+    """The integration tests are marked (every core) and grouped on one worker under ``-n 2``
+    (with the notebooks and the demo's readers); a unit file is its own group."""
+    import conftest
+
+    root = Path(__file__).resolve().parents[3]
+    for path in sorted((root / "tests" / "integration").glob("test_*.py")):
+        assert "pytest.mark.integration" in path.read_text(encoding="utf-8"), path.name
+        assert conftest.xdist_group_of(path) == "models", path.name
+    notebook = next((root / "notebooks").glob("*.ipynb"))
+    assert conftest.xdist_group_of(notebook) == "models"
+    unit = root / "tests" / "unit" / "core" / "test_ablation.py"
+    assert conftest.xdist_group_of(unit) == unit.as_posix()
