@@ -23,7 +23,6 @@ simply re-run when more masks have been trained.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -32,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import lens_heads as lh
+from analyses._common import parse
+from lens_heads.core.errors import InputError
 from lens_heads.core.storage import write_atomic
 
 #: The folders ``analyses.mask_table``'s documented commands write for the offline models.
@@ -54,10 +55,18 @@ class Config:
     """What :func:`run` reads and writes; ``masks``/``out`` default from ``model``."""
 
     model: str = "smollm2-135m-instruct"
+    """The model whose masks are read; it names the default folders."""
     masks: str | None = None
+    """Folder of masks (default: runs/mask-table/<model>)."""
     other: str | None = None
-    pairs: tuple[tuple[str, str], ...] | None = None
+    """Masks of the same tasks on another model of the same shape (Table 5)."""
+    pairs: str | None = None
+    """Comma-separated task1:task2 pairs to compare (default: all)."""
     out: str | None = None
+    """Output folder (default: runs/table5/<model>)."""
+
+    def __post_init__(self) -> None:
+        _pairs(self.pairs)  # a malformed pair is an error before any mask is read
 
     @property
     def masks_folder(self) -> Path:
@@ -103,7 +112,8 @@ def run(config: Config) -> Table5:
         if folder.is_dir():
             note_mask_precision(folder)
     other = None if config.other is None else lh.load_masks(config.other)
-    pairs = list(config.pairs) if config.pairs is not None else None
+    chosen = _pairs(config.pairs)
+    pairs = list(chosen) if chosen is not None else None
     result = Table5(
         tasks=(
             lh.mask_statistics(masks, pairs=None if other is not None else pairs)
@@ -169,24 +179,13 @@ def _pairs(text: str | None) -> tuple[tuple[str, str], ...] | None:
     for item in text.split(","):
         names = [name.strip() for name in item.split(":")]
         if len(names) != 2 or not all(names):
-            raise SystemExit(f"--pairs: {item!r} is not of the form task1:task2")
+            raise InputError(f"--pairs: {item!r} is not of the form task1:task2")
         pairs.append((names[0], names[1]))
     return tuple(pairs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m analyses.table5_mask_stats",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--model", default="smollm2-135m-instruct", help="names the defaults")
-    parser.add_argument("--masks", help="folder of masks (default: runs/mask-table/<model>)")
-    parser.add_argument("--other", help="masks of the same tasks on another model (Table 5)")
-    parser.add_argument("--pairs", help="comma-separated task1:task2 pairs (default: all)")
-    parser.add_argument("--out", help="output folder (default: runs/table5/<model>)")
-    args = parser.parse_args(argv)
-    config = Config(args.model, args.masks, args.other, _pairs(args.pairs), args.out)
+    config = parse(Config, argv, __doc__)
     run(config)
     print((config.out_folder / "table.md").read_text())
     return 0

@@ -282,3 +282,17 @@ def test_table5_analysis_on_an_empty_folder_says_what_is_missing(tmp_path):
         table5_mask_stats.run(table5_mask_stats.Config(masks=str(tmp_path), out=str(tmp_path)))
     assert table5_mask_stats.Config().masks_folder.as_posix() == "runs/mask-table/smollm2"
     assert table5_mask_stats.Config("gemma-3-270m").out_folder.as_posix() == "runs/table5/gemma"
+
+
+def test_table5_flags_are_generated_and_a_bad_pair_is_refused_before_any_mask_is_read(tmp_path):
+    """Issue 45: the analysis's flags come from its Config (each field once, with its help); a
+    malformed --pairs is a LensHeadsError naming the flag, before the folder is read."""
+    from dataclasses import fields
+
+    from lens_heads.core.settings import field_docs
+
+    assert all(
+        field_docs(table5_mask_stats.Config)[f.name] for f in fields(table5_mask_stats.Config)
+    )
+    with pytest.raises(lh.LensHeadsError, match="--pairs: 'A' is not of the form task1:task2"):
+        table5_mask_stats.main(["--masks", str(tmp_path / "missing"), "--pairs", "A"])
