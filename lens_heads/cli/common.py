@@ -23,6 +23,7 @@ from lens_heads.core.errors import InputError, LensHeadsError
 
 __all__ = [
     "MASK_HELP",
+    "PRECISION_CHOICES",
     "Examples",
     "Parser",
     "add_chat_argument",
@@ -143,6 +144,8 @@ _JOBS = {
     "atlas": "atlas", "eval": "eval", "generate": "generate",
 }  # fmt: skip
 _PRECISIONS = {"bf16": "bfloat16", "fp32": "float32"}
+#: the values of a training-precision flag (the short spellings stored as the long ones)
+PRECISION_CHOICES = ("auto", "bf16", "fp32", "bfloat16", "float32")
 
 
 def check_plan(args: argparse.Namespace) -> Any:

@@ -112,7 +112,7 @@ def _add_train_mask(sub: Any) -> None:
         defaults=dict.fromkeys(_TRAINING_FLAGS),
         rename=_TRAINING_RENAMED,
         choices={
-            "dtype": _PRECISIONS,
+            "dtype": common.PRECISION_CHOICES,
             "noise": ("example", "batch"),
             "answer_end": _ENDS,
             "ablation": FIXED,
@@ -155,7 +155,6 @@ _TRAINING_FLAGS = (
     "checkpoint_activations", "compile",
 )  # fmt: skip
 _TRAINING_RENAMED = {"n_eval": "holdout", "dtype": "precision"}
-_PRECISIONS = ("auto", "bf16", "fp32", "bfloat16", "float32")
 _ENDS = ("auto", "turn", "eos", "separator", "none")
 
 

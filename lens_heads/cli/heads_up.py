@@ -427,7 +427,7 @@ def _add_demo(sub: Any) -> None:
             "seed",
             "precision",
         ),
-        choices={"precision": ("auto", "bf16", "fp32", "bfloat16", "float32")},
+        choices={"precision": common.PRECISION_CHOICES},
     )
     parser.add_argument(
         "--fresh", action="store_true", help="recompute every stage (default: reuse finished ones)"

@@ -22,7 +22,6 @@ __all__ = ["COMMANDS", "EXAMPLES"]
 
 #: the training precision is --precision on the command line (--dtype is the weights')
 _RENAMED = {"dtype": "precision"}
-_PRECISIONS = ("auto", "bf16", "fp32", "bfloat16", "float32")
 
 
 def _add_roles(sub: Any) -> None:
@@ -35,7 +34,10 @@ def _add_roles(sub: Any) -> None:
     )
     common.add_inputs(parser, "model_argument", task={"required": True})
     add_settings(
-        parser, RolesConfig, rename=_RENAMED, choices={"dtype": _PRECISIONS, "ablation": FIXED}
+        parser,
+        RolesConfig,
+        rename=_RENAMED,
+        choices={"dtype": common.PRECISION_CHOICES, "ablation": FIXED},
     )
     common.add_out_argument(parser)
     common.add_overwrite_argument(parser)
