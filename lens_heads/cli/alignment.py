@@ -102,6 +102,18 @@ def _cmd_translation_scores(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_top_k_scores(parser: argparse.ArgumentParser) -> None:
+    """The translation scores behind ``--heads top:K`` (ScoreConfig's fields, ``--scores-*``)."""
+    group = parser.add_argument_group(
+        "top:K heads", "with --heads top:K: the translation scores that rank the heads"
+    )
+    add_settings(group, ScoreConfig, only=("n_eval", "shots"), prefix="scores",
+                 defaults={"n_eval": 100})  # fmt: skip
+    common.deprecated(
+        parser, "--scores-n", "--scores-n-eval", "scores_n_eval", type=common.positive
+    )
+
+
 def _heads_before_model(value: str, shape: Any, pair: str, args: argparse.Namespace) -> Any:
     """``--heads``: ``top:K`` (K checked; the pair's scores come after the model loads) as the
     int K, or labels / a labels file / a mask file resolved to labels, before the model loads."""
@@ -111,7 +123,7 @@ def _heads_before_model(value: str, shape: Any, pair: str, args: argparse.Namesp
     total = shape.n_layers * shape.n_heads if shape is not None else None
     k = common.top_k_of(value, total)
     if k is not None:
-        check_pairs(pair, n=args.scores_n, shots=args.shots)
+        check_pairs(pair, n=args.scores_n_eval, shots=args.scores_shots)
         return k
     try:
         return resolve_heads(value, shape)
@@ -121,12 +133,14 @@ def _heads_before_model(value: str, shape: Any, pair: str, args: argparse.Namesp
 
 def _heads_argument(heads: Any, model: Any, pair: str, args: argparse.Namespace) -> tuple:
     """``(heads, alignment heads to exclude from random controls)``: for ``top:K`` the top K of
-    the translation scores of ``pair`` on its first --scores-n pairs."""
+    the translation scores of ``pair`` on its first --scores-n-eval pairs."""
     if not isinstance(heads, int):
         return heads, None
     from lens_heads.alignment.scores import translation_scores
 
-    scores = translation_scores(model, pair, n_eval=args.scores_n, shots=args.shots, progress=True)
+    scores = translation_scores(
+        model, pair, n_eval=args.scores_n_eval, shots=args.scores_shots, progress=True
+    )
     return scores.top(heads), scores.alignment_heads(0.1)
 
 
@@ -145,9 +159,7 @@ def _add_ablate_heads(sub: Any) -> None:
         heads={"required": True, "help": "top:K (by translation score), labels, or a file"},
     )
     parser.add_argument("--control-task", help="a non-translation task (functional specificity)")
-    parser.add_argument(
-        "--scores-n", type=common.positive, default=100, help="top:K scores the first N"
-    )
+    _add_top_k_scores(parser)
     # every run's evaluation: ablate_heads' own defaults (ABLATION: two shots, seeds 0, 1, 2)
     add_settings(
         parser, EvaluationConfig, only=ABLATE_FIELDS,
@@ -206,8 +218,8 @@ def _add_trater(sub: Any) -> None:
         heads={"required": True},
     )
     parser.add_argument("--pair", default="en-fr", help="pair whose scores rank heads for top:K")
-    parser.add_argument("--scores-n", type=common.positive, default=100)
-    parser.add_argument("--shots", type=common.non_negative, default=2)
+    _add_top_k_scores(parser)
+    common.deprecated(parser, "--shots", "--scores-shots", "scores_shots", type=common.non_negative)
     parser.add_argument(
         "--select", type=common.fraction, default=0.2, help="top fraction per language"
     )

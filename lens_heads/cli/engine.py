@@ -131,19 +131,17 @@ def _add_train_mask(sub: Any) -> None:
         "--checkpoint-every", type=common.positive, default=50, help="steps per checkpoint"
     )
     parser.add_argument("--resume", action="store_true", help="continue from --out/checkpoints")
-    parser.add_argument(
-        "--n-eval",
-        type=common.non_negative,
-        help="held-out examples to evaluate afterwards (default: all held out, 100 like eval's "
-        "--n-eval; 0: no evaluation)",
+    evaluation = parser.add_argument_group(
+        "evaluation afterwards",
+        "Original / w/ instruction / w/ random M / w/ M on the held-out examples (EvaluationConfig"
+        "'s fields); --n-eval unset: every example held out by --holdout, 0: no evaluation",
     )
-    parser.add_argument(
-        "--random-seeds", type=_seeds, default=(0, 1), help="seeds of the random masks [0,1]"
-    )
+    add_settings(
+        evaluation, EvaluationConfig, only=_EVALUATION_FLAGS,
+        rename={"batch_size": "eval_batch_size"},
+        defaults={"n_eval": None, "random_seeds": (0, 1), "batch_size": 16}, check=False,
+    )  # fmt: skip
     common.deprecated(parser, "--seeds", "--random-seeds", "random_seeds", type=_seeds)
-    parser.add_argument(
-        "--eval-batch-size", type=common.positive, default=16, help="prompts decoded together"
-    )
     cli_lahis.add_soft_arguments(parser)  # --soft --heads FILE|top:N --importance DIR
 
 
@@ -155,6 +153,8 @@ _TRAINING_FLAGS = (
     "checkpoint_activations", "compile",
 )  # fmt: skip
 _TRAINING_RENAMED = {"n_eval": "holdout", "dtype": "precision"}
+#: the EvaluationConfig fields of the evaluation train-mask runs afterwards
+_EVALUATION_FLAGS = ("n_eval", "random_seeds", "batch_size")
 _ENDS = ("auto", "turn", "eos", "separator", "none")
 
 

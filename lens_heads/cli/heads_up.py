@@ -230,12 +230,7 @@ def _add_similarity(sub: Any) -> None:
         prompt={"action": "append", "help": "an input text, e.g. apple (repeat for many)"},
         task={"help": "take the prompts from a built-in task or a .json/.jsonl task file"},
     )
-    parser.add_argument(
-        "--n-eval",
-        type=common.positive,
-        default=40,
-        help="with --task: its last N inputs (default 40)",
-    )
+    common.add_inputs(parser, "n_eval")
     common.deprecated(parser, "--n-prompts", "--n-eval", "n_eval", type=common.positive)
     common.add_inputs(parser, "instruction", mask={"required": True})
     parser.add_argument("--position", type=int, default=-1, help="token position (-1: last)")
@@ -344,9 +339,7 @@ def _add_attention(sub: Any) -> None:
     common.add_inputs(
         parser, target={"action": "append", "help": "its target word (one per --prompt)"}
     )
-    parser.add_argument(
-        "--n-eval", type=common.positive, default=40, help="task examples to use (the last N)"
-    )
+    common.add_inputs(parser, "n_eval")
     common.deprecated(parser, "--n", "--n-eval", "n_eval", type=common.positive)
     common.add_inputs(parser, "mask", "instruction")
     parser.add_argument("--no-instruction", action="store_true", help="skip the instructed run")

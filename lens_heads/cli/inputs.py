@@ -32,6 +32,17 @@ def text(value: str) -> str:
     return value
 
 
+def count(value: str) -> int:
+    """A positive whole number (how many inputs to read)."""
+    try:
+        number = int(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {value!r}") from error
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
 MODEL_HELP = "alias (smollm2-135m-instruct, gemma-3-270m), .gguf file, checkpoint dir or HF id"
 MASK_HELP = "head-mask file, or a train-mask output folder (its mask.safetensors)"
 
@@ -75,6 +86,7 @@ INPUTS: dict[str, dict[str, Any]] = {
         "other settings (default: refuse, naming what differs)",
     },
     "no_progress": {"action": "store_true", "help": "no progress bars"},
+    "n_eval": {"type": count, "default": 40, "help": "with --task: its last N examples [40]"},
 }
 
 

@@ -273,7 +273,8 @@ class MaskTrainer:
         ffn: Tensor | None = None,
         baseline: Tensor | None = None,
     ) -> Tensor:
-        """The answer-token CE of ``tokens`` under the head ``mask`` (and the MLP mask ``ffn``),
+        """The loss of ``tokens`` under the head ``mask`` (and the MLP mask ``ffn``): the
+        answer-token CE, or with ``objective="model"`` the KL divergence from the unmasked model,
         differentiable with respect to whatever the masks were computed from (the loss of
         :meth:`step`, and of any diagnosis that takes a gradient without updating)."""
         if self.config.query_side:
@@ -291,10 +292,18 @@ class MaskTrainer:
         with torch.enable_grad(), self._autocast(), blocks:
             logits = answer_logits(self.model, tokens, answer_mask, hooks, partial=self.partial)
         logits = logits.float()
+        if config.objective == "model":  # the unmasked model's distribution is the target
+            with torch.no_grad(), self._autocast():
+                reference = answer_logits(self.model, tokens, answer_mask, [], partial=self.partial)
+            return torch.nn.functional.kl_div(
+                logits.log_softmax(-1), reference.float().log_softmax(-1),
+                reduction="batchmean", log_target=True,
+            )  # fmt: skip
         return torch.nn.functional.cross_entropy(logits, tokens[answer_mask])
 
     def step(self) -> float:
-        """One update; returns the batch's answer-token CE (before the update)."""
+        """One update; returns the batch's loss before the update (the answer-token CE, or the KL
+        divergence from the unmasked model with ``objective="model"``)."""
         config, step = self.config, self.step_index
         tokens, answer_mask = self.batch(step)
         if not self._checked:

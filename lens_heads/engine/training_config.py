@@ -34,6 +34,9 @@ PRECISIONS = {
     "fp32": "float32",
 }
 
+#: what a mask can be trained towards: the task's answers, or the unmasked model's outputs
+OBJECTIVES = ("answer", "model")
+
 #: the largest learning rate accepted: above it one AdamW step saturates every mask logit
 MAX_LR = 10.0
 
@@ -143,6 +146,10 @@ class TrainingConfig:
     """What a removed head outputs: zero, mean (its mean output over the prompts of the first
     64 training examples) or counterfactual (its output on each example's counterfactual
     prompt, given to the trainer: ``train_mask(..., counterfactuals=...)``)."""
+    objective: str = "answer"
+    """What the masked model is trained towards: answer (the cross-entropy of the task's answer
+    tokens, the paper's) or model (the KL divergence from the unmasked model's own next-token
+    distribution at those positions: a circuit that behaves like the model, not better)."""
     instructed: bool = False
     """Give the task's instruction in every training prompt (the paper trains without)."""
     budget: int | None = None
@@ -215,6 +222,10 @@ class TrainingConfig:
         _check_soft(self)
         _check_gates(self)
         check_ablation(self.ablation, allowed=(*FIXED, "counterfactual"), where="mask training")
+        need(
+            self.objective in OBJECTIVES,
+            f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}",
+        )
         need(
             self.budget is None or (isinstance(self.budget, int) and self.budget >= 1),
             f"budget must be a positive number of heads (or None), got {self.budget!r}",
@@ -296,6 +307,7 @@ _LATER_FIELDS: dict[str, Any] = {
     "budget_weight": 10.0,
     "checkpoint_activations": False,
     "compile": False,
+    "objective": "answer",
 }
 
 #: the mask parametrisations of the one trainer

@@ -21,7 +21,10 @@ task and its training pairs to one score per head (higher: more important), time
 ``previous-token``     the previous-token detector (a control)
 ``ov-copying``         the weights-only OV copying readout (a control)
 ``faithful-mask``      a mask trained for each circuit size: a head budget and counterfactual
-                       patching outside it (its ranking: the share of sizes keeping a head)
+                       patching outside it, trained on the answer (cross-entropy); its ranking:
+                       the share of sizes keeping a head
+``matching-mask``      the same masks trained to behave like the whole model instead (the KL
+                       divergence from its outputs, ``objective="model"``), as CMD asks
 ``random-<seed>``      random scores (a floor)
 =====================  ==================================================================
 
@@ -283,31 +286,41 @@ def _ov_copying(inputs: _Inputs) -> tuple[Tensor, int, int]:
     return scores["copying"].float(), 0, 0
 
 
-def _faithful(inputs: _Inputs) -> tuple[Tensor, int, int, Tensor]:
-    """A mask trained for each circuit size: the one trainer with a head budget of ``k`` heads
+def _budget_masks(objective: str) -> Method:
+    """Masks trained for each circuit size: the one trainer with a head budget of ``k`` heads
     and every head outside the mask patched with its output on the example's counterfactual
-    prompt, on the training pairs (with their instruction); the circuit is its top ``k`` heads."""
-    from lens_heads.engine import train_mask
-    from lens_heads.finders.faithfulness import head_counts
+    prompt, on the training pairs (with their instruction); the circuit is its top ``k`` heads.
+    ``objective``: ``"model"`` trains each circuit to behave like the whole model (the KL
+    divergence from its outputs: faithfulness), ``"answer"`` to predict the answer best."""
 
-    n_layers, n_heads = head_shape(inputs.model)
-    task = inputs.train_pairs.as_task(inputs.instruction)
-    counts = head_counts(inputs.sizes, n_layers * n_heads)
-    circuits, passes = {}, 0
-    for k in sorted(set(counts)):
-        if k in (0, n_layers * n_heads):
-            circuits[k] = torch.full((n_layers, n_heads), float(k > 0))
-            continue
-        config = _training(
-            inputs, ablation="counterfactual", budget=k, instructed=inputs.instruction is not None,
-            init_mean=float(torch.logit(torch.tensor(k / (n_layers * n_heads)))),
-            answer_end="none", batch_size=min(8, len(task)),
-        )  # fmt: skip
-        result = train_mask(inputs.model, task, config, progress=False)
-        circuits[k] = result.mask.values.float()
-        passes += 2 * config.steps * config.batch_size  # a donor forward and the masked one
-    stacked = torch.stack([circuits[k] for k in counts])
-    return stacked.mean(dim=0), passes, passes // 2, stacked
+    def run(inputs: _Inputs) -> tuple[Tensor, int, int, Tensor]:
+        from lens_heads.engine import train_mask
+        from lens_heads.finders.faithfulness import head_counts
+
+        n_layers, n_heads = head_shape(inputs.model)
+        task = inputs.train_pairs.as_task(inputs.instruction)
+        counts = head_counts(inputs.sizes, n_layers * n_heads)
+        circuits, forwards, backwards = {}, 0, 0
+        for k in sorted(set(counts)):
+            if k in (0, n_layers * n_heads):
+                circuits[k] = torch.full((n_layers, n_heads), float(k > 0))
+                continue
+            config = _training(
+                inputs, ablation="counterfactual", budget=k, objective=objective,
+                instructed=inputs.instruction is not None, answer_end="none",
+                init_mean=float(torch.logit(torch.tensor(k / (n_layers * n_heads)))),
+                batch_size=min(8, len(task)),
+            )  # fmt: skip
+            result = train_mask(inputs.model, task, config, progress=False)
+            circuits[k] = result.mask.values.float()
+            rows = config.steps * config.batch_size
+            # a donor forward and the masked one (and the unmasked one for the model's outputs)
+            forwards += rows * (3 if objective == "model" else 2)
+            backwards += rows
+        stacked = torch.stack([circuits[k] for k in counts])
+        return stacked.mean(dim=0), forwards, backwards, stacked
+
+    return run
 
 
 def _random(seed: int) -> Method:
@@ -330,7 +343,8 @@ METHODS: dict[str, Method] = {
     "chg": _chg,
     "lahis": _lahis,
     "translation": _translation,
-    "faithful-mask": _faithful,
+    "faithful-mask": _budget_masks("answer"),
+    "matching-mask": _budget_masks("model"),
     "induction": _detector("induction"),
     "previous-token": _detector("previous token"),
     "ov-copying": _ov_copying,

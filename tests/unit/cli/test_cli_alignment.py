@@ -74,7 +74,7 @@ def test_ablate_heads_command(tiny_cli, tmp_path, capsys):
             "en-fr",
             "--heads",
             "top:2",
-            "--scores-n",
+            "--scores-n-eval",
             "3",
             "--n-eval",
             "2",

@@ -251,7 +251,8 @@ def test_every_command_spells_chat_and_counts_the_same_way(capsys):
     for command in ("eval", "train-mask", "attention", "demo"):
         assert option(command, "--n-eval").dest == "n_eval"
     assert option("eval", "--n-eval").default == 100
-    assert "all held out, 100" in option("train-mask", "--n-eval").help
+    groups = {g.title: g.description for g in commands["train-mask"]._action_groups}
+    assert "--n-eval unset: every example held out" in groups["evaluation afterwards"]
     assert option("train-mask", "--precision").choices[:3] == ["auto", "bf16", "fp32"]
     assert option("generate", "--dtype").help == "weights dtype"
     assert option("train-mask", "--noise").help.endswith("once per batch")

@@ -88,3 +88,30 @@ def test_a_budget_keeps_that_many_heads(tiny):
     assert {i for i, v in enumerate(kept.mask.values.flatten().tolist()) if v} == top
     with pytest.raises(lh.LensHeadsError, match="budget applies to the straight-through"):
         _config(budget=2, gates="sigmoid")
+
+
+def test_the_model_objective_is_the_kl_divergence_from_the_unmasked_model(tiny):
+    """``objective="model"``: the loss is KL(unmasked || masked) at the answer positions, by hand;
+    zero with every head kept, positive with a head patched, and not the answer CE."""
+    trainer = MaskTrainer(tiny, _task(), _config(objective="model"))
+    tokens, answers = trainer.batch(0)
+    baseline = trainer.batch_baseline(0, tokens.shape[1])
+    kept = torch.ones(4, 2, 4)
+    assert float(trainer.loss(tokens, answers, kept, None, baseline)) == pytest.approx(0, abs=1e-5)
+    mask = kept.clone()
+    mask[:, 1, 2] = 0.0
+    found = float(trainer.loss(tokens, answers, mask, None, baseline))
+    rows, cols = answers.nonzero(as_tuple=True)
+    full = tiny(tokens)[rows, cols - 1].log_softmax(-1)
+    answer_ce = MaskTrainer(tiny, _task(), _config()).loss(tokens, answers, mask, None, baseline)
+
+    def patch(z, hook):
+        return torch.where(mask[:, 1][:, None, :, None].bool(), z, baseline[:, :, 1])
+
+    masked = tiny.run_with_hooks(tokens, fwd_hooks=[("blocks.1.attn.hook_z", patch)])
+    masked = masked[rows, cols - 1].log_softmax(-1)
+    expected = float((full.exp() * (full - masked)).sum(-1).mean())
+    assert found == pytest.approx(expected, rel=1e-4) and found > 1e-6
+    assert found != pytest.approx(float(answer_ce), rel=1e-2)
+    with pytest.raises(lh.LensHeadsError, match="objective must be one of answer, model"):
+        _config(objective="logit")
