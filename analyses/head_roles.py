@@ -11,7 +11,7 @@ Resumable (each fit and the evaluation is a stage); writes ``roles/`` (``lh.Head
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import lens_heads as lh
@@ -29,7 +29,7 @@ class Config(RolesConfig):
     @property
     def precision(self) -> str:
         """The training precision, under the name the stored provenance reads."""
-        return self.dtype
+        return self.training.dtype
 
 
 def removing_interference(roles: HeadRoles) -> dict[str, Any]:
@@ -57,7 +57,7 @@ def removing_interference(roles: HeadRoles) -> dict[str, Any]:
 
 def run(config: Config) -> HeadRoles:
     model = lh.load_model(config.model)
-    settings = {name: getattr(config, name) for name in RolesConfig.__dataclass_fields__}
+    settings = {f.name: getattr(config, f.name) for f in fields(RolesConfig)}
     roles = head_roles(
         model, config.task, RolesConfig(**settings), out=config.out, progress=config.progress
     )
@@ -66,7 +66,8 @@ def run(config: Config) -> HeadRoles:
     lines = [
         f"{sum(counts.values())} heads: "
         + ", ".join(f"{n} {name}" for name, n in counts.items())
-        + f" ({config.n_masks} masks per fit, agreement {float(roles.agreement.mean()):.2f}).",
+        + f" ({config.training.n_masks} masks per fit, "
+        f"agreement {float(roles.agreement.mean()):.2f}).",
         "",
     ]
     if roles.evaluation is not None:
@@ -80,7 +81,13 @@ def run(config: Config) -> HeadRoles:
         numbers={
             "model": roles.model,
             "task": roles.task,
-            "settings": asdict(config) | {"out": None, "progress": None},
+            "settings": {
+                **config.flat(),
+                "model": config.model,
+                "task": config.task,
+                "out": None,
+                "progress": None,
+            },
             "counts": counts,
             "heads": {name: roles.heads(name) for name in ("facilitating", "interfering")},
             "mean agreement": float(roles.agreement.mean()),

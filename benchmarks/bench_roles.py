@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,7 @@ def lens_side(out: str) -> None:
     config = RolesConfig(**given["settings"])
     model = lh.load_model(MODEL)
     roles = head_roles(model, TASK, config)
-    steps = {"free": config.steps, "down": config.pulled_steps, "up": config.pulled_steps}
+    steps = {"free": config.training.steps, "down": config.pulled_steps, "up": config.pulled_steps}
     torch.save(
         {
             "gates": roles.gates,
@@ -101,8 +101,9 @@ def _held_out_losses(model: Any, task: Any, config: Any, gates: torch.Tensor) ->
     from lens_heads.core.prompts import collate, pad_token_id
     from lens_heads.engine.training import MaskTrainer
 
-    _, held_out = task.split(n_eval=config.n_eval)
-    trainer = MaskTrainer(model, held_out, replace(config.training("free"), n_eval=0, batch_size=1))
+    _, held_out = task.split(n_eval=config.training.n_eval)
+    free = replace(config.training_of("free"), n_eval=0, batch_size=1)
+    trainer = MaskTrainer(model, held_out, free)
     tokens, answers, _ = collate(trainer.encoded, pad_token_id(model.tokenizer))
     losses = []
     with torch.no_grad():
@@ -148,11 +149,11 @@ def compare_with_chg(quick: bool) -> dict[str, Any]:
     config = settings(quick)
     task = lh.get_task(TASK)
     model = lh.load_model(MODEL)
-    tokens, answers, pad = _encoded(model, task, config.training("free"))
+    tokens, answers, pad = _encoded(model, task, config.training_of("free"))
     with tempfile.TemporaryDirectory() as work:
         folder = Path(work)
         others = _other_models(folder / "others")
-        chg_settings = {**asdict(config), "seed": config.seed}
+        chg_settings = config.flat()
         torch.save(
             {
                 "input_ids": tokens,
@@ -164,7 +165,7 @@ def compare_with_chg(quick: bool) -> dict[str, Any]:
             },
             folder / "chg_in.pt",
         )
-        (folder / "lens_in.json").write_text(json.dumps({"settings": asdict(config)}))
+        (folder / "lens_in.json").write_text(json.dumps({"settings": config.flat()}))
         started = time.perf_counter()
         subprocess.run(
             [sys.executable, "-m", "benchmarks.bench_roles", "--side", "lens", "--out", work],
@@ -184,7 +185,7 @@ def compare_with_chg(quick: bool) -> dict[str, Any]:
     record: dict[str, Any] = {
         "model": MODEL,
         "task": TASK,
-        "settings": asdict(config),
+        "settings": config.flat(),
         "training prompts": len(tokens),
         "CHG version": theirs["version"],
         "machine": machine(),

@@ -151,20 +151,29 @@ def _add_fields(
         if dataclasses.is_dataclass(hint):
             inner_prefix = (sections or {}).get(name, prefix)
             base = (defaults or {}).get(name)
+            if base is None:  # the group's own default instance (RolesConfig's sigmoid gates)
+                base = _default(field)
+            shown = getattr(kind, "SHOWN", {}).get(name)  # the group's fields this class reads
+            narrowed = only if only is not None else (
+                None if shown is None else [f"{name}.{inner}" for inner in shown]
+            )  # fmt: skip
             _add_section(
-                parser, hint, name, docs.get(name, ""), only, skip, inner_prefix, choices, base
-            )
+                parser, hint, name, docs.get(name, ""), narrowed, skip, inner_prefix, choices,
+                base, rename,
+            )  # fmt: skip
             continue
         default = (defaults or {}).get(name, _default(field))
         text = docs.get(name) or field.metadata.get("help", "")
-        dest = _dest(name, prefix, rename) if not section else f"{section}.{name}"
+        dest = f"{section}.{_dest(name, '', rename)}" if section else _dest(name, prefix, rename)
         options: dict[str, Any] = {"dest": dest, "default": default}
+        if section and prefix:  # a section under a prefix of its own: --training-lr
+            options["prefixed"] = prefix
         metavar = {"metavar": name.upper()} if section else {}
         no_default = (
             field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
         )
         if no_default and name not in (defaults or {}):
-            options = {"dest": dest, "required": True}
+            options = {"dest": dest, "required": True, "prefixed": options.get("prefixed", "")}
         if hint is bool and optional:
             options.update(choices=list(CHAT_CHOICES), nargs="?", const="yes")
             if "default" in options:
@@ -208,8 +217,10 @@ def _add_fields(
 
 def _add(parser: Any, *flags: str, **options: Any) -> argparse.Action:
     """``parser.add_argument``, the action marked as made from a settings field (``setting``)."""
+    prefix = options.pop("prefixed", "")
     action = parser.add_argument(*flags, **options)
     action.setting = True  # type: ignore[attr-defined]
+    action.prefixed = prefix  # type: ignore[attr-defined]
     return action
 
 
@@ -223,6 +234,7 @@ def _add_section(
     prefix: str,
     choices: Mapping[str, Iterable[str]] | None,
     base: Any = None,
+    rename: Mapping[str, str] | None = None,
 ) -> None:
     """The fields of the settings class ``kind`` held by the field ``name``, as a section of
     their own (dotted ``only``/``skip`` entries narrow it; ``base``, an instance, gives the
@@ -233,7 +245,7 @@ def _add_section(
                                           dataclasses.fields(base)}  # fmt: skip
     skipped = [item.split(".", 1)[1] for item in skip if item.startswith(f"{name}.")]
     _add_fields(
-        group, kind, inner or None, skipped, defaults, prefix, None, choices, False, None, name
+        group, kind, inner or None, skipped, defaults, prefix, rename, choices, False, None, name
     )
 
 
@@ -262,10 +274,12 @@ def values_from(
         dest = _dest(field.name, prefix, rename)
         nested, _ = _inner(hints[field.name])
         if dataclasses.is_dataclass(nested):
-            inner = _section_values(args, nested, field.name)
+            inner = _section_values(args, nested, field.name, rename)
             if inner:
                 inner_prefix = (sections or {}).get(field.name, prefix)
                 base = (bases or {}).get(field.name)
+                if base is None and field.default_factory is not dataclasses.MISSING:
+                    base = field.default_factory()  # the group's own defaults
                 values[field.name] = _build(nested, inner, inner_prefix, base)
             continue
         if hasattr(args, dest):
@@ -273,11 +287,12 @@ def values_from(
     return values
 
 
-def _section_values(args: argparse.Namespace, kind: type, section: str) -> dict[str, Any]:
+def _section_values(
+    args: argparse.Namespace, kind: type, section: str, rename: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    dests = {f.name: f"{section}.{_dest(f.name, '', rename)}" for f in dataclasses.fields(kind)}
     return {
-        field.name: _value(args, f"{section}.{field.name}", kind, field.name)
-        for field in dataclasses.fields(kind)
-        if hasattr(args, f"{section}.{field.name}")
+        name: _value(args, dest, kind, name) for name, dest in dests.items() if hasattr(args, dest)
     }
 
 

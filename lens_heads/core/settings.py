@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 
 from lens_heads.core.errors import InputError, InputTypeError
 
-__all__ = ["configure", "field_docs", "seeds_from_count", "setting_groups"]
+__all__ = ["composed", "configure", "field_docs", "seeds_from_count", "setting_groups"]
 
 T = TypeVar("T")
 
@@ -109,14 +109,65 @@ def configure(kind: type[T], config: T | None, overrides: Mapping[str, Any], wha
 
 def setting_groups(kind: type) -> dict[str, type]:
     """The fields of the settings dataclass ``kind`` that are settings themselves (nested
-    groups, e.g. a :class:`~lens_heads.engine.TrainingConfig` inside a larger object), by name.
-    :func:`configure` sets their fields from flat overrides; the command line prefixes them."""
-    return {
-        field.name: field.default_factory  # type: ignore[misc]
-        for field in dataclasses.fields(kind)  # type: ignore[arg-type]
-        if isinstance(field.default_factory, type)
-        and dataclasses.is_dataclass(field.default_factory)
-    }
+    groups, e.g. a :class:`~lens_heads.engine.TrainingConfig` inside a larger object), by name,
+    with their class. :func:`configure` and :func:`composed` set their fields from flat
+    keywords; the command line shows them as sections."""
+    groups = {}
+    for field in dataclasses.fields(kind):  # type: ignore[arg-type]
+        factory = field.default_factory
+        if factory is dataclasses.MISSING:
+            continue
+        if isinstance(factory, type):
+            if dataclasses.is_dataclass(factory):
+                groups[field.name] = factory
+            continue
+        value = factory()  # type: ignore[misc]  # a group with defaults of its own (a lambda)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            groups[field.name] = type(value)
+    return groups
+
+
+def composed(kind: type[T]) -> type[T]:
+    """Let the settings class ``kind``, which holds nested settings groups, take their fields as
+    flat keywords too: ``RolesConfig(n_masks=2)`` sets ``training.n_masks``, over the group's
+    default or over the group given beside it. A name no group (or several) holds is refused
+    by :func:`configure`'s error, naming the closest field.
+
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class Inner:
+    ...     steps: int = 10
+    >>> @composed
+    ... @dataclasses.dataclass(frozen=True)
+    ... class Outer:
+    ...     inner: Inner = dataclasses.field(default_factory=lambda: Inner(steps=5))
+    ...     k: int = 2
+    >>> Outer(steps=3, k=1)
+    Outer(inner=Inner(steps=3), k=1)
+    """
+    init = kind.__init__
+    own = {field.name for field in dataclasses.fields(kind)}  # type: ignore[arg-type]
+
+    def __init__(self: Any, *args: Any, **values: Any) -> None:
+        flat = {name: value for name, value in values.items() if name not in own}
+        if flat:
+            groups = setting_groups(kind)
+            owners = {n: [g for g in groups if n in _field_names(groups[g])] for n in flat}
+            stray = {n: flat[n] for n, found in owners.items() if len(found) != 1}
+            if stray:  # configure's error: the closest field, every option
+                configure(kind, None, stray, kind.__name__)
+            fields = {f.name: f for f in dataclasses.fields(kind)}  # type: ignore[arg-type]
+            values = {name: value for name, value in values.items() if name in own}
+            for group, group_kind in groups.items():
+                changed = {n: v for n, v in flat.items() if owners[n] == [group]}
+                if changed:
+                    base = values.get(group) or fields[group].default_factory()  # type: ignore[misc]
+                    values[group] = configure(group_kind, base, changed, kind.__name__)
+        init(self, *args, **values)
+
+    __init__.__doc__ = init.__doc__
+    __init__.__no_type_check__ = getattr(init, "__no_type_check__", False)  # type: ignore[attr-defined]
+    kind.__init__ = __init__  # type: ignore[method-assign]
+    return kind
 
 
 def _field_names(kind: type) -> list[str]:

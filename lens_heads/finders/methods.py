@@ -238,7 +238,8 @@ def _chg(inputs: _Inputs) -> tuple[Tensor, int, int]:
     )  # fmt: skip
     roles = head_roles(inputs.model, inputs.task, config)
     down = roles.gates[1].mean(dim=0)  # the down fit: gates that stay open are needed
-    passes = 3 * config.steps * config.batch_size * config.n_masks
+    training = config.training
+    passes = 3 * training.steps * training.batch_size * training.n_masks
     return down.float(), passes, passes
 
 

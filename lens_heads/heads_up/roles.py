@@ -27,9 +27,9 @@ Several seeds train together, one per-row mask each, in one batch.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 import torch
@@ -40,7 +40,7 @@ from lens_heads.core.errors import InputError
 from lens_heads.core.fingerprints import Fingerprint, claim_folder
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import ModelLike, model_name
-from lens_heads.core.settings import configure
+from lens_heads.core.settings import composed, configure
 from lens_heads.core.storage import Stages, write_atomic
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine.evaluation import evaluate
@@ -50,83 +50,88 @@ from lens_heads.heads_up.roles_result import CLASSES, FITS, HeadRoles
 __all__ = ["CLASSES", "FITS", "HeadRoles", "RolesConfig", "head_roles"]
 
 
+def _gate_training() -> TrainingConfig:
+    """The trainer's settings of the three fits by default (Causal Head Gating 0.1.0: Adam at a
+    constant learning rate 1 from uniform gates, with the short schedule's batch)."""
+    return TrainingConfig(
+        steps=200, batch_size=8, lr=1.0, min_lr=0.0, warmup_fraction=0.0, gates="sigmoid",
+        n_masks=4, n_eval=40,
+    )  # fmt: skip
+
+
+#: the trainer's fields a roles fit reads (the others keep their defaults: the fits fix them)
+TRAINING_FIELDS = (
+    "steps", "n_masks", "lr", "batch_size", "n_eval", "seed", "dtype", "shots", "answer_end",
+    "ablation", "chat",
+)  # fmt: skip
+
+
+@composed
 @own_checks
 @dataclass(frozen=True)
 class RolesConfig:
-    """Settings of :func:`head_roles`; the defaults follow Causal Head Gating 0.1.0 (Adam at a
-    constant learning rate 1, pull weight 0.1, clamp 4) with the short schedule's batch.
+    """Settings of :func:`head_roles`: the trainer's settings of the fits (``training``, a
+    :class:`TrainingConfig` with sigmoid gates; its ``steps`` are the free fit's) and what the
+    roles add. The defaults follow Causal Head Gating 0.1.0 (Adam at a constant learning rate 1,
+    pull weight 0.1, clamp 4) with the short schedule's batch. The trainer's fields are also
+    keywords of their own (``RolesConfig(n_masks=2)``).
 
+    >>> RolesConfig(n_masks=2).training.n_masks
+    2
     >>> RolesConfig(n_masks=0)
     Traceback (most recent call last):
     ...
     lens_heads.core.errors.InputError: n_masks must be a positive integer, got 0
     """
 
-    steps: int = 200
-    """Updates of the free fit."""
+    training: TrainingConfig = field(default_factory=_gate_training)
+    """The trainer's settings of the fits: masks per fit (``n_masks``, one per seed, trained
+    together in one batch), the free fit's ``steps``, the constant ``lr``, ``batch_size`` (each
+    seed sees every example), the held-out ``n_eval`` (evaluated with the sets found), ``seed``,
+    ``dtype``, ``shots``, ``answer_end``, ``chat`` and ``ablation`` (what a closed gate's head
+    outputs: zero, or its mean output over the training prompts, in the fits and the
+    evaluation)."""
     pulled_steps: int = 200
     """Updates of each pulled fit (down, up)."""
-    n_masks: int = 4
-    """Masks per fit, trained together in one batch (one per seed)."""
     pull: float = 0.1
     """Weight of the pull on the mean clamped gate logit in the down and up fits."""
-    lr: float = 1.0
-    """Learning rate of every fit (constant)."""
-    batch_size: int = 8
-    """Examples per update (each seed sees all of them)."""
     threshold: float = 0.5
     """A gate at or above it is open."""
-    n_eval: int = 40
-    """Examples held out of the fits (and evaluated with the sets found)."""
-    seed: int = 0
-    """Seed of the initial gates and the batches."""
-    dtype: str = "auto"
-    """Training precision (auto, bfloat16, float32)."""
-    shots: int = 0
-    """Demonstrations before each training input."""
-    answer_end: str = "auto"
-    """What closes each training target (as TrainingConfig.answer_end)."""
     evaluate: bool = True
     """Evaluate the sets found (generation on the held-out examples)."""
-    ablation: str = "zero"
-    """What a closed gate's head outputs: zero, or mean (its mean output over the training
-    prompts) -- in the fits and in the evaluation."""
-    chat: bool | None = None
-    """Wrap the prompts in the chat template (default: when the tokenizer has one)."""
+
+    #: the trainer's fields the command line shows (the fits fix the others)
+    SHOWN: ClassVar[dict[str, tuple[str, ...]]] = {"training": TRAINING_FIELDS}
 
     def __post_init__(self) -> None:
         check_numeric_fields(self)
-        for name in ("steps", "pulled_steps", "n_masks", "batch_size", "n_eval"):
-            if getattr(self, name) < 1:
-                raise InputError(f"{name} must be a positive integer, got {getattr(self, name)}")
+        if not isinstance(self.training, TrainingConfig) or self.training.gates != "sigmoid":
+            raise InputError(
+                "training must be a TrainingConfig with gates='sigmoid' (the fits train gates)"
+            )
+        if self.pulled_steps < 1:
+            raise InputError(f"pulled_steps must be a positive integer, got {self.pulled_steps}")
         if self.pull <= 0:
             raise InputError(f"pull must be positive (its sign is the fit's), got {self.pull}")
         if not 0 < self.threshold < 1:
             raise InputError(f"threshold must lie in (0, 1), got {self.threshold}")
-        self.training("up")  # the trainer's own checks, before any model loads
+        self.training_of("up")  # the trainer's own checks, before any model loads
 
-    def training(self, fit: str) -> TrainingConfig:
-        """The trainer's settings of one fit (``free``, ``down`` or ``up``)."""
+    def training_of(self, fit: str) -> TrainingConfig:
+        """The trainer's settings of one fit (``free``, ``down`` or ``up``): ``training`` at a
+        constant learning rate, with the fit's steps and pull."""
         if fit not in FITS:
             raise InputError(f"fit must be one of {', '.join(FITS)}, got {fit!r}")
         pull = {"free": 0.0, "down": self.pull, "up": -self.pull}[fit]
-        return TrainingConfig(
-            steps=self.steps if fit == "free" else self.pulled_steps,
-            batch_size=self.batch_size,
-            lr=self.lr,
-            min_lr=self.lr,
-            warmup_fraction=0.0,
-            gates="sigmoid",
-            n_masks=self.n_masks,
-            gate_pull=pull,
-            n_eval=self.n_eval,
-            seed=self.seed,
-            dtype=self.dtype,
-            shots=self.shots,
-            answer_end=self.answer_end,
-            ablation=self.ablation,
-            chat=self.chat,
-        )
+        steps = self.training.steps if fit == "free" else self.pulled_steps
+        return replace(self.training, steps=steps, min_lr=self.training.lr, gate_pull=pull)
+
+    def flat(self) -> dict[str, Any]:
+        """The settings as one flat record (as stored results and folders name them)."""
+        values = {name: getattr(self.training, name) for name in TRAINING_FIELDS}
+        values.update(pulled_steps=self.pulled_steps, pull=self.pull, threshold=self.threshold,
+                      evaluate=self.evaluate)  # fmt: skip
+        return values
 
 
 def _fit(
@@ -188,10 +193,10 @@ def _evaluate_sets(
             task,
             settings,
             mask=mask,
-            n_eval=config.n_eval,
-            shots=config.shots,
-            ablation=config.ablation,
-            chat=config.chat,
+            n_eval=config.training.n_eval,
+            shots=config.training.shots,
+            ablation=config.training.ablation,
+            chat=config.training.chat,
             progress=progress,
         )
         for _, run in result.runs.iterrows():
@@ -228,7 +233,7 @@ def head_roles(
     task = task if isinstance(task, Task) else get_task(task)
     folder = Path(out) if out is not None else None
     fingerprint = Fingerprint.of(
-        model, {**asdict(config), "task": task.name, "model": model_name(model)}, {"task": task}
+        model, {**config.flat(), "task": task.name, "model": model_name(model)}, {"task": task}
     )
     stages = Stages(folder, fingerprint) if folder is not None else None
     if folder is not None:
@@ -242,10 +247,10 @@ def head_roles(
             "fit them again",
             later={"ablation": "zero", "chat": None},  # what folders from before them ran
         )
-    free = _fit(model, task, config.training("free"), stages, "free", None, progress)
+    free = _fit(model, task, config.training_of("free"), stages, "free", None, progress)
     start = free.W.detach().clone()
-    down = _fit(model, task, config.training("down"), stages, "down", start, progress)
-    up = _fit(model, task, config.training("up"), stages, "up", start, progress)
+    down = _fit(model, task, config.training_of("down"), stages, "down", start, progress)
+    up = _fit(model, task, config.training_of("up"), stages, "up", start, progress)
     gates = torch.stack([_gates(free), _gates(down), _gates(up)])
     losses = {
         name: float(fit.history["loss"].iloc[-1])
@@ -256,7 +261,7 @@ def head_roles(
         task=task.name,
         gates=gates,
         threshold=config.threshold,
-        settings={**asdict(config), "final loss": losses},
+        settings={**config.flat(), "final loss": losses},
         seconds={
             name: float(fit.timing.get("seconds", float("nan")))
             for name, fit in zip(FITS, (free, down, up), strict=True)

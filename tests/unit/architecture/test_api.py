@@ -285,3 +285,64 @@ def test_lazy_packages_export_what_they_list(package):
     assert set(module.__all__) <= set(dir(module))
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         getattr(module, "no_such_name")  # noqa: B009
+
+
+#: field names still declared in more than one settings class, each with its classes (issue 45:
+#: the shared parts are not all composed yet). The list may only shrink: a new settings class
+#: holds a shared part (a ``TrainingConfig``, as ``RolesConfig`` and ``SoftMaskConfig`` do)
+#: instead of copying its fields, and a class that stops copying one leaves this list.
+DECLARED_TWICE = {
+    "batch_size": 15, "n_eval": 10, "progress": 9, "chat": 7, "max_new_tokens": 7, "seed": 7,
+    "ablation": 6, "precision": 5, "shots": 4, "bootstrap": 4, "k": 3, "instructed": 3,
+    "ablations": 3, "split_seed": 3, "random_seeds": 3, "dtype": 3, "n_masks": 3, "shot_seed": 2,
+    "permutations": 2, "level": 2, "task": 2, "n_sequences": 2, "length": 2, "sweep": 2,
+    "steps": 2, "lr": 2, "answer_end": 2, "separator": 2, "checkpoint_activations": 2, "sizes": 2,
+    "ig_steps": 2, "position": 2, "training": 2, "evaluate": 2, "n_docs": 2, "source": 2,
+    "device": 2,
+}  # fmt: skip
+
+
+def _declared_twice(classes) -> dict[str, list[str]]:
+    import dataclasses
+    from collections import defaultdict
+
+    where: dict[str, list[str]] = defaultdict(list)
+    for kind in classes:
+        for field in dataclasses.fields(kind):
+            where[field.name].append(kind.__name__)
+    return {name: sorted(owners) for name, owners in where.items() if len(owners) > 1}
+
+
+def test_no_settings_field_is_copied_into_a_new_class():
+    """Issue 45: a field name is declared in several settings classes only where the list above
+    says so, and no more often; ``RolesConfig`` holds a ``TrainingConfig`` and copies none of
+    its fields (the ten it copied are keywords routed into it)."""
+    import dataclasses
+
+    from lens_heads.engine import TrainingConfig
+    from lens_heads.heads_up import RolesConfig
+
+    found = _declared_twice(_settings_classes())
+    grown = {
+        name: owners for name, owners in found.items() if len(owners) > DECLARED_TWICE.get(name, 1)
+    }
+    assert not grown, f"settings fields copied into another class (compose them instead): {grown}"
+    gone = sorted(set(DECLARED_TWICE) - set(found))
+    assert not gone, f"no longer declared twice, take them off DECLARED_TWICE: {gone}"
+    roles = {f.name for f in dataclasses.fields(RolesConfig)}
+    assert not roles & {f.name for f in dataclasses.fields(TrainingConfig)}
+    assert RolesConfig(n_masks=2, lr=0.5).training.n_masks == 2
+
+
+def test_the_copy_check_sees_a_copied_field():
+    """Plant a settings class that copies ``TrainingConfig.noise``: the check must see it."""
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class CopyConfig:
+        noise: str = "example"
+        """Copied."""
+
+    found = _declared_twice([*_settings_classes(), CopyConfig])
+    assert found["noise"] == ["CopyConfig", "TrainingConfig"]
+    assert len(found["noise"]) > DECLARED_TWICE.get("noise", 1)

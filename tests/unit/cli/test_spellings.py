@@ -30,9 +30,13 @@ def _flags() -> dict[str, list[tuple[str, str, bool]]]:
     for name, sub in commands.items():
         for action in sub._actions:
             deprecated = isinstance(action.help, str) and action.help.startswith("deprecated")
+            # a section under a prefix of its own (--training-lr: the soft mask's training
+            # beside its own batch size) is its own concept, its flags derived from the prefix
+            prefix = getattr(action, "prefixed", "")
+            dest = f"{action.dest}@{prefix}" if prefix else action.dest
             for flag in action.option_strings:
                 if flag.startswith("--") and flag != "--help":
-                    found[flag].append((name, action.dest, deprecated))
+                    found[flag].append((name, dest, deprecated))
     return found
 
 
@@ -58,12 +62,25 @@ def test_of_each_group_of_synonyms_one_spelling_is_live(group):
 def test_a_flag_means_one_thing_in_every_command():
     # a nested settings class's fields keep their name under a section: importance.batch_size
     meanings = {
-        flag: {dest.rsplit(".", 1)[-1] for _, dest, deprecated in uses if not deprecated}
+        flag: {
+            dest.split("@")[0].rsplit(".", 1)[-1] for _, dest, deprecated in uses if not deprecated
+        }
         for flag, uses in _flags().items()
     }
     # --heads names heads everywhere; the commands keep it under one destination
     mixed = {flag: sorted(dests) for flag, dests in meanings.items() if len(dests) > 1}
     assert not mixed, f"one flag, several destinations: {mixed}"
+
+
+def test_a_prefixed_section_derives_its_flags_from_its_prefix():
+    """The soft mask's training section is ``--training-*``: each flag is its field's, prefixed."""
+    parser = build_parser()
+    sub = parser._subparsers._group_actions[0].choices["soft-mask-experiment"]
+    prefixed = [a for a in sub._actions if getattr(a, "prefixed", "")]
+    assert {a.dest for a in prefixed} >= {"training.lr", "training.batch_size"}
+    for action in prefixed:
+        field = action.dest.split(".", 1)[1].replace("_", "-")
+        assert action.option_strings == [f"--{action.prefixed}-{field}"], action.option_strings
 
 
 def test_the_check_catches_a_second_spelling(monkeypatch):

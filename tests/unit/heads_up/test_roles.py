@@ -64,7 +64,7 @@ def test_seeds_trained_together_are_the_fits_each_seed_would_make_alone() -> Non
 
     model = lh.tiny_model(n_layers=2, n_heads=4)  # random: every example has its own loss
     task = Task("upper", tuple(Example(w, w.upper()) for w in "abcdefghijklmnop"))
-    config = replace(FAST.training("down"), n_masks=2)  # 2 seeds, batch 4: rows must not mix
+    config = replace(FAST.training_of("down"), n_masks=2)  # 2 seeds, batch 4: rows must not mix
     together = MaskTrainer(model, task, config)
     start = together.W.detach().clone()
     assert start.shape == (2, 2, 4) and not torch.equal(start[0], start[1])
@@ -79,7 +79,7 @@ def test_seeds_trained_together_are_the_fits_each_seed_would_make_alone() -> Non
 def test_the_pull_moves_gates_that_the_task_ignores() -> None:
     model = planted_model()
     down, up = (
-        MaskTrainer(model, TASK, FAST.training(fit), initial=torch.zeros(3, 1, 3))
+        MaskTrainer(model, TASK, FAST.training_of(fit), initial=torch.zeros(3, 1, 3))
         for fit in ("down", "up")
     )
     for _ in range(10):
@@ -146,11 +146,11 @@ def test_seeds_and_pull_belong_to_sigmoid_gates() -> None:
     with pytest.raises(InputError, match="gates must be one of"):
         lh.TrainingConfig(gates="gumbel")
     with pytest.raises(InputError, match="initial mask logits have shape"):
-        MaskTrainer(planted_model(), TASK, FAST.training("free"), initial=torch.zeros(2, 2))
+        MaskTrainer(planted_model(), TASK, FAST.training_of("free"), initial=torch.zeros(2, 2))
 
 
 def test_a_result_of_several_seeds_has_one_mask_per_seed() -> None:
-    result = lh.train_mask(planted_model(), TASK, FAST.training("free"), progress=False)
+    result = lh.train_mask(planted_model(), TASK, FAST.training_of("free"), progress=False)
     assert result.n_masks == 3
     with pytest.raises(InputError, match=r"take one with result\.single"):
         _ = result.mask
