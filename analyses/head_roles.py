@@ -91,6 +91,7 @@ def run(config: Config) -> HeadRoles:
             "counts": counts,
             "heads": {name: roles.heads(name) for name in ("facilitating", "interfering")},
             "mean agreement": float(roles.agreement.mean()),
+            "gates": roles.gates.float().round(decimals=4).tolist(),  # [fit, mask, layer, head]
             "final loss": roles.settings.get("final loss"),
             "fit seconds": roles.seconds,
             "evaluation": []

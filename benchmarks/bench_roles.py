@@ -236,6 +236,14 @@ def compare_with_chg(quick: bool) -> dict[str, Any]:
         "lens_heads masks with each other": _pairwise(ours_classes),
         "CHG masks with each other": _pairwise(theirs_classes),
     }
+    from lens_heads.heads_up import agreement_table
+
+    # like for like, with chance beside it (ties: no majority); "ours" is lens_heads
+    record["agreement (kappa)"] = agreement_table(ours_classes, theirs_classes, len(CLASSES))
+    record["gates"] = {  # [fit, mask, layer, head], so that every statistic can be recomputed
+        "lens_heads": ours["gates"].float().round(decimals=4).tolist(),
+        "CHG": theirs["gates"].float().round(decimals=4).tolist(),
+    }
     total = {name: sum(record["fits"][f]["seconds per update"][name] for f in FITS)
              for name in ("lens_heads", "CHG")}  # fmt: skip
     record["CHG / lens_heads time per update (all fits)"] = total["CHG"] / total["lens_heads"]

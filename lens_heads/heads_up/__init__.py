@@ -10,6 +10,7 @@ It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another
 * mask_stats -- mask statistics and tasks per head (Table 5)
 * pathways, pathways_result -- common and unused heads of a task family (Table 6)
 * roles, roles_result -- facilitating, interfering and irrelevant heads (three gate fits)
+* roles_agreement -- how far two sets of classes agree: kappa and chance, like for like
 * sweep_gradients -- gradient estimates of a removal sweep against the exact one
 * estimate_errors -- their errors over a task's prompts, step by step, with what explains them
 * figures -- their plotly figures
@@ -37,6 +38,7 @@ from lens_heads.heads_up.pathways import (
     train_family_masks,
 )
 from lens_heads.heads_up.roles import HeadRoles, RolesConfig, head_roles
+from lens_heads.heads_up.roles_agreement import agreement_table, cohen_kappa
 from lens_heads.heads_up.similarity import (
     SimilarityResult,
     figure4_similarity,
@@ -65,8 +67,10 @@ __all__ = [
     "SweepEstimates",
     "SweepResult",
     "TasksPerHead",
+    "agreement_table",
     "alpha_curve",
     "attention_on_target",
+    "cohen_kappa",
     "estimate_errors",
     "figure4_similarity",
     "figure4_stats",

@@ -107,6 +107,44 @@ def roles_runs(load: Load) -> str:
     return "\n".join(_per_run(load, ROLE_RUNS, _roles_line))
 
 
+def chance_agreement(a: dict[str, int], b: dict[str, int]) -> float:
+    """The agreement two labelings of the same heads reach by chance, given only each one's
+    class counts: the sum over classes of the products of their shares.
+
+    >>> chance_agreement({"x": 50, "y": 50}, {"x": 25, "y": 75})
+    0.5
+    """
+    total_a, total_b = sum(a.values()), sum(b.values())
+    return sum(a[c] / total_a * b.get(c, 0) / total_b for c in a)
+
+
+def kappa(observed: float, chance: float) -> float:
+    """Cohen's kappa: how much of the agreement chance leaves is reached."""
+    return (observed - chance) / (1 - chance) if chance < 1 else float("nan")
+
+
+def _like_for_like(numbers: dict, within: dict) -> str:
+    """The agreement within each tool beside the agreement between them, compared the same way
+    (the run's table when it stored one; else what the stored numbers allow)."""
+    rows = numbers.get("agreement (kappa)")
+    if not rows:
+        return (
+            f"Within one tool, two single masks agree on "
+            f"{within['lens_heads masks with each other']:.0%} (lens_heads) and "
+            f"{within['CHG masks with each other']:.0%} (CHG) of the heads: single masks, not "
+            "majorities, so these are not comparable with the figure between the tools, and "
+            "the run stored no gates to compare majorities of equal halves; the next run of "
+            "`python -m benchmarks.bench_roles` stores them and a kappa table like for like."
+        )
+    words = []
+    for row in rows:
+        words.append(
+            f"{row['compared']}, {row['where']}: {row['observed']:.0%} against chance "
+            f"{row['chance']:.0%}, kappa {row['kappa']:.2f}"
+        )
+    return "Like for like (a tie is no majority): " + "; ".join(words) + "."
+
+
 def roles_vs_chg(load: Load) -> str:
     """The side-by-side benchmark: per fit, the seconds per update of each tool and their
     ratio, the rank correlation of the gates and the held-out answer CE; then memory, the class
@@ -143,14 +181,17 @@ def roles_vs_chg(load: Load) -> str:
     within = numbers["per-mask class agreement"]
     ratio = numbers["CHG / lens_heads time per update (all fits)"]
     faster = "at least as fast as" if ratio >= 1 else "slower than"
+    observed = numbers["class agreement"]
+    chance = chance_agreement(classes["lens_heads"], classes["CHG"])
     lines += [
         "",
         f"Over the three fits lens_heads is {faster} CHG per update (CHG takes {ratio:.2f} times "
         f"as long). Peak memory: {memory['lens_heads']} MiB (lens_heads) and {memory['CHG']} MiB "
-        f"(CHG). Classes: lens_heads {mine}; CHG {theirs}; the two tools give a head the same "
-        f"class for {numbers['class agreement']:.0%} of the heads, while two masks of one tool "
-        f"agree on {within['lens_heads masks with each other']:.0%} (lens_heads) and "
-        f"{within['CHG masks with each other']:.0%} (CHG) of the heads.",
+        f"(CHG). Classes: lens_heads {mine}; CHG {theirs}. The two tools' majority classes "
+        f"(each over its {settings['n_masks']} masks, a tie going to the class named first) "
+        f"agree on {observed:.0%} of the heads, where the two tools' class shares alone would "
+        f"agree on {chance:.0%}: Cohen's kappa {kappa(observed, chance):.2f}. "
+        + _like_for_like(numbers, within),
         "",
         "| model | lens_heads | CHG 0.1.0 |",
         "|---|---|---|",

@@ -771,3 +771,24 @@ def test_the_finder_verdict_follows_the_pages_rule():
     page = finders.leaderboard(lambda path: stored)
     assert "| faithful-mask | 0.500 [0.400, 0.600] | 0.200 |" in page
     assert "Random rankings (1 seeds): CMD 0.700 to 0.700" in page and "40 held-out pairs" in page
+
+
+def test_the_roles_comparison_states_chance_and_kappa():
+    """docs/roles.md: the tools' class agreement is given with the agreement their class shares
+    reach by chance and Cohen's kappa (issue 47: 72 % against about 50 % is kappa 0.45), and the
+    within-tool figures are either like for like (a stored kappa table) or said not to be."""
+    from reproduction.roles import _like_for_like, chance_agreement, kappa
+
+    ours = {"facilitating": 179, "interfering": 76, "irrelevant": 13, "inconsistent": 2}
+    theirs = {"facilitating": 160, "interfering": 95, "irrelevant": 15, "inconsistent": 0}
+    chance = chance_agreement(ours, theirs)
+    assert chance == pytest.approx((179 * 160 + 76 * 95 + 13 * 15) / 270**2)
+    assert kappa(0.72, chance) == pytest.approx((0.72 - chance) / (1 - chance))
+    assert 0.44 < kappa(0.72, chance) < 0.46 and kappa(0.5, 0.5) == 0
+    within = {"lens_heads masks with each other": 0.55, "CHG masks with each other": 0.54}
+    assert "not comparable" in _like_for_like({}, within)
+    row = {"compared": "single mask", "where": "between", "observed": 0.6, "chance": 0.5,
+           "kappa": 0.2, "pairs": 16}  # fmt: skip
+    text = _like_for_like({"agreement (kappa)": [row]}, within)
+    assert "single mask, between: 60% against chance 50%, kappa 0.20" in text
+    assert "not comparable" not in text
