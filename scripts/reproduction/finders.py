@@ -52,6 +52,47 @@ def verdict(methods: dict[str, dict[str, Any]]) -> str:
     )
 
 
+def cmd_split(sizes: list[float], f: list[float]) -> tuple[float, float]:
+    """CMD split at f = 1: the area (trapezoids over the linear sizes, divided by their width,
+    as CMD) where the circuits do better than the model (f above 1) and where they fall short.
+    Their sum is CMD when no segment crosses 1; a crossing segment splits by its endpoints.
+
+    >>> cmd_split([0.0, 0.5, 1.0], [0.0, 1.5, 1.0])
+    (0.25, 0.25)
+    """
+    if len(sizes) != len(f):
+        raise ValueError(f"{len(sizes)} sizes but {len(f)} faithfulness values")
+    above = below = 0.0
+    for i in range(len(sizes) - 1):
+        (s0, f0), (s1, f1) = (sizes[i], f[i]), (sizes[i + 1], f[i + 1])
+        width = s1 - s0
+        above += width * (max(f0 - 1, 0) + max(f1 - 1, 0)) / 2
+        below += width * (max(1 - f0, 0) + max(1 - f1, 0)) / 2
+    span = sizes[-1] - sizes[0]
+    return above / span, below / span
+
+
+def why(numbers: dict[str, Any], task: str, names: tuple[str, ...]) -> str:
+    """Where the CMD of each of ``names`` comes from, from the stored curves: above 1 (circuits
+    that beat the model) or below (circuits that fall short), and f at the largest circuit short
+    of every head."""
+    parts = []
+    for name in names:
+        curve = numbers.get("curves", {}).get(f"{task}/{name}")
+        if not curve:
+            continue
+        sizes, f = curve["sizes"], curve["f absolute"]
+        above, below = cmd_split(sizes, f)
+        largest = max(i for i, size in enumerate(sizes) if size < 1)
+        parts.append(
+            f"{name} {above:.3f} above 1 and {below:.3f} below (f = {f[largest]:.2f} with "
+            f"{curve['counts'][largest]} heads)"
+        )
+    if not parts:
+        return ""
+    return "Where CMD comes from (the area of |1 - f| split at f = 1): " + "; ".join(parts) + "."
+
+
 def leaderboard(load: Load) -> str:
     """Per stored model and task: each method's CPR and CMD with their 95 % bootstrap intervals,
     its comparison with the best gradient method (Holm), its cost, the random floor and the
@@ -99,5 +140,8 @@ def leaderboard(load: Load) -> str:
                 "",
                 f"Verdict (faithful-mask against integrated gradients): {verdict(methods)}.",
             ]
+            explained = why(numbers, task, ("faithful-mask", "integrated"))
+            if explained:
+                lines += ["", explained]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)

@@ -792,3 +792,20 @@ def test_the_roles_comparison_states_chance_and_kappa():
     text = _like_for_like({"agreement (kappa)": [row]}, within)
     assert "single mask, between: 60% against chance 50%, kappa 0.20" in text
     assert "not comparable" not in text
+
+
+def test_the_finders_page_splits_cmd_at_one():
+    """docs/finders.md: CMD split into the part above f = 1 (circuits that beat the model) and
+    below, from the stored curve; the parts add up to CMD when no segment crosses 1."""
+    from reproduction.finders import cmd_split, why
+
+    sizes = [0.0, 0.1, 0.5, 1.0]
+    assert cmd_split(sizes, [1.0, 1.0, 1.0, 1.0]) == (0.0, 0.0)
+    above, below = cmd_split(sizes, [0.0, 0.5, 1.5, 1.0])
+    assert below == pytest.approx((0.1 * (1 + 0.5) / 2 + 0.4 * 0.5 / 2) / 1.0)
+    assert above == pytest.approx((0.4 * 0.5 / 2 + 0.5 * 0.5 / 2) / 1.0)
+    curve = {"sizes": sizes, "f absolute": [0.0, 1.0, 1.6, 1.0], "counts": [0, 1, 5, 10]}
+    text = why({"curves": {"ioi/faithful-mask": curve}}, "ioi", ("faithful-mask", "integrated"))
+    assert "faithful-mask 0.270 above 1 and 0.050 below (f = 1.60 with 5 heads)" in text
+    assert "integrated" not in text.split(":", 1)[1]  # no stored curve: not named
+    assert why({}, "ioi", ("faithful-mask",)) == ""
