@@ -14,6 +14,7 @@ from lens_heads.core.errors import InputError
 from lens_heads.core.tables import markdown_table
 from lens_heads.demo import DemoConfig
 from lens_heads.heads_up.lens_config import LensConfig
+from lens_heads.heads_up.similarity_stats import ReadoutConfig
 from lens_heads.heads_up.sweep_config import ENGINES, SweepConfig
 
 __all__ = ["COMMANDS"]
@@ -233,13 +234,12 @@ def _add_similarity(sub: Any) -> None:
     common.add_inputs(parser, "n_eval")
     common.deprecated(parser, "--n-prompts", "--n-eval", "n_eval", type=common.positive)
     common.add_inputs(parser, "instruction", mask={"required": True})
-    parser.add_argument("--position", type=int, default=-1, help="token position (-1: last)")
     parser.add_argument(
         "--layers",
         help="layers to average (printed summary; the paired test with many prompts), e.g. "
         "15-29 (default: all for one prompt, the later half for many)",
     )
-    common.add_chat_argument(parser)
+    add_settings(parser, ReadoutConfig, only=("position", "chat"))
     common.add_out_argument(parser)
 
 
@@ -286,14 +286,15 @@ def _cmd_similarity(args: argparse.Namespace) -> int:
             raise InputError(f"task {task.name!r} has no instruction: give --instruction")
         prompts = task
     mask = common.mask_before_model(args.mask, shape)
-    chat = common.chat_choice(args.chat)
+    readout = settings_from(args, ReadoutConfig)  # where the states are read
     with common.writing(args.out) as out:
         model = common.load_model(args)
         mask = common.load_mask(mask, model)
         if args.prompt and len(args.prompt) == 1:
             result = figure4_similarity(
-                model, args.prompt[0], args.instruction, mask, position=args.position, chat=chat
-            )
+                model, args.prompt[0], args.instruction, mask, position=readout.position,
+                chat=readout.chat,
+            )  # fmt: skip
             written = result.save(out, png=True)
             print(result.to_markdown())
             label = "all layers" if layers is None else f"layers {layers.start}-{layers.stop - 1}"
@@ -310,8 +311,7 @@ def _cmd_similarity(args: argparse.Namespace) -> int:
             mask,
             n_prompts=args.n_eval if args.task else None,
             later_layers=layers,
-            position=args.position,
-            chat=chat,
+            config=readout,
         )
         written = stats.save(out, png=True)
     print(stats.to_markdown().split("\n\n| layer")[0])
