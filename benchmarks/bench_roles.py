@@ -221,7 +221,7 @@ def compare_with_chg(quick: bool) -> dict[str, Any]:
             ),
             "held-out answer CE": {name: held[name][index] for name in held},
         }
-    from lens_heads.heads_up.roles_result import CLASSES, HeadRoles
+    from lens_heads.heads_up.roles_result import CLASSES, MAJORITY_CLASSES, HeadRoles
 
     majority = {
         name: HeadRoles(MODEL, TASK, gates, config.threshold).classes
@@ -229,7 +229,7 @@ def compare_with_chg(quick: bool) -> dict[str, Any]:
     }
     record["class agreement"] = float((majority["lens_heads"] == majority["CHG"]).float().mean())
     record["classes"] = {
-        name: {c: int((value == i).sum()) for i, c in enumerate(CLASSES)}
+        name: {c: int((value == i).sum()) for i, c in enumerate(MAJORITY_CLASSES)}
         for name, value in majority.items()
     }
     record["per-mask class agreement"] = {

@@ -11,7 +11,8 @@ fits of sigmoid gates in the one trainer (the method of Causal Head Gating, Nam 
 Per head and seed the class is **facilitating** when its ``down`` gate stays >= ``threshold``,
 **interfering** when its ``up`` gate falls below it, **irrelevant** when neither, and
 **inconsistent** when both (a fit that did not settle). A head's class is the one most of its
-seeds give (ties broken in that order), and ``agreement`` is the share of seeds that give it.
+seeds give (**no majority** when classes tie), and ``agreement`` is the share of seeds that give
+it.
 Several seeds train together, one per-row mask each, in one batch.
 
 >>> import lens_heads as lh
@@ -20,7 +21,7 @@ Several seeds train together, one per-row mask each, in one batch.
 >>> task = Task("upper", tuple(Example(w, w.upper()) for w in "abcdefghijklmnop"))
 >>> config = RolesConfig(steps=2, pulled_steps=2, n_masks=2, batch_size=4, n_eval=4, evaluate=False)
 >>> roles = head_roles(model, task, config)
->>> roles.gates.shape, sorted(set(roles.to_frame()["class"])) <= list(CLASSES)
+>>> roles.gates.shape, set(roles.to_frame()["class"]) <= set(MAJORITY_CLASSES)
 (torch.Size([3, 2, 2, 4]), True)
 """
 
@@ -45,9 +46,9 @@ from lens_heads.core.storage import Stages, write_atomic
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine.evaluation import evaluate
 from lens_heads.engine.training import MaskTrainingResult, TrainingConfig, train_mask
-from lens_heads.heads_up.roles_result import CLASSES, FITS, HeadRoles
+from lens_heads.heads_up.roles_result import CLASSES, FITS, MAJORITY_CLASSES, HeadRoles
 
-__all__ = ["CLASSES", "FITS", "HeadRoles", "RolesConfig", "head_roles"]
+__all__ = ["CLASSES", "FITS", "MAJORITY_CLASSES", "HeadRoles", "RolesConfig", "head_roles"]
 
 
 def _gate_training() -> TrainingConfig:
@@ -174,7 +175,7 @@ def _evaluate_sets(
     instruction, the heads the down fit keeps (a set that suffices), and the model without its
     interfering heads, without and with the instruction (does removing them help?)."""
     kept_down = roles.majority_open("down")
-    not_interfering = roles.classes != CLASSES.index("interfering")
+    not_interfering = roles.classes != MAJORITY_CLASSES.index("interfering")
     plans: list[tuple[str, HeadMask | None, list[str]]] = [
         ("all heads", None, ["original"] + (["instruction"] if task.instruction else [])),
         ("heads the down fit keeps", HeadMask(kept_down), ["mask"]),

@@ -5,7 +5,7 @@ save/load.
 >>> roles = HeadRoles.example()
 >>> frame = roles.to_frame()
 >>> list(frame["class"]), list(frame["agreement"])
-(['facilitating', 'interfering', 'facilitating', 'irrelevant'], [1.0, 1.0, 0.5, 1.0])
+(['facilitating', 'interfering', 'no majority', 'irrelevant'], [1.0, 1.0, 0.5, 1.0])
 """
 
 from __future__ import annotations
@@ -20,13 +20,16 @@ from torch import Tensor
 
 from lens_heads.core.masks import format_head
 from lens_heads.core.storage import FolderResult
+from lens_heads.heads_up.roles_agreement import majority
 
-__all__ = ["CLASSES", "FITS", "HeadRoles", "classify"]
+__all__ = ["CLASSES", "FITS", "MAJORITY_CLASSES", "HeadRoles", "classify"]
 
 #: the three fits, in the order of ``HeadRoles.gates``
 FITS = ("free", "down", "up")
-#: the classes, in the order that breaks a tie between seeds
+#: the classes one mask gives a head
 CLASSES = ("facilitating", "interfering", "irrelevant", "inconsistent")
+#: the classes of a head over its masks: the one most masks give, or none when two or more tie
+MAJORITY_CLASSES = (*CLASSES, "no majority")
 
 
 def classify(
@@ -85,14 +88,17 @@ class HeadRoles(FolderResult):
 
     @property
     def classes(self) -> torch.Tensor:
-        """The class most seeds give each head (ties: the earlier in :data:`CLASSES`)."""
-        counts = torch.stack([(self.per_mask == i).sum(dim=0) for i in range(len(CLASSES))])
-        return counts.argmax(dim=0)  # argmax returns the first of equal counts
+        """The class most seeds give each head, as an index into :data:`MAJORITY_CLASSES`: a
+        tie between classes is ``no majority`` (not the first of them, which would count the
+        tie as agreement)."""
+        return majority(self.per_mask, len(CLASSES))
 
     @property
     def agreement(self) -> torch.Tensor:
-        """The share of seeds that give each head its class."""
-        return (self.per_mask == self.classes[None]).float().mean(dim=0)
+        """The share of seeds that give each head its most frequent class (with no majority:
+        the share of each of the tied classes)."""
+        counts = torch.stack([(self.per_mask == i).sum(dim=0) for i in range(len(CLASSES))])
+        return counts.max(dim=0).values.float() / self.n_masks
 
     def majority_open(self, fit: str) -> Bool[Tensor, "n_layers n_heads"]:
         """Heads whose gate in ``fit`` is open in at least half of the seeds."""
@@ -101,7 +107,7 @@ class HeadRoles(FolderResult):
 
     def heads(self, role: str) -> list[str]:
         """Labels of the heads of class ``role``."""
-        chosen = (self.classes == CLASSES.index(role)).nonzero().tolist()
+        chosen = (self.classes == MAJORITY_CLASSES.index(role)).nonzero().tolist()
         return [format_head(layer, head) for layer, head in chosen]
 
     # -- views -------------------------------------------------------------------------------
@@ -120,7 +126,7 @@ class HeadRoles(FolderResult):
                     "label": format_head(layer, head),
                 }
                 row |= {f"gate {fit}": float(mean[i, layer, head]) for i, fit in enumerate(FITS)}
-                row["class"] = CLASSES[int(classes[layer, head])]
+                row["class"] = MAJORITY_CLASSES[int(classes[layer, head])]
                 row["agreement"] = float(agreement[layer, head])
                 for i, name in enumerate(CLASSES):
                     row[f"masks {name}"] = int((per_mask[:, layer, head] == i).sum())
@@ -130,7 +136,7 @@ class HeadRoles(FolderResult):
     def counts(self) -> dict[str, int]:
         """Heads per class."""
         found = self.to_frame()["class"].value_counts()
-        return {name: int(found.get(name, 0)) for name in CLASSES}
+        return {name: int(found.get(name, 0)) for name in MAJORITY_CLASSES}
 
     def to_markdown(self) -> str:
         from lens_heads.core.tables import markdown_table
@@ -146,7 +152,7 @@ class HeadRoles(FolderResult):
 
         frame = self.to_frame()
         n_layers, n_heads = self.gates.shape[-2:]
-        colours = ["#2166ac", "#b2182b", "#d9d9d9", "#fdb863"]
+        colours = ["#2166ac", "#b2182b", "#d9d9d9", "#fdb863", "#8c8c8c"]
         scale = []
         for i, colour in enumerate(colours):
             scale += [(i / len(colours), colour), ((i + 1) / len(colours), colour)]
@@ -159,13 +165,13 @@ class HeadRoles(FolderResult):
             go.Heatmap(
                 z=self.classes.float().tolist(),
                 zmin=-0.5,
-                zmax=len(CLASSES) - 0.5,
+                zmax=len(MAJORITY_CLASSES) - 0.5,
                 colorscale=scale,
                 text=[text[i * n_heads : (i + 1) * n_heads] for i in range(n_layers)],
                 hoverinfo="text",
                 colorbar={
-                    "tickvals": list(range(len(CLASSES))),
-                    "ticktext": list(CLASSES),
+                    "tickvals": list(range(len(MAJORITY_CLASSES))),
+                    "ticktext": list(MAJORITY_CLASSES),
                 },
             )
         )

@@ -88,6 +88,9 @@ def _per_run(
 
 def _roles_line(name: str, path: str, numbers: dict[str, Any]) -> str:
     counts = ", ".join(f"{n} {c}" for c, n in numbers["counts"].items() if n)
+    if "no majority" not in numbers["counts"]:  # stored before ties became a class of their own
+        counts += " (a stored run from before the no-majority class: a tie counted as the class "
+        counts += "named first)"
     settings = numbers["settings"]
     precision = numbers.get("provenance", {}).get("precision", "?")
     text = (

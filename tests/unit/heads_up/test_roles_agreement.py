@@ -63,3 +63,18 @@ def test_the_table_compares_like_with_like():
     between = rows[("single mask", "between")]
     assert between["pairs"] == 4 and between["observed"] == pytest.approx((0.75 + 0.5) / 2)
     assert {where for _, where in rows} == {"within ours", "within theirs", "between"}
+
+
+def test_head_roles_give_a_tie_no_majority():
+    """HeadRoles: a head whose two masks give two classes has no majority (the old rule gave it
+    the class named first), with agreement one half; counts and heads list the class."""
+    from lens_heads.heads_up import HeadRoles
+    from lens_heads.heads_up.roles_result import MAJORITY_CLASSES
+
+    roles = HeadRoles.example()
+    frame = roles.to_frame()
+    assert list(frame["class"]) == ["facilitating", "interfering", "no majority", "irrelevant"]
+    assert list(frame["agreement"]) == [1.0, 1.0, 0.5, 1.0]
+    assert roles.counts()["no majority"] == 1 and roles.heads("no majority") == ["L1H0"]
+    assert set(roles.counts()) == set(MAJORITY_CLASSES)
+    assert roles.plot().data[0].colorbar.ticktext[-1] == "no majority"
