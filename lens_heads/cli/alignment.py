@@ -191,16 +191,14 @@ def _cmd_ablate_heads(args: argparse.Namespace) -> int:
         if current is not None:
             current.split(n_eval=args.n_eval)  # held out: the last --n-eval examples
     heads = _heads_before_model(args.heads, shape, args.task, args)
-    with common.writing(args.out) as out:
-        model = common.load_model(args)
-        heads, alignment = _heads_argument(heads, model, args.task, args)
-        result = ablate_heads(
-            model, task, heads, exclude=alignment, control_task=control, config=config
+
+    def compute(model: Any, out: Path) -> Any:
+        chosen, alignment = _heads_argument(heads, model, args.task, args)
+        return ablate_heads(
+            model, task, chosen, exclude=alignment, control_task=control, config=config
         )
-        written = result.save(out, png=True)
-    print(result.to_markdown())
-    common.print_written(written)
-    return 0
+
+    return common.write_result(args, compute)
 
 
 def _add_trater(sub: Any) -> None:

@@ -70,13 +70,12 @@ def _cmd_importance(args: argparse.Namespace) -> int:
         if args.n_docs > len(texts):
             warn_input(f"--n-docs {args.n_docs}, but there are {len(texts)} documents: all used")
         texts = texts[: args.n_docs]
-    with common.writing(args.out) as out:
-        model = common.load_model(args)
-        result = head_importance(model, texts, settings_from(args, ImportanceConfig))
-        written = result.save(out, png=True)
-    print(result.to_markdown(k=10))
-    common.print_written(written)
-    return 0
+    config = settings_from(args, ImportanceConfig)
+    return common.write_result(
+        args,
+        lambda model, out: head_importance(model, texts, config),
+        show=lambda result: print(result.to_markdown(k=10)),
+    )
 
 
 def _texts_by_language(
@@ -136,13 +135,7 @@ def _cmd_language_heads(args: argparse.Namespace) -> int:
     texts = _texts_by_language(args.texts, args.languages)
     config = settings_from(args, LanguageHeadsConfig)
     check_rule(config.quantile, config.min_languages, len(texts))
-    with common.writing(args.out) as out:
-        model = common.load_model(args)
-        result = language_heads(model, texts, config)
-        written = result.save(out, png=True)
-    print(result.to_markdown())
-    common.print_written(written)
-    return 0
+    return common.write_result(args, lambda model, out: language_heads(model, texts, config))
 
 
 # -- the perplexity experiment ----------------------------------------------------------------
@@ -178,13 +171,9 @@ def _cmd_perplexity(args: argparse.Namespace) -> int:
             raise InputError(
                 f"{lang}: {len(texts[lang])} documents, none left after --skip {config.skip}"
             )
-    with common.writing(args.out) as out:
-        model = common.load_model(args)
-        result = perplexity_experiment(model, heads, texts, config)
-        written = result.save(out, png=True)
-    print(result.to_markdown())
-    common.print_written(written)
-    return 0
+    return common.write_result(
+        args, lambda model, out: perplexity_experiment(model, heads, texts, config)
+    )
 
 
 # -- attention transfer ---------------------------------------------------------------------
