@@ -232,14 +232,16 @@ def compare_with_chg(quick: bool) -> dict[str, Any]:
         name: {c: int((value == i).sum()) for i, c in enumerate(MAJORITY_CLASSES)}
         for name, value in majority.items()
     }
-    record["per-mask class agreement"] = {
-        "lens_heads masks with each other": _pairwise(ours_classes),
-        "CHG masks with each other": _pairwise(theirs_classes),
-    }
     from lens_heads.heads_up import agreement_table
 
     # like for like, with chance beside it (ties: no majority); "ours" is lens_heads
-    record["agreement (kappa)"] = agreement_table(ours_classes, theirs_classes, len(CLASSES))
+    table = agreement_table(ours_classes, theirs_classes, len(CLASSES))
+    record["agreement (kappa)"] = table
+    single = {row["where"]: row["observed"] for row in table if row["compared"] == "single mask"}
+    record["per-mask class agreement"] = {  # the share two masks of one tool agree on
+        "lens_heads masks with each other": single.get("within ours", float("nan")),
+        "CHG masks with each other": single.get("within theirs", float("nan")),
+    }
     record["gates"] = {  # [fit, mask, layer, head], so that every statistic can be recomputed
         "lens_heads": ours["gates"].float().round(decimals=4).tolist(),
         "CHG": theirs["gates"].float().round(decimals=4).tolist(),
@@ -248,16 +250,6 @@ def compare_with_chg(quick: bool) -> dict[str, Any]:
              for name in ("lens_heads", "CHG")}  # fmt: skip
     record["CHG / lens_heads time per update (all fits)"] = total["CHG"] / total["lens_heads"]
     return record
-
-
-def _pairwise(classes: torch.Tensor) -> float:
-    """Mean share of heads two masks of one tool put in the same class."""
-    pairs = [
-        float((classes[i] == classes[j]).float().mean())
-        for i in range(len(classes))
-        for j in range(i + 1, len(classes))
-    ]
-    return sum(pairs) / len(pairs) if pairs else float("nan")
 
 
 def bench_roles_against_chg(quick: bool) -> BenchmarkResult:

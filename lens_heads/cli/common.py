@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lens_heads.cli.inputs import MASK_HELP, add_inputs, text
+from lens_heads.cli.inputs import MASK_HELP, add_inputs, int_at_least, text
 from lens_heads.core.errors import InputError, LensHeadsError
 
 __all__ = [
@@ -287,20 +287,6 @@ def resolve_chat(args: argparse.Namespace, model: Any) -> bool:
 
 
 # -- argument checks: before any model loads (issue 17) ------------------------------------------
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-
-    parse.__name__ = f"integer >= {minimum}"
-    return parse
-
-
 positive = int_at_least(1)
 non_negative = int_at_least(0)
 

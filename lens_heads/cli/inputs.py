@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import argparse
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["INPUTS", "MASK_HELP", "MODEL_HELP", "add_inputs", "text"]
+__all__ = ["INPUTS", "MASK_HELP", "MODEL_HELP", "add_inputs", "int_at_least", "text"]
 
 
 def text(value: str) -> str:
@@ -32,15 +32,20 @@ def text(value: str) -> str:
     return value
 
 
-def count(value: str) -> int:
-    """A positive whole number (how many inputs to read)."""
-    try:
-        number = int(value)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {value!r}") from error
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
-    return number
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An integer argument of at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
 
 
 MODEL_HELP = "alias (smollm2-135m-instruct, gemma-3-270m), .gguf file, checkpoint dir or HF id"
@@ -86,7 +91,11 @@ INPUTS: dict[str, dict[str, Any]] = {
         "other settings (default: refuse, naming what differs)",
     },
     "no_progress": {"action": "store_true", "help": "no progress bars"},
-    "n_eval": {"type": count, "default": 40, "help": "with --task: its last N examples [40]"},
+    "n_eval": {
+        "type": int_at_least(1),
+        "default": 40,
+        "help": "with --task: its last N examples [40]",
+    },
 }
 
 

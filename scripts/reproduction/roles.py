@@ -112,7 +112,8 @@ def roles_runs(load: Load) -> str:
 
 def chance_agreement(a: dict[str, int], b: dict[str, int]) -> float:
     """The agreement two labelings of the same heads reach by chance, given only each one's
-    class counts: the sum over classes of the products of their shares.
+    class counts: the sum over classes of the products of their shares (the chance of
+    ``lens_heads.heads_up.cohen_kappa``, from stored counts: the docs check runs without torch).
 
     >>> chance_agreement({"x": 50, "y": 50}, {"x": 25, "y": 75})
     0.5
