@@ -22,14 +22,24 @@ Resumable (the atlas's stages); writes ``atlas/`` (``lh.HeadAtlas.load``), ``num
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
 import lens_heads as lh
-from analyses._common import DEFAULT_MODEL, command_line, help_of, markdown_table, write_outputs
+from analyses._common import (
+    DEFAULT_MODEL,
+    command_line,
+    help_of,
+    markdown_table,
+    note_mask_precision,
+    record_precision,
+    write_outputs,
+)
 from lens_heads.atlas import AtlasConfig, HeadAtlas, head_atlas
+from lens_heads.core.storage import write_atomic, write_plotly_js
 
 #: how many top heads the questions compare
 TOP = 5
@@ -107,13 +117,45 @@ def questions(atlas: HeadAtlas) -> dict[str, Any]:
     return found
 
 
+def record_precisions(config: Config) -> None:
+    """The provenance's precision: the training precision of the Heads up! masks the atlas
+    reads (the page's rule for commands that use masks); float32 when it reads none (the
+    atlas's own forward passes run in float32 and it trains nothing)."""
+    folders = (
+        sorted(path.parent for path in Path(config.masks).glob("**/training.json"))
+        if (config.masks)
+        else []
+    )
+    for folder in folders:
+        note_mask_precision(folder)
+    if not folders:
+        record_precision("float32")
+
+
+def write_page(atlas: HeadAtlas, out: str | Path, table: Any) -> None:
+    """The stored form of the atlas: ``atlas.html`` and ``heads.csv`` (one row per head) in
+    ``out``, the page loading the plotly.js that every atlas of ``out``'s parent shares
+    (``../plotly.min.js``, as ``results/atlas/`` keeps it)."""
+    folder = Path(out)
+    write_atomic(
+        folder / "atlas.html", atlas.to_html(plotly_js="../plotly.min.js", agreement=table)
+    )
+    write_plotly_js(folder.parent)
+    write_atomic(folder / "heads.csv", atlas.to_frame().to_csv(index=False))
+
+
 def run(config: Config) -> HeadAtlas:
+    record_precisions(config)
     model = lh.load_model(config.model)
     settings = {name: getattr(config, name) for name in AtlasConfig.__dataclass_fields__}
     atlas = head_atlas(model, AtlasConfig(**settings), out=config.out, progress=config.progress)
     table = atlas.agreement()
     answers = questions(atlas)
+    write_page(atlas, config.out, table)
     text = (
+        "The interactive page: [atlas.html](atlas.html) (every head × measure in a sortable "
+        "table, a card per head, the agreement matrix); one row per head: "
+        "[heads.csv](heads.csv).\n\n"
         f"{len(atlas.frame)} heads, measures: {', '.join(atlas.measures)}.\n\n"
         + "\n".join(f"- {sentence}" for sentence in atlas.agreement_sentences(table))
         + "\n\n"
@@ -125,7 +167,6 @@ def run(config: Config) -> HeadAtlas:
         config.out,
         title=f"Head atlas of {atlas.model}",
         markdown=text,
-        figures={"atlas_heatmap": atlas.plot()},
         numbers={
             "model": atlas.model,
             "heads": len(atlas.frame),
@@ -149,5 +190,5 @@ if __name__ == "__main__":
 EXAMPLE = (
     ["--n-reference", "4", "--n-sequences", "2", "--length", "4", "--permutations", "10",
      "--bootstrap", "10", "--k", "3"],
-    "atlas_heatmap",
+    "atlas",
 )  # fmt: skip

@@ -12,6 +12,13 @@ with an id that occurs in no prompt. Gemma 3 270M is handed to CHG too, and its 
 
     python -m benchmarks.bench_roles --out results/roles_vs_chg/smollm2-135m-instruct
     python -m benchmarks.run --only bench_roles            # the timing line of the table
+
+Timing alone, in each precision each tool supports, repeated (every repeat starts both tools in
+new processes; CHG runs in float32 with its autocast switched off through torch's own
+``enabled=False``, the library unmodified):
+
+    python -m benchmarks.bench_roles --timing --precision bfloat16,float32 --repeats 3 \\
+        --updates 3 --out results/roles_vs_chg/smollm2-135m-instruct-timing
 """
 
 from __future__ import annotations
@@ -52,13 +59,17 @@ def chg_python() -> Path:
     return python
 
 
-def settings(quick: bool) -> Any:
+#: the precisions both tools are timed in (CHG: its CPU autocast on, or off)
+PRECISIONS = ("bfloat16", "float32")
+
+
+def settings(quick: bool, *, steps: int | None = None, precision: str = "bfloat16") -> Any:
     from lens_heads.heads_up import RolesConfig
 
-    steps = 10 if quick else 100
+    steps = steps or (10 if quick else 100)
     return RolesConfig(
         steps=steps, pulled_steps=steps, n_masks=4, batch_size=8, n_eval=40,
-        dtype="bfloat16", evaluate=False,
+        dtype=precision, evaluate=False,
     )  # fmt: skip
 
 
@@ -252,6 +263,85 @@ def compare_with_chg(quick: bool) -> dict[str, Any]:
     return record
 
 
+def _run_sides(folder: Path, config: Any, chg_input: dict[str, Any]) -> tuple[dict, dict]:
+    """Both tools once, each in a new process, on ``config``; their outputs."""
+    (folder / "lens_in.json").write_text(json.dumps({"settings": config.flat()}))
+    torch.save(chg_input | {"settings": config.flat()}, folder / "chg_in.pt")
+    subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_roles", "--side", "lens", "--out", str(folder)],
+        check=True, cwd=ROOT,
+    )  # fmt: skip
+    subprocess.run(
+        [str(chg_python()), str(ROOT / "benchmarks" / "chg_side.py"),
+         str(folder / "chg_in.pt"), str(folder / "chg_out.pt")],
+        check=True, cwd=ROOT,
+    )  # fmt: skip
+    return torch.load(folder / "lens_out.pt"), torch.load(folder / "chg_out.pt")
+
+
+def faster(totals: dict[str, list[float]]) -> str:
+    """The tool whose slowest repeat is faster than the other's fastest (seconds per update,
+    the three fits summed); ``"neither"`` when their ranges overlap."""
+    (a, first), (b, second) = totals.items()
+    if max(first) < min(second):
+        return a
+    if max(second) < min(first):
+        return b
+    return "neither"
+
+
+def time_both(precisions: tuple[str, ...], repeats: int, updates: int) -> dict[str, Any]:
+    """Seconds per update of each tool's three fits, ``repeats`` times in each precision, with
+    the median, the range and which tool is faster (:func:`faster`)."""
+    import statistics
+
+    import lens_heads as lh
+    from lens_heads.core.models import prepare_model
+    from lens_heads.core.provenance import machine
+    from lens_heads.heads_up.roles_result import FITS
+
+    task = lh.get_task(TASK)
+    model = lh.load_model(MODEL)
+    tokens, answers, pad = _encoded(model, task, settings(False).training_of("free"))
+    del model
+    record: dict[str, Any] = {
+        "model": MODEL,
+        "task": TASK,
+        "training prompts": len(tokens),
+        "updates per fit": updates,
+        "repeats": repeats,
+        "machine": machine(),
+        "rule": "faster: the slowest repeat of one tool beats the fastest of the other "
+        "(seconds per update, three fits summed); else neither",
+        "precisions": {},
+    }
+    chg_input = {"input_ids": tokens, "loss_masks": answers, "pad": pad, "others": {},
+                 "model": str(prepare_model(MODEL))}  # fmt: skip
+    for precision in precisions:
+        config = settings(False, steps=updates, precision=precision)
+        per_fit: dict[str, dict[str, list[float]]] = {"lens_heads": {}, "CHG": {}}
+        for _ in range(repeats):
+            with tempfile.TemporaryDirectory() as work:
+                ours, theirs = _run_sides(Path(work), config, chg_input | {"precision": precision})
+            for name, out in (("lens_heads", ours), ("CHG", theirs)):
+                for fit in FITS:
+                    per_fit[name].setdefault(fit, []).append(out["seconds per update"][fit])
+        totals = {
+            name: [sum(fits[f][i] for f in FITS) for i in range(repeats)]
+            for name, fits in per_fit.items()
+        }
+        medians = {name: statistics.median(values) for name, values in totals.items()}
+        record["precisions"][precision] = {
+            "seconds per update, per fit and repeat": per_fit,
+            "seconds per update, three fits summed": totals,
+            "median": medians,
+            "range": {name: [min(v), max(v)] for name, v in totals.items()},
+            "CHG / lens_heads (medians)": medians["CHG"] / medians["lens_heads"],
+            "faster": faster(totals),
+        }
+    return record
+
+
 def bench_roles_against_chg(quick: bool) -> BenchmarkResult:
     """Seconds per update, CHG 0.1.0 against lens_heads' roles (the three fits summed); target:
     lens_heads at least as fast (ratio >= 1)."""
@@ -281,7 +371,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--side", choices=("lens",), help="(internal) run one side")
     parser.add_argument("--quick", action="store_true", help="10 updates per fit")
     parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--timing", action="store_true", help="time both tools only")
+    parser.add_argument(
+        "--precision", default="bfloat16", help=f"with --timing: of {', '.join(PRECISIONS)}"
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="with --timing: runs per tool")
+    parser.add_argument("--updates", type=int, default=10, help="with --timing: per fit")
     args = parser.parse_args(argv)
+    precisions = tuple(args.precision.split(","))
+    if unknown := set(precisions) - set(PRECISIONS):
+        parser.error(f"--precision: {sorted(unknown)} unknown; use {', '.join(PRECISIONS)}")
+    if args.repeats < 1 or args.updates < 1:
+        parser.error("--repeats and --updates must be at least 1")
     if args.side == "lens":
         lens_side(args.out)
         return 0
@@ -289,9 +390,13 @@ def main(argv: list[str] | None = None) -> int:
     from lens_heads.core.storage import write_atomic
 
     started = time.monotonic()
-    record = compare_with_chg(args.quick)
+    if args.timing:
+        record = time_both(precisions, args.repeats, args.updates)
+    else:
+        record = compare_with_chg(args.quick)
     command = ["python", "-m", "benchmarks.bench_roles", *(argv or sys.argv[1:])]
-    record["provenance"] = provenance_of(command, started) | {"precision": "bfloat16"}
+    precision = "+".join(precisions) if args.timing else "bfloat16"
+    record["provenance"] = provenance_of(command, started) | {"precision": precision}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "numbers.json", json.dumps(record, indent=2, default=str))

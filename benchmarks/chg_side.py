@@ -5,10 +5,11 @@ project). ``python benchmarks/chg_side.py IN.pt OUT.pt``.
 IN holds the training prompts as lens_heads encodes them (``input_ids`` right-padded with an id
 that occurs in no prompt, so CHG's collate, which cuts every batch at the first column that is
 padding in all rows, cuts only padding), ``loss_masks`` (the answer tokens), the model folder and
-the settings. OUT gets the gates of the three fits in lens_heads' order (free; pulled down:
-CHG's "negative" stage, whose loss adds the mean clamped gate logit; pulled up: its "positive"
-stage, which subtracts it), the seconds per update of each fit, the peak RSS, and what CHG says
-when asked to gate the other models named in IN.
+the settings (and ``precision``: ``float32`` runs CHG with its autocast switched off through
+torch's ``enabled=False``, the library unmodified). OUT gets the gates of the three fits in
+lens_heads' order (free; pulled down: CHG's "negative" stage, whose loss adds the mean clamped
+gate logit; pulled up: its "positive" stage, which subtracts it), the seconds per update of
+each fit, the peak RSS, and what CHG says when asked to gate the other models named in IN.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import platform
 import resource
 import sys
 import time
+from typing import Any
 
 import torch
 
@@ -41,6 +43,14 @@ def _attempt(folder: str) -> str:
     return "runs"
 
 
+def autocast_off(autocast: Any) -> Any:
+    """``autocast`` with ``enabled=False``: CHG autocasts every loss on the CPU (bfloat16), and
+    torch's own switch turns that off, CHG unmodified."""
+    import functools
+
+    return functools.partial(autocast, enabled=False)
+
+
 def main(source: str, target: str) -> None:
     import causal_head_gating
     from causal_head_gating.core.trainer import CHGTrainer
@@ -49,6 +59,8 @@ def main(source: str, target: str) -> None:
 
     given = torch.load(source)
     settings = given["settings"]
+    if given.get("precision", "bfloat16") == "float32":
+        torch.amp.autocast = autocast_off(torch.amp.autocast)
     torch.manual_seed(settings["seed"])
     model = AutoModelForCausalLM.from_pretrained(given["model"], dtype=torch.float32).eval()
     for parameter in model.parameters():

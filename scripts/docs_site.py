@@ -9,6 +9,9 @@ repository:
   its page with no edit here. The sections of the navigation are added by :func:`on_config`.
 * **Notebooks** -- every ``notebooks/*.ipynb`` is added to the site as ``notebooks/<name>``,
   rendered (not executed) by mkdocs-jupyter; a new notebook gets its page and its nav entry.
+* **Stored atlas pages** -- the files of :data:`SERVED` (each stored atlas's ``atlas.html`` and
+  ``heads.csv``, and the one ``plotly.min.js`` they share) are copied into the site at their
+  repository paths, so a page of ``docs/`` links them and the reader opens them in the browser.
 * **Links out of docs/** -- a page in ``docs/`` may link a file of the repository outside
   ``docs/`` (``../README.md#tests-and-benchmarks``): right on GitHub, unknown to mkdocs, which
   cannot tell such a link from a broken one. :func:`on_page_markdown` rewrites each of them
@@ -56,6 +59,8 @@ NAMESPACES = (
     "lens_heads.finders",
 )
 NOTEBOOKS = "notebooks"
+#: stored results the site serves as they are (the atlases' pages, tables and shared plotly.js)
+SERVED = ("results/atlas/*/atlas.html", "results/atlas/*/heads.csv", "results/atlas/plotly.min.js")
 #: a markdown inline link or image: [text](target) -- the pages use no reference-style links
 _LINK = re.compile(r"(?P<bang>!?)\[(?P<text>[^\]\n]*)\]\((?P<target>[^)\s]+)\)")
 _FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
@@ -139,6 +144,10 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
         # of a file finds its source through src_dir)
         uri = f"{NOTEBOOKS}/{path.name}"
         files.append(File(uri, str(root), config.site_dir, config.use_directory_urls))
+    for pattern in SERVED:  # copied into the site at their repository paths
+        for path in sorted(root.glob(pattern)):
+            uri = path.relative_to(root).as_posix()
+            files.append(File(uri, str(root), config.site_dir, config.use_directory_urls))
     return files
 
 

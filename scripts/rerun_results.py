@@ -44,6 +44,13 @@ class Entry:
     #: cited by the docs before its first run: until it has run, the pages say "not yet
     #: measured" with the command (any other missing result fails the docs' check)
     pending: bool = False
+    #: more files of the run kept beside its numbers (paths relative to the run's folder and to
+    #: the stored result's: ``../plotly.min.js`` is the one plotly.js the atlas pages share)
+    files: tuple[str, ...] = ()
+
+
+#: what an atlas stores besides its numbers: its page, its per-head table, the shared plotly.js
+ATLAS_FILES = ("atlas.html", "heads.csv", "../plotly.min.js")
 
 
 def _analysis(name: str, out: str, *flags: str, precision: str = "float32") -> str:
@@ -361,6 +368,7 @@ PLAN: tuple[Entry, ...] = (
         ),
         str(RUNS / "atlas/smollm2"),
         pending=True,
+        files=ATLAS_FILES,
     ),
     Entry(
         "atlas/gemma-3-270m",
@@ -384,6 +392,7 @@ PLAN: tuple[Entry, ...] = (
             precision="",
         ),
         str(RUNS / "atlas/gemma"),
+        files=ATLAS_FILES,
     ),
     Entry(
         "roles/smollm2-135m-instruct-capitalize",
@@ -451,6 +460,13 @@ PLAN: tuple[Entry, ...] = (
         "python -m benchmarks.bench_roles --out runs/rerun/roles-vs-chg",
         str(RUNS / "roles-vs-chg"),
         bf16=True,
+        pending=True,
+    ),
+    Entry(
+        "roles_vs_chg/smollm2-135m-instruct-timing",
+        "python -m benchmarks.bench_roles --timing --precision bfloat16,float32 --repeats 3 "
+        "--updates 3 --out runs/rerun/roles-vs-chg-timing",
+        str(RUNS / "roles-vs-chg-timing"),
         pending=True,
     ),
     *(
@@ -527,6 +543,13 @@ def run(entry: Entry, results: Path, log: Path) -> bool:
         elif name == "numbers.json":
             print(f"FAIL {entry.result}: the run wrote no {source}")
             return False
+    for name in entry.files:
+        source, copy = ROOT / entry.out / name, target / name
+        if not source.is_file():
+            print(f"FAIL {entry.result}: the run wrote no {source}")
+            return False
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, copy)
     record_wall_time(target / "numbers.json", minutes * 60)
     print(f"done {entry.result} in {minutes:.1f} min -> {target}", flush=True)
     return True

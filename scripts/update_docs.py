@@ -341,8 +341,25 @@ def atlas_questions(results: Path) -> str:
             continue
         answers = _atlas_answers(numbers["questions"]) or ["no cross-line question applies"]
         source = f"`results/{path}`, {numbers_source(numbers)}"
-        lines.append(f"- **{name}** ({numbers['heads']} heads; {source}): " + "; ".join(answers))
+        lines.append(
+            f"- **{name}** ({numbers['heads']} heads; {source}): "
+            + "; ".join(answers)
+            + f". {_atlas_page_link(results, path)}"
+        )
     return "\n".join(lines)
+
+
+def _atlas_page_link(results: Path, path: str) -> str:
+    """Links to a stored atlas's page and per-head table, or how to store them (the atlases
+    run before pages were stored kept only their numbers)."""
+    if (results / path / "atlas.html").is_file() and (results / path / "heads.csv").is_file():
+        return (
+            f"Open [its page](../results/{path}/atlas.html) or [its per-head table]"
+            f"(../results/{path}/heads.csv)."
+        )
+    return (
+        f"Its page is not stored yet (`python scripts/rerun_results.py --only {path}` stores it)."
+    )
 
 
 def atlas_agreement(results: Path) -> str:

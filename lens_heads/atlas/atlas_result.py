@@ -11,7 +11,6 @@ True
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,8 +20,15 @@ import torch
 from torch import Tensor
 
 from lens_heads.atlas.agreement import AgreementConfig, agreement
+from lens_heads.atlas.atlas_page import atlas_page
 from lens_heads.core.errors import InputError
-from lens_heads.core.storage import FolderResult, write_atomic
+from lens_heads.core.storage import (
+    PLOTLY_JS,
+    FolderResult,
+    PlotlyJs,
+    write_atomic,
+    write_plotly_js,
+)
 from lens_heads.core.tables import markdown_table
 
 __all__ = ["HEAD_COLUMNS", "HeadAtlas"]
@@ -48,6 +54,7 @@ class HeadAtlas(FolderResult):
     settings: dict[str, Any] = field(default_factory=dict)
 
     _format: ClassVar[str] = "lens_heads.head_atlas/1"
+    _plotly_js: ClassVar[PlotlyJs] = "beside"
 
     @classmethod
     def example(cls) -> HeadAtlas:
@@ -162,59 +169,41 @@ class HeadAtlas(FolderResult):
             {
                 "label": name,
                 "method": "update",
-                "args": [{"z": [self.matrix(name).tolist()]}, {"title": f"{name} ({self.model})"}],
+                # plotly.js 3 reads a title as {"text": ...}; a bare string is ignored
+                "args": [
+                    {"z": [self.matrix(name).tolist()]},
+                    {"title": {"text": f"{name} ({self.model})"}},
+                ],
             }
             for name in measures
         ]
         figure.update_layout(
-            title=f"{first} ({self.model})",
-            xaxis={"title": "head", "dtick": 1},
-            yaxis={"title": "layer", "dtick": 1},
+            title={"text": f"{first} ({self.model})"},
+            height=max(380, 110 + 18 * labels.shape[0]),
+            xaxis={"title": {"text": "head"}, "dtick": 1, "tickfont": {"size": 10}},
+            yaxis={"title": {"text": "layer"}, "dtick": 1, "tickfont": {"size": 10}},
             template="plotly_white",
             updatemenus=[{"buttons": buttons, "x": 1.0, "y": 1.15, "xanchor": "right"}],
         )
         return figure
 
-    def to_html(self) -> str:
-        """A self-contained page: the heat map with its measure menu; clicking a head opens its
-        card (every score and its rank, its attention on the example sequence, its top OV
-        tokens)."""
-        figure = self.plot()
-        ranks = self.ranks()
-        heads = {}
-        for index, row in self.frame.iterrows():
-            values = {
-                c: (None if pd.isna(row[c]) else row[c])
-                for c in self.frame.columns
-                if c not in HEAD_COLUMNS
-            }
-            heads[row["label"]] = {
-                "values": values,
-                "ranks": {c: (None if pd.isna(r) else int(r)) for c, r in ranks.loc[index].items()},
-                "layer": int(row["layer"]),
-                "head": int(row["head"]),
-                "kv group": int(row["kv group"]),
-            }
-        attention = self.example_attention.tolist() if self.example_attention is not None else None
-        data = {
-            "model": self.model,
-            "heads": heads,
-            "chance": self.chance,
-            "notes": self.notes,
-            "tokens": self.example_tokens,
-            "attention": attention,
-        }
-        plot = figure.to_html(full_html=False, include_plotlyjs=True, div_id="atlas-map")
-        text = json.dumps(_json_safe(data), allow_nan=False).replace("</", "<\\/")
-        return _PAGE.format(model=self.model, plot=plot, data=text)
+    def to_html(self, *, plotly_js: str = "inline", agreement: pd.DataFrame | None = None) -> str:
+        """The interactive page (:func:`lens_heads.atlas.atlas_page.atlas_page`): the heat map
+        with its measure menu, a sortable table of every head, a card per head (its exact
+        single-head effects, every score with its rank and chance level, its attention on the
+        example sequence) and the agreement matrix, whose cells open the pair's scatter."""
+        return atlas_page(self, plotly_js=plotly_js, agreement=agreement)
 
     # -- storage ----------------------------------------------------------------------------------
     def save(self, directory: str | Any, *, png: bool = False) -> list[Path]:
-        """The result folder (:class:`FolderResult`), ``atlas.html`` and ``agreement.csv``."""
+        """The result folder (:class:`FolderResult`; ``table.csv`` is the per-head table),
+        ``atlas.html``, ``agreement.csv`` and one ``plotly.min.js`` that both pages load."""
         written = super().save(directory, png=png)
         folder = Path(directory)
-        written.append(write_atomic(folder / "atlas.html", self.to_html()))
         table = self.agreement() if len(self.measures) > 1 else pd.DataFrame()
+        page = self.to_html(plotly_js=PLOTLY_JS, agreement=table)
+        written.append(write_atomic(folder / "atlas.html", page))
+        written.append(write_plotly_js(folder))
         written.append(write_atomic(folder / "agreement.csv", table.to_csv(index=False)))
         return written
 
@@ -237,70 +226,3 @@ class HeadAtlas(FolderResult):
         split = meta.pop("frame")
         frame = pd.DataFrame(split["data"], columns=split["columns"])
         return cls(frame=frame, example_attention=tensors.get("example_attention"), **meta)
-
-
-def _json_safe(value: Any) -> Any:
-    """``value`` with NaN and infinities as null (JSON has no NaN) and numpy scalars as Python's."""
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-_PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Head atlas: {model}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 1.5em; }}
-#atlas-card {{ border: 1px solid #ccc; border-radius: 6px; padding: 1em; margin-top: 1em; }}
-#atlas-card table {{ border-collapse: collapse; }}
-#atlas-card td, #atlas-card th {{ padding: 2px 10px; border-bottom: 1px solid #eee; }}
-</style></head>
-<body>
-<h1>Head atlas: {model}</h1>
-<p>Pick a measure in the menu; click a head to open its card.</p>
-{plot}
-<div id="atlas-card"><em>No head selected.</em></div>
-<div id="atlas-pattern"></div>
-<script id="atlas-data" type="application/json">{data}</script>
-<script>
-const ATLAS = JSON.parse(document.getElementById("atlas-data").textContent);
-function fmt(v) {{
-  if (typeof v !== "number") return v ?? "—";
-  return Number.isInteger(v) ? v : v.toPrecision(3);
-}}
-function showHead(label) {{
-  const head = ATLAS.heads[label];
-  if (!head) return;
-  let rows = "";
-  for (const [name, value] of Object.entries(head.values)) {{
-    const rank = head.ranks[name];
-    const chance = (name in ATLAS.chance) ? fmt(ATLAS.chance[name]) : "";
-    const shown = (rank === undefined || rank === null) ? "" : "rank " + rank;
-    rows += `<tr><td>${{name}}</td><td class="value">${{fmt(value)}}</td>` +
-            `<td>${{shown}}</td><td>${{chance}}</td></tr>`;
-  }}
-  document.getElementById("atlas-card").innerHTML =
-    `<h2 id="atlas-card-title">${{label}}</h2><p>layer ${{head.layer}}, head ${{head.head}}, ` +
-    `key-value group ${{head["kv group"]}}</p><table><tr><th>measure</th><th>value</th>` +
-    `<th>rank</th><th>chance</th></tr>${{rows}}</table>`;
-  if (ATLAS.attention) {{
-    const ticks = ATLAS.tokens.map((token, i) => `${{i}} ${{token}}`);
-    const axis = {{tickvals: ATLAS.tokens.map((_, i) => i), ticktext: ticks}};
-    Plotly.newPlot("atlas-pattern", [{{z: ATLAS.attention[head.layer][head.head],
-      type: "heatmap", colorscale: "Blues"}}],
-      {{title: `attention of ${{label}} on the example sequence (query rows, key columns)`,
-        xaxis: axis, yaxis: {{...axis, autorange: "reversed"}}}});
-  }}
-}}
-document.getElementById("atlas-map").on("plotly_click", (event) => {{
-  const point = event.points[0];
-  showHead(`L${{point.y}}H${{point.x}}`);
-}});
-</script>
-</body></html>
-"""

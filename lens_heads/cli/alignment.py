@@ -42,10 +42,7 @@ def _add_translation_scores(sub: Any) -> None:
         "distribution.html (Figure 3); summary.md and summary.csv list the alignment heads.",
     )
     common.add_model_argument(parser)
-    parser.add_argument(
-        "--pairs", required=True, help="comma-separated, e.g. en-fr,en-de, or a file"
-    )
-    parser.add_argument("--alignments", help="Pharaoh or JSON alignments (one pair only)")
+    common.add_inputs(parser, "pairs", "alignments", pairs={"required": True})
     parser.add_argument(
         "--threshold",
         type=common.probability,
@@ -158,7 +155,7 @@ def _add_ablate_heads(sub: Any) -> None:
         task={"required": True, "help": "translation pair (en-fr) or task file"},
         heads={"required": True, "help": "top:K (by translation score), labels, or a file"},
     )
-    parser.add_argument("--control-task", help="a non-translation task (functional specificity)")
+    common.add_inputs(parser, "control_task")
     _add_top_k_scores(parser)
     # every run's evaluation: ablate_heads' own defaults (ABLATION: two shots, seeds 0, 1, 2)
     add_settings(

@@ -17,7 +17,8 @@ def _add_atlas(sub: Any) -> None:
     parser = sub.add_parser(
         "atlas",
         help="every measure of each head in one table, their agreement and an interactive page",
-        description="Writes <out>/atlas/ (table.csv, agreement.csv, atlas.html, figure.html, "
+        description="Writes <out>/atlas/ (table.csv, agreement.csv, atlas.html, figure.html, the "
+        "plotly.min.js both pages load, "
         "result.json: HeadAtlas.load) and one folder per stage (detectors, readouts, effects), "
         "reused when the command runs again, so a killed run resumes.",
     )

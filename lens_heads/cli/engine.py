@@ -35,9 +35,7 @@ def _add_eval(sub: Any) -> None:
     common.add_inputs(
         parser, task={"required": True}, mask={"help": "the trained mask M: " + common.MASK_HELP}
     )
-    parser.add_argument(
-        "--other-mask", help="a mask trained on another model of the same shape (file or folder)"
-    )
+    common.add_inputs(parser, "other_mask")
     parser.add_argument(
         "--settings",
         help="comma-separated, from original,instruction,random,mask,mask+instruction,other_mask "

@@ -122,7 +122,7 @@ def _add_language_heads(sub: Any) -> None:
     )
     common.add_model_argument(parser)
     common.add_inputs(parser, texts={"help": _CORPUS_HELP})
-    parser.add_argument("--languages", help="comma-separated subset of the languages")
+    common.add_inputs(parser, "languages")
     add_settings(parser, LanguageHeadsConfig, skip=("importance.progress",), choices=CHOICES)
     common.deprecated(parser, "--compute-dtype", "--precision", "importance.precision")
     common.add_out_argument(parser)

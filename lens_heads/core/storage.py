@@ -20,11 +20,12 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from lens_heads.core.errors import FingerprintError, InputError, MissingFileError
 
 __all__ = [
+    "PLOTLY_JS",
     "FolderResult",
     "Stages",
     "check_readable",
@@ -33,6 +34,7 @@ __all__ = [
     "save_result_folder",
     "write_atomic",
     "write_atomic_with",
+    "write_plotly_js",
 ]
 
 logger = logging.getLogger(__name__)
@@ -67,18 +69,48 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     return write_atomic_with(path, lambda temporary: Path(temporary).write_bytes(payload))
 
 
+#: the file name of the plotly.js bundle that pages written with ``plotly_js="beside"`` load
+PLOTLY_JS = "plotly.min.js"
+#: how a page gets plotly.js: in the page, or from :data:`PLOTLY_JS` beside it
+PlotlyJs = Literal["inline", "beside"]
+
+
+def write_plotly_js(folder: str | os.PathLike[str]) -> Path:
+    """The plotly.js bundle of the installed plotly as ``folder/plotly.min.js``, written only
+    when missing or different (pages of one folder share one copy)."""
+    from plotly.offline import get_plotlyjs
+
+    path = Path(folder) / PLOTLY_JS
+    bundle = get_plotlyjs()
+    if path.is_file() and path.stat().st_size == len(bundle.encode("utf-8")):
+        if path.read_text(encoding="utf-8") == bundle:
+            return path
+    return write_atomic(path, bundle)
+
+
 def save_figures(
-    folder: str | os.PathLike[str], figures: Mapping[str, Any], *, png: bool = False
+    folder: str | os.PathLike[str],
+    figures: Mapping[str, Any],
+    *,
+    png: bool = False,
+    plotly_js: PlotlyJs = "inline",
 ) -> list[Path]:
-    """Write each plotly figure as ``<name>.html`` (plotly.js included, opens offline) and,
-    with ``png``, as ``<name>.png`` when a static exporter works (kaleido and a Chrome or
-    Chromium: a system ``chromium`` is enough); a failed PNG export is logged once, never
-    raised (:func:`png_advice` says what is missing)."""
+    """Write each plotly figure as ``<name>.html`` (opens offline) and, with ``png``, as
+    ``<name>.png`` when a static exporter works (kaleido and a Chrome or Chromium: a system
+    ``chromium`` is enough); a failed PNG export is logged once, never raised
+    (:func:`png_advice` says what is missing). ``plotly_js``: ``"inline"`` puts plotly.js
+    (about 5 MB) in each page; ``"beside"`` writes it once, as ``plotly.min.js`` in ``folder``
+    (:func:`write_plotly_js`), and each page loads it from there."""
     folder = Path(folder)
+    if plotly_js not in ("inline", "beside"):
+        raise InputError(f"plotly_js must be 'inline' or 'beside', not {plotly_js!r}")
+    include: Any = True if plotly_js == "inline" else PLOTLY_JS
     written = [
-        write_atomic(folder / f"{name}.html", figure.to_html(include_plotlyjs=True))
+        write_atomic(folder / f"{name}.html", figure.to_html(include_plotlyjs=include))
         for name, figure in figures.items()
     ]
+    if plotly_js == "beside" and figures:
+        written.append(write_plotly_js(folder))
     if png and _png_failure is None:
         try:
             for name, figure in figures.items():
@@ -165,10 +197,11 @@ def save_result_folder(
     markdown: str,
     figures: Mapping[str, Any],
     png: bool = False,
+    plotly_js: PlotlyJs = "inline",
 ) -> list[Path]:
     """The common layout of a saved result: ``table.csv`` (``frame``), ``table.md``,
-    ``result.json`` (``meta`` plus the format tag), ``tensors.safetensors`` and the figures;
-    each file atomically. :func:`load_result_folder` reads it back."""
+    ``result.json`` (``meta`` plus the format tag), ``tensors.safetensors`` and the figures
+    (:func:`save_figures`); each file atomically. :func:`load_result_folder` reads it back."""
     from safetensors.torch import save
 
     folder = Path(directory)
@@ -183,7 +216,7 @@ def save_result_folder(
             save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}),
         ),
     ]
-    return written + save_figures(folder, figures, png=png)
+    return written + save_figures(folder, figures, png=png, plotly_js=plotly_js)
 
 
 def load_result_folder(
@@ -222,6 +255,8 @@ class FolderResult:
     """
 
     _format: ClassVar[str]
+    #: how the saved figures get plotly.js (:func:`save_figures`)
+    _plotly_js: ClassVar[PlotlyJs] = "inline"
 
     def _to_saved(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """``(meta, tensors)`` to write: every dataclass field, split by type."""
@@ -253,6 +288,7 @@ class FolderResult:
             markdown=self.to_markdown(),  # type: ignore[attr-defined]
             figures={"figure": self.plot()},  # type: ignore[attr-defined]
             png=png,
+            plotly_js=self._plotly_js,
         )
 
     @classmethod

@@ -4,6 +4,7 @@ atlas as a resumable result with its page."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import numpy as np
@@ -244,18 +245,61 @@ def test_the_atlas_joins_the_measures_resumes_and_reloads(gqa, tmp_path, monkeyp
     pd.testing.assert_frame_equal(again.frame, frame, check_dtype=False)
 
 
+def _page_data(page: str) -> dict:
+    return json.loads(page.split('type="application/json">', 1)[1].split("</script>", 1)[0])
+
+
 def test_the_page_carries_every_head_and_its_card(gqa, tmp_path):
     atlas = head_atlas(gqa, _config(task=None), out=tmp_path)
-    page = (tmp_path / "atlas" / "atlas.html").read_text()
-    data = json.loads(page.split('type="application/json">', 1)[1].split("</script>", 1)[0])
-    assert sorted(data["heads"]) == sorted(atlas.frame["label"])
-    card = data["heads"]["L2H3"]
-    assert card["layer"] == 2 and card["kv group"] == 1
-    assert card["values"]["previous token"] == pytest.approx(
-        float(atlas.frame.set_index("label").loc["L2H3", "previous token"])
+    folder = tmp_path / "atlas"
+    page = (folder / "atlas.html").read_text()
+    data = _page_data(page)
+    assert data["labels"] == atlas.frame["label"].tolist()
+    i = data["labels"].index("L2H3")
+    assert (data["layer"][i], data["head"][i], data["kv"][i]) == (2, 3, 1)
+    expected = float(atlas.frame.set_index("label").loc["L2H3", "previous token"])
+    assert data["values"]["previous token"][i] == pytest.approx(expected, rel=1e-3)
+    assert data["ranks"]["previous token"][i] == int(atlas.ranks()["previous token"][i])
+    # the example attention comes back from its bytes to within one step of 1/255
+    n = data["attention"]["n"]
+    assert n == len(data["attention"]["tokens"]) == 11
+    raw = np.frombuffer(base64.b64decode(data["attention"]["bytes"]), np.uint8)
+    rows, cols = np.tril_indices(n)
+    decoded = raw.reshape(len(data["labels"]), -1)[i] / 255
+    truth = atlas.example_attention[2, 3].float().numpy()[rows, cols]
+    assert np.abs(decoded - truth).max() <= 0.5 / 255 + 1e-6
+    # every pair of the agreement table, and plotly.js once, beside the pages
+    assert len(data["pairs"]) == len(atlas.agreement())
+    assert 'src="plotly.min.js"' in page and "Plotly.newPlot" not in page.split("<script>")[0]
+    assert (folder / "plotly.min.js").stat().st_size > 1_000_000
+    assert (folder / "figure.html").stat().st_size < 100_000  # it loads the same plotly.min.js
+
+
+def test_a_page_of_smollm2s_shape_stays_small():
+    """The page of a 30-layer × 9-head atlas with fourteen measures and a 49-token example
+    weighs well under 3 MB without plotly.js (the stored 0.2 page weighed 14 MB)."""
+    rng = np.random.default_rng(0)
+    layers, heads, n = 30, 9, 49
+    frame = pd.DataFrame(
+        {
+            "label": [f"L{layer}H{head}" for layer in range(layers) for head in range(heads)],
+            "layer": np.repeat(np.arange(layers), heads),
+            "head": np.tile(np.arange(heads), layers),
+            "kv group": np.tile(np.arange(heads) // 3, layers),
+            **{f"measure {m}": rng.random(layers * heads) for m in range(14)},
+            "top OV tokens": ["alpha beta gamma"] * (layers * heads),
+        }
     )
-    assert len(data["attention"][2][3]) == len(data["tokens"]) == 11
-    assert "plotly_click" in page and 'id="atlas-card"' in page
+    attention = torch.softmax(torch.randn(layers, heads, n, n), -1)
+    atlas = HeadAtlas("shape", frame, example_tokens=["tok"] * n, example_attention=attention)
+    table = pd.DataFrame(
+        [{"first": "measure 0", "second": "measure 1", "spearman": 0.1, "ci low": 0.0,
+          "ci high": 0.2, "p (Holm)": 0.5, "top-k overlap": 1, "random overlap": 0.4}]
+    )  # fmt: skip
+    page = atlas.to_html(plotly_js="plotly.min.js", agreement=table)
+    assert len(page.encode()) < 1_000_000
+    inline = atlas.to_html(agreement=table)
+    assert len(inline.encode()) - len(page.encode()) > 3_000_000  # plotly.js, once
 
 
 def test_the_research_lines_join_from_their_saved_results(gqa, tmp_path):
@@ -356,3 +400,13 @@ def test_the_permutation_p_is_fine_enough_for_holm_over_every_pair():
         + 1
     ) / 4001
     assert fast == pytest.approx(slow, abs=0.01)
+
+
+def test_the_figures_menu_retitles_in_the_form_plotly_js_reads():
+    """plotly.js 3 ignores a title given as a bare string in a menu's update: each button sets
+    ``{"title": {"text": ...}}``, the measure's name and the model's."""
+    atlas = HeadAtlas.example()
+    figure = atlas.plot()
+    assert figure.layout.title.text == "previous token (example)"
+    for button, measure in zip(figure.layout.updatemenus[0].buttons, atlas.measures, strict=True):
+        assert button.args[1]["title"] == {"text": f"{measure} (example)"}

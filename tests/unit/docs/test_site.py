@@ -219,3 +219,26 @@ def test_a_broken_link_fails_the_build(planted):
     assert "'#no-such-section'" in log and "reproduction.md" in log
     assert "'../no-such-file.md', which is not a file of the repository" in log
     assert "'../CHANGELOG.md'" not in log  # a link to a file of the repository is fine
+
+
+def test_a_stored_atlas_page_opens_from_the_atlas_guide(browser, served):
+    """The atlas guide links each stored atlas's page (issue 47); on the site the link opens the
+    page, whose heat map draws with the one plotly.js the stored pages share."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    stored = sorted((ROOT / "results" / "atlas").glob("*/atlas.html"))
+    assert stored, "no stored atlas page: python scripts/rerun_results.py --only atlas/ stores one"
+    browser.get(f"{served}/atlas/")
+    links = browser.find_elements(By.LINK_TEXT, "its page")
+    assert len(links) == len(stored)
+    href = links[0].get_attribute("href")
+    assert href.endswith("/atlas.html") and "/results/atlas/" in href
+    browser.get(href)
+    WebDriverWait(browser, 30).until(
+        lambda d: d.execute_script(
+            "const g = document.getElementById('atlas-map'); return !!(g && g._fullLayout);"
+        )
+    )
+    rows = browser.find_elements(By.CSS_SELECTOR, "#atlas-table tbody tr.head")
+    assert len(rows) == len((stored[0].parent / "heads.csv").read_text().splitlines()) - 1

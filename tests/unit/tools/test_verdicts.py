@@ -809,3 +809,32 @@ def test_the_finders_page_splits_cmd_at_one():
     assert "faithful-mask 0.270 above 1 and 0.050 below (f = 1.60 with 5 heads)" in text
     assert "integrated" not in text.split(":", 1)[1]  # no stored curve: not named
     assert why({}, "ioi", ("faithful-mask",)) == ""
+
+
+def test_the_chg_timing_states_each_precisions_median_range_and_winner():
+    """docs/roles.md: the repeated timing gives per precision each tool's median and range and
+    the winner the run's rule chose; an unmeasured timing says so with its command."""
+    from reproduction import NotMeasured
+    from reproduction.roles import CHG_TIMING, chg_timing
+
+    row = {
+        "median": {"lens_heads": 1.0, "CHG": 2.5},
+        "range": {"lens_heads": [0.9, 1.2], "CHG": [2.0, 3.0]},
+        "CHG / lens_heads (medians)": 2.5,
+        "faster": "lens_heads",
+    }
+    numbers = {
+        "repeats": 3,
+        "updates per fit": 10,
+        "machine": {"cpu": "Some CPU", "native_bf16": False},
+        "precisions": {"float32": row, "bfloat16": row | {"faster": "neither"}},
+    }
+    text = chg_timing(lambda path: numbers if path == CHG_TIMING else None)
+    assert "| float32 | 1.00 (0.90-1.20) | 2.50 (2.00-3.00) | 2.50 | lens_heads |" in text
+    assert "| bfloat16 |" in text and "| neither |" in text
+    assert "has no native bf16" in text
+
+    def missing(path):
+        raise NotMeasured(path, "python -m benchmarks.bench_roles --timing")
+
+    assert "Repeated timing in each precision: not yet measured" in chg_timing(missing)

@@ -1,0 +1,113 @@
+"""The shape of every public function (issue 45): an entry point is
+``f(model, inputs..., config=None, *, out=None, **overrides)``; its settings object comes by
+position after the inputs or as ``config=``, and its fields as keyword overrides. The functions
+that do not have that shape yet are listed below; each list may only shrink, and a new public
+function with another shape fails the walk (a planted one does)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.unit.architecture.test_api import API
+
+#: settings passed as loose keywords instead of a settings object
+LOOSE = ("batch_size", "progress", "chat", "precision", "n_eval", "shots")
+#: entry points whose config is still keyword-only (a third positional is an input there, e.g.
+#: evaluate's settings, and moving it would break positional calls)
+CONFIG_KEYWORD_ONLY = {
+    "lens_heads.ablate_heads", "lens_heads.alpha_curve", "lens_heads.evaluate",
+    "lens_heads.functional_pathways", "lens_heads.plan", "lens_heads.removal_sweep",
+    "lens_heads.translation_scores", "lens_heads.heads_up.figure4_stats",
+    "lens_heads.heads_up.table8", "lens_heads.alignment.alignment_consistency",
+    "lens_heads.alignment.alignment_heads_across_models", "lens_heads.lahis.attention_transfer",
+    "lens_heads.lahis.soft_mask_experiment", "lens_heads.atlas.agreement",
+    "lens_heads.atlas.plain_single_head_effects", "lens_heads.atlas.single_head_effects",
+}  # fmt: skip
+#: entry points that take a config but no keyword overrides of its fields
+NO_OVERRIDES = {
+    "lens_heads.heads_up.estimate_errors", "lens_heads.atlas.chance_scores",
+    "lens_heads.atlas.detect_patterns", "lens_heads.atlas.plain_single_head_effects",
+    "lens_heads.atlas.repeated_half_loss", "lens_heads.atlas.single_head_effects",
+}  # fmt: skip
+#: public functions that take settings as loose keywords and have no settings object yet
+LOOSE_SETTINGS = {
+    "lens_heads.attention_on_target", "lens_heads.figure4_similarity", "lens_heads.generate",
+    "lens_heads.greedy_generate", "lens_heads.layer_similarity", "lens_heads.top_tokens",
+    "lens_heads.trater_scores", "lens_heads.finders.counterfactual_pairs",
+    "lens_heads.atlas.mean_head_outputs",
+}  # fmt: skip
+
+
+def public_functions() -> dict[str, Callable[..., Any]]:
+    """Every function of ``lh.__all__`` and of each subpackage's ``__all__``, under the first
+    namespace that exports it."""
+    found: dict[str, Callable[..., Any]] = {}
+    for namespace, names in API.items():
+        module = importlib.import_module(namespace)
+        for name in names:
+            value = getattr(module, name)
+            if inspect.isfunction(value) and value not in found.values():
+                found[f"{namespace}.{name}"] = value
+    return found
+
+
+def shapes(functions: dict[str, Callable[..., Any]]) -> dict[str, set[str]]:
+    """Which functions depart from the entry-point shape, and how. An entry point is a function
+    whose ``config`` defaults to None (a required config marks a helper of the engine)."""
+    found: dict[str, set[str]] = {
+        "keyword-only config": set(),
+        "no overrides": set(),
+        "loose settings": set(),
+    }
+    for name, function in functions.items():
+        parameters = inspect.signature(function).parameters
+        config = parameters.get("config")
+        if config is None:
+            if any(p in parameters for p in LOOSE):
+                found["loose settings"].add(name)
+            continue
+        if config.default is not None:
+            continue  # a helper that needs its config
+        if config.kind is inspect.Parameter.KEYWORD_ONLY:
+            found["keyword-only config"].add(name)
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+            found["no overrides"].add(name)
+    return found
+
+
+LISTS = {
+    "keyword-only config": CONFIG_KEYWORD_ONLY,
+    "no overrides": NO_OVERRIDES,
+    "loose settings": LOOSE_SETTINGS,
+}
+
+
+@pytest.mark.parametrize("kind", LISTS)
+def test_every_public_function_has_the_entry_point_shape_or_is_listed(kind):
+    found = shapes(public_functions())[kind]
+    assert found <= LISTS[kind], f"{kind}, not listed: {sorted(found - LISTS[kind])}"
+    fixed = LISTS[kind] - found
+    assert not fixed, f"{kind}: {sorted(fixed)} now have the shape; remove them from the list"
+
+
+def test_an_entry_point_of_another_shape_fails_the_walk():
+    def planted(model: Any, task: str, *, config: Any = None, batch_size: int = 8) -> None:
+        """An entry point with a keyword-only config and no overrides."""
+
+    def loose(model: Any, prompts: list[str], *, batch_size: int = 8) -> None:
+        """Settings as a loose keyword."""
+
+    def shaped(model: Any, task: str, config: Any = None, *, out: Any = None, **overrides: Any):
+        """The shape."""
+
+    found = shapes({"planted": planted, "loose": loose, "shaped": shaped})
+    assert found == {
+        "keyword-only config": {"planted"},
+        "no overrides": {"planted"},
+        "loose settings": {"loose"},
+    }
