@@ -10,10 +10,12 @@ the integration tests, the notebooks, the files that read the demo's run (fixtur
 ``demo_report``, ``demo_float32``, ``demo_run``, and the notebooks that read
 ``LENS_HEADS_DEMO_REPORT``) -- are one group, run by one worker in the order collected (the demo
 runs once, before its readers); a unit file goes whole to whichever worker is free. The files
-that start a Ray cluster share a group of their own, so no two clusters start at once. CI runs
-the whole suite in one process: on two cores the real models already use both, and a second
-lane beside them made the run no shorter (2,252 s either way, the two-lane run measured with
-``-n 2 --durations=0``). Each test sets its process's threads before its fixtures are built (a
+that start a Ray cluster share a group of their own, so no two clusters start at once. Every test
+of the ``models`` group is marked ``models``, and CI (the README's command) runs the suite in
+two passes: ``-n auto -m "not models"``, then ``-m models`` in one process. Two lanes at once
+were no faster than one process (2,252 s either way, measured with ``-n 2 --durations=0``: a
+real model's threads and a unit worker fought for the same two cores); two passes in a row do
+not fight. Each test sets its process's threads before its fixtures are built (a
 session fixture such as the demo gets the cores of the test that first needs it).
 """
 
@@ -34,36 +36,61 @@ DEMO_FIXTURES = frozenset({"demo_report", "demo_float32", "demo_run"})
 
 #: the cores this process may use
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+#: the pytest-xdist workers sharing them (1 without xdist)
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+#: the threads of a test on a real model: the cores, shared among the workers
+MODEL_THREADS = max(1, CORES // WORKERS)
+if WORKERS > 1:  # a notebook's kernel (a process of its own) takes its share too
+    os.environ["OMP_NUM_THREADS"] = str(MODEL_THREADS)
 
 
 def _heavy(item: pytest.Item) -> bool:
-    """A test on a real model (integration) or a notebook: it gets every core."""
+    """A test on a real model (integration) or a notebook: it gets its share of the cores."""
     return item.get_closest_marker("integration") is not None or item.path.suffix == ".ipynb"
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    torch.set_num_threads(CORES if _heavy(item) else 1)
+    torch.set_num_threads(MODEL_THREADS if _heavy(item) else 1)
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
+@functools.cache
+def reads_the_demo(path: Path) -> bool:
+    """The file uses the demo's run (a fixture of :data:`DEMO_FIXTURES`, or the notebooks'
+    ``LENS_HEADS_DEMO_REPORT``)."""
+    pattern = rf"\b({'|'.join(DEMO_FIXTURES)}|LENS_HEADS_DEMO_REPORT)\b"
+    return re.search(pattern, _text(path)) is not None
+
+
+@functools.cache
+def loads_a_model(path: Path) -> bool:
+    """The file loads a real model: an integration test, a notebook or a reader of the demo."""
+    return path.suffix == ".ipynb" or "integration" in path.parts or reads_the_demo(path)
 
 
 @functools.cache
 def xdist_group_of(path: Path) -> str:
-    """The worker group of a test file: ``models`` (it loads a real model: an integration test,
-    a notebook, a reader of the demo's run), ``ray`` (it starts a Ray cluster) or the file
-    itself."""
-    text = path.read_text(encoding="utf-8") if path.is_file() else ""
-    if (
-        path.suffix == ".ipynb"
-        or "integration" in path.parts
-        or re.search(
-            rf"\b({'|'.join(DEMO_FIXTURES)}|LENS_HEADS_DEMO_REPORT)\b",
-            text,
-        )
-    ):
-        return "models"
-    if "ray.init(" in text:
+    """The worker group of a test file: ``demo`` (it reads the demo's run, which runs once per
+    worker that needs it: so one worker runs them all, the demo first), ``ray`` (it starts a Ray
+    cluster: no two at once) or the file itself."""
+    if reads_the_demo(path):
+        return "demo"
+    if "ray.init(" in _text(path):
         return "ray"
     return path.as_posix()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test of a file that loads a real model (:func:`loads_a_model`) ``models``, so
+    the suite runs in two passes (README, ``.ci/run``): ``-m "not models"`` (the unit files, one
+    thread each) then ``-m models`` (the real models, each worker with its share of the cores)."""
+    for item in items:
+        if loads_a_model(item.path):
+            item.add_marker(pytest.mark.models)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -396,6 +397,10 @@ def _cmd_attention(args: argparse.Namespace) -> int:
 
 
 # -- demo (the README's first command) ---------------------------------------------------------
+#: the training precision is --precision on the command line (--dtype is the weights')
+_DEMO_RENAMED = {"dtype": "precision"}
+
+
 def _add_demo(sub: Any) -> None:
     parser = sub.add_parser(
         "demo",
@@ -410,17 +415,9 @@ def _add_demo(sub: Any) -> None:
     add_settings(
         parser,
         DemoConfig,
-        only=(
-            "task",
-            "steps",
-            "lr",
-            "n_eval",
-            "sweep_every",
-            "max_new_tokens",
-            "seed",
-            "precision",
-        ),
-        choices={"precision": common.PRECISION_CHOICES},
+        skip=("model", "progress"),
+        rename=_DEMO_RENAMED,
+        choices={"dtype": common.PRECISION_CHOICES},
     )
     parser.add_argument(
         "--fresh", action="store_true", help="recompute every stage (default: reuse finished ones)"
@@ -431,17 +428,15 @@ def _add_demo(sub: Any) -> None:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from lens_heads.core.tasks import get_task
     from lens_heads.demo import DemoConfig, run_demo
-    from lens_heads.engine import TrainingConfig, check_training
+    from lens_heads.engine import check_training
 
     shape = common.check_model(args)
-    config = TrainingConfig.short(steps=args.steps, lr=args.lr, n_eval=args.n_eval, seed=args.seed)
-    check_training(get_task(args.task), config, model=shape)  # the task, its held-out part
+    config = settings_from(args, DemoConfig, rename=_DEMO_RENAMED)
+    check_training(get_task(config.task), config.training, model=shape)  # its held-out part
     with common.writing(args.out) as out:
-        config = settings_from(
-            args,
-            DemoConfig,
-            model=args.model if args.dtype == "float32" else common.load_model(args),  # lazily
-        )
+        # the model loads lazily (when a stage computes) unless its weights need a cast
+        model = args.model if args.dtype == "float32" else common.load_model(args)
+        config = dataclasses.replace(config, model=model)
         report = run_demo(out, config, fresh=args.fresh)
     print(report.evaluation.to_markdown())
     print(f"switch step: {report.sweep.switch_step(3)} heads removed")

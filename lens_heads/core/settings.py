@@ -54,22 +54,7 @@ def configure(kind: type[T], config: T | None, overrides: Mapping[str, Any], wha
     ``__post_init__`` runs again). ``what`` names the caller in errors. A field renamed in this
     release (``kind.RENAMED``: old name -> new name) is accepted under its old name with a
     :class:`DeprecationWarning`."""
-    renamed: dict[str, str] = getattr(kind, "RENAMED", {})
-    if any(name in renamed for name in overrides):
-        overrides = dict(overrides)
-        for old, new in renamed.items():
-            if old in overrides and new in overrides:
-                raise InputError(
-                    f"{what}: {old}= and {new}= set one option ({old}= is its old name); give "
-                    f"only {new}="
-                )
-            if old in overrides:
-                warnings.warn(
-                    f"{what}: {old}= is now {new}=; the old name goes away in lens_heads 0.3.0",
-                    DeprecationWarning,
-                    stacklevel=3,
-                )
-                overrides[new] = overrides.pop(old)
+    overrides = _new_names(kind, overrides, what, stacklevel=4)
     if config is not None and not isinstance(config, kind):
         raise InputTypeError(
             f"{what}: config must be a {kind.__name__}, got {type(config).__name__}"
@@ -105,6 +90,32 @@ def configure(kind: type[T], config: T | None, overrides: Mapping[str, Any], wha
     if config is None:
         return kind(**top)
     return dataclasses.replace(config, **top)  # type: ignore[type-var]
+
+
+def _new_names(
+    kind: type, values: Mapping[str, Any], what: str, stacklevel: int
+) -> Mapping[str, Any]:
+    """``values`` with each field renamed in this release (``kind.RENAMED``: old name -> new
+    name) under its new name, with a :class:`DeprecationWarning`; both names together are an
+    error."""
+    renamed: dict[str, str] = getattr(kind, "RENAMED", {})
+    if not any(name in renamed for name in values):
+        return values
+    values = dict(values)
+    for old, new in renamed.items():
+        if old in values and new in values:
+            raise InputError(
+                f"{what}: {old}= and {new}= set one option ({old}= is its old name); give "
+                f"only {new}="
+            )
+        if old in values:
+            warnings.warn(
+                f"{what}: {old}= is now {new}=; the old name goes away in lens_heads 0.3.0",
+                DeprecationWarning,
+                stacklevel=stacklevel,
+            )
+            values[new] = values.pop(old)
+    return values
 
 
 def setting_groups(kind: type) -> dict[str, type]:
@@ -148,6 +159,7 @@ def composed(kind: type[T]) -> type[T]:
     own = {field.name for field in dataclasses.fields(kind)}  # type: ignore[arg-type]
 
     def __init__(self: Any, *args: Any, **values: Any) -> None:
+        values = dict(_new_names(kind, values, kind.__name__, stacklevel=3))
         flat = {name: value for name, value in values.items() if name not in own}
         if flat:
             groups = setting_groups(kind)

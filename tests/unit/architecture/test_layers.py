@@ -24,6 +24,7 @@ LAYERS = {
     "atlas": 3,
     "finders": 4,
     "demo": 4,
+    "demo_outputs": 4,
     "cli": 5,
     "__init__": 6,
     "__main__": 6,

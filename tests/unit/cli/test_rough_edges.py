@@ -248,8 +248,8 @@ def test_every_command_spells_chat_and_counts_the_same_way(capsys):
     for command in ("generate", "eval", "sweep", "logit-lens", "similarity", "attention"):
         chat = option(command, "--chat")
         assert (chat.choices, chat.default, chat.const) == (["auto", "yes", "no"], "auto", "yes")
-    for command in ("eval", "train-mask", "attention", "demo"):
-        assert option(command, "--n-eval").dest == "n_eval"
+    for command in ("eval", "train-mask", "attention", "demo"):  # the demo's: its training's
+        assert option(command, "--n-eval").dest.removeprefix("training.") == "n_eval"
     assert option("eval", "--n-eval").default == 100
     groups = {g.title: g.description for g in commands["train-mask"]._action_groups}
     assert "--n-eval unset: every example held out" in groups["evaluation afterwards"]

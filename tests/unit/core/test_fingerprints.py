@@ -173,7 +173,7 @@ def _demo(model, task, value, out):
 
     run_demo(
         out, model=model, task=str(task), steps=value, n_eval=4, sweep_every=4, max_new_tokens=2,
-        precision="float32", progress=False,
+        dtype="float32", progress=False,
     )  # fmt: skip
 
 

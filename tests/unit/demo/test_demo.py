@@ -112,6 +112,22 @@ def test_demo_precision_takes_the_short_spellings_training_takes(given, stored):
     from lens_heads.demo import DemoConfig
     from lens_heads.engine import TrainingConfig
 
-    assert DemoConfig(precision=given).precision == stored == TrainingConfig(dtype=given).dtype
+    assert DemoConfig(dtype=given).training.dtype == stored == TrainingConfig(dtype=given).dtype
+    with pytest.warns(DeprecationWarning, match="precision= is now dtype="):
+        assert DemoConfig(precision=given).training.dtype == stored  # its old name
     with pytest.raises(lh.LensHeadsError, match="fp16"):
-        DemoConfig(precision="fp16")
+        DemoConfig(dtype="fp16")
+
+
+def test_the_demo_holds_the_trainers_settings_and_records_the_ones_it_changes():
+    """DemoConfig composes a TrainingConfig (issue 45) instead of copying five of its fields; a
+    trainer field set away from the demo's schedule enters the folder's settings, so a folder
+    trained with another batch is not reused."""
+    from lens_heads.demo import DemoConfig, _other_training
+
+    config = DemoConfig(steps=7, batch_size=4)
+    assert (config.training.steps, config.training.batch_size, config.training.lr) == (7, 4, 0.2)
+    assert _other_training(DemoConfig().training) == {}
+    assert _other_training(config.training) == {"training": {"batch_size": 4}}
+    with pytest.raises(lh.LensHeadsError, match="did you mean 'steps'"):
+        DemoConfig(stepz=3)

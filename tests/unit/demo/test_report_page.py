@@ -16,7 +16,8 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.demo import PAGE_WIDTH, SHOWN_ROWS, _collapsed_markdown, _collapsed_table, run_demo
+from lens_heads.demo import run_demo
+from lens_heads.demo_outputs import PAGE_WIDTH, SHOWN_ROWS, _collapsed_markdown, _collapsed_table
 from lens_heads.heads_up.figures import logit_lens_figure, similarity_figure
 
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "screenshot_report.sh"

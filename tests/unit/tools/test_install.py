@@ -40,6 +40,7 @@ def test_the_readme_sets_up_in_two_commands_through_the_constraints():
     demo, tests = _readme_commands()
     assert "pip install -c constraints.txt -e ." in demo and "lens-heads demo" in demo
     assert 'pip install -c constraints.txt -e ".[test]"' in tests and "python -m pytest" in tests
+    assert tests.strip().endswith('-m "not models" && python -m pytest -m models'), "two passes"
 
 
 def test_ci_runs_the_readme_test_command():
@@ -79,16 +80,39 @@ def test_the_package_has_a_version_that_old_paths_can_name():
     assert Version(_moved.REMOVED_IN) > Version(lh.__version__)
 
 
-def test_every_file_that_loads_a_real_model_runs_in_the_models_lane():
-    """The integration tests are marked (every core) and grouped on one worker under ``-n 2``
-    (with the notebooks and the demo's readers); a unit file is its own group."""
+def test_every_file_that_loads_a_real_model_runs_in_the_models_pass():
+    """The integration tests are marked ``integration`` (a model's threads) and every file that
+    loads a real model runs in the ``models`` pass; the demo's readers share one worker group
+    (the demo runs once), every other file is a group of its own."""
     import conftest
 
     root = Path(__file__).resolve().parents[3]
     for path in sorted((root / "tests" / "integration").glob("test_*.py")):
         assert "pytest.mark.integration" in path.read_text(encoding="utf-8"), path.name
-        assert conftest.xdist_group_of(path) == "models", path.name
-    notebook = next((root / "notebooks").glob("*.ipynb"))
-    assert conftest.xdist_group_of(notebook) == "models"
+        assert conftest.loads_a_model(path), path.name
+    notebook = root / "notebooks" / "figure2_removal_sweep.ipynb"
+    assert conftest.loads_a_model(notebook) and conftest.xdist_group_of(notebook) == "demo"
+    readme = root / "tests" / "integration" / "test_readme.py"
+    assert conftest.xdist_group_of(readme) == "demo"
     unit = root / "tests" / "unit" / "core" / "test_ablation.py"
-    assert conftest.xdist_group_of(unit) == unit.as_posix()
+    assert conftest.xdist_group_of(unit) == unit.as_posix() and not conftest.loads_a_model(unit)
+
+
+def test_the_two_passes_split_the_suite_by_the_models_mark():
+    """``-m "not models"`` leaves out every test of a file that loads a real model (conftest
+    marks them), ``-m models`` takes them and no unit test: together they run the suite once."""
+    import subprocess
+    import sys
+
+    def collected(mark: str, *paths: str) -> list[str]:
+        found = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly",
+             "-m", mark, *paths],
+            cwd=ROOT, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        return [line for line in found.stdout.splitlines() if "::" in line]
+
+    files = ("tests/integration/test_lens.py", "tests/unit/core/test_ablation.py")
+    models, rest = collected("models", *files), collected("not models", *files)
+    assert models and all(item.startswith("tests/integration/") for item in models)
+    assert rest and all(item.startswith("tests/unit/") for item in rest)
