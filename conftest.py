@@ -3,20 +3,23 @@
 Unit tests and doctests run tiny random models: their matrices are so small that torch's
 intra-op threads cost more than they save (a tiny forward pass: ~4 ms on one thread, ~0.3 s on
 two busy ones), so they run on one thread. Integration tests (marked ``integration``: the real
-models) and the notebooks keep every core.
+models) and the notebooks get their share of the cores (below).
 
-With ``pytest-xdist`` (``-n 2``: the unit tier's quick loop) the files that load a real model --
-the integration tests, the notebooks, the files that read the demo's run (fixtures
-``demo_report``, ``demo_float32``, ``demo_run``, and the notebooks that read
-``LENS_HEADS_DEMO_REPORT``) -- are one group, run by one worker in the order collected (the demo
-runs once, before its readers); a unit file goes whole to whichever worker is free. The files
-that start a Ray cluster share a group of their own, so no two clusters start at once. Every test
-of the ``models`` group is marked ``models``, and CI (the README's command) runs the suite in
-two passes: ``-n auto -m "not models"``, then ``-m models`` in one process. Two lanes at once
-were no faster than one process (2,252 s either way, measured with ``-n 2 --durations=0``: a
-real model's threads and a unit worker fought for the same two cores); two passes in a row do
-not fight. Each test sets its process's threads before its fixtures are built (a
-session fixture such as the demo gets the cores of the test that first needs it).
+With ``pytest-xdist`` every file goes whole to one worker: the files that read the demo's run
+(fixtures ``demo_report``, ``demo_float32``, ``demo_run``, and the notebooks that read
+``LENS_HEADS_DEMO_REPORT``) form one group, run in the order collected (the demo runs once,
+before its readers); the files that start a Ray cluster form another, so no two clusters start at
+once; every other file is a group of its own. Every test of a file that loads a real model (an
+integration test, a notebook, a reader of the demo) is marked ``models``, and the suite runs in
+two passes (README, ``.ci/run``): ``-n auto -m "not models"``, then ``-n 2 -m models`` (two
+workers, not one per core: each loads its own models). A
+real model's test takes its share of the cores (:data:`MODEL_THREADS`; notebook kernels through
+``OMP_NUM_THREADS``): two workers with one thread each do more than one worker with two, since
+a small model's forward gains little from a second thread (SmolLM2, 8 x 48 tokens: 1.37x). Two
+lanes at once -- the real models on every core beside a unit worker -- were no faster than one
+process (2,252 s either way): their threads fought for the same cores. Each test sets its
+process's threads before its fixtures are built (a session fixture such as the demo gets the
+threads of the test that first needs it).
 """
 
 from __future__ import annotations

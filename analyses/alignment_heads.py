@@ -33,7 +33,8 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.alignment.ablation import CATEGORIES, AblationResult
+from lens_heads.alignment import AblationResult
+from lens_heads.alignment.ablation import CATEGORIES
 from lens_heads.alignment.consistency import Consistency
 
 #: Figure 5 takes the top 20 heads of Llama-3.1-8B's 1,024; Figure 1 ablates 30 of them.

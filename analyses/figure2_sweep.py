@@ -26,7 +26,7 @@ from analyses._common import (
 )
 from lens_heads.core.prompts import INSTRUCTION_TEMPLATE, has_chat_template
 from lens_heads.demo import sweep_example
-from lens_heads.heads_up.sweep import SweepResult, removal_sweep
+from lens_heads.heads_up import SweepResult, removal_sweep
 
 
 @dataclass

@@ -26,7 +26,7 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.heads_up.similarity import SimilarityStats
+from lens_heads.heads_up import SimilarityStats
 
 
 @dataclass

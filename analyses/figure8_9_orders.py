@@ -28,7 +28,7 @@ from analyses._common import (
     write_outputs,
 )
 from analyses.figure8_many_words import PAPER_FRACTION
-from lens_heads.heads_up.sweep import SweepResult, plot_sweeps
+from lens_heads.heads_up import SweepResult, plot_sweeps
 
 
 @dataclass

@@ -34,7 +34,7 @@ from analyses._common import (
 )
 from lens_heads.core.prompts import has_chat_template
 from lens_heads.core.storage import write_atomic
-from lens_heads.heads_up.sweep import removal_sweep
+from lens_heads.heads_up import removal_sweep
 
 #: the share of the ascending order the paper re-orders (320 of 1,024 heads)
 PAPER_FRACTION = 320 / 1024

@@ -29,13 +29,8 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.lahis.language_experiments import (
-    PerplexityExperiment,
-    TransferResult,
-    attention_transfer,
-    perplexity_experiment,
-)
-from lens_heads.lahis.languages import LanguageHeads, language_heads
+from lens_heads.lahis import LanguageHeads, TransferResult, attention_transfer, language_heads
+from lens_heads.lahis.language_experiments import PerplexityExperiment, perplexity_experiment
 
 
 @dataclass

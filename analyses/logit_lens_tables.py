@@ -25,7 +25,7 @@ from analyses._common import (
 )
 from lens_heads.core.prompts import has_chat_template
 from lens_heads.demo import sweep_example
-from lens_heads.heads_up.lens import LogitLensResult
+from lens_heads.heads_up import LogitLensResult
 
 
 @dataclass

@@ -33,7 +33,7 @@ import pandas as pd
 import lens_heads as lh
 from analyses._common import DEFAULT_MODEL, help_of, parse, precision_field, provenance_of
 from lens_heads.core.storage import write_atomic
-from lens_heads.scale.grid import GridConfig, GridResult, run_grid
+from lens_heads.scale import GridConfig, GridResult, run_grid
 
 SETTINGS = ["original", "instruction", "random", "mask"]
 _GRID_ONLY = ["model", "schedule", "seed", "cell", "cell s"]

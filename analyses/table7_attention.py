@@ -38,7 +38,8 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.heads_up.attention import AttentionResult, candidate_words
+from lens_heads.heads_up import AttentionResult
+from lens_heads.heads_up.attention import candidate_words
 
 MASKS = Path(__file__).resolve().parents[1] / "data" / "masks"
 

@@ -205,10 +205,11 @@ def _zeroed_logits(reference: Any, ids: list[int], heads: Sequence[tuple[int, in
 
 def check_training(model: Any, reference: Any, workdir: Path) -> Any:
     from lens_heads import removal_sweep, train_mask
+    from lens_heads.core import Task
     from lens_heads.core.compatibility import FAIL, PASS, TOLERANCE, CheckResult
     from lens_heads.core.masks import format_head
     from lens_heads.core.prompts import has_chat_template
-    from lens_heads.core.tasks import Example, Task
+    from lens_heads.core.tasks import Example
     from lens_heads.engine import TrainingConfig
 
     task = Task("upper", tuple(Example(word, word.upper()) for word in WORDS))
@@ -279,6 +280,7 @@ def run_row(key: str, attention: str | None, workdir: Path, device: str = "cpu")
     the bridge in float32 on ``device`` and plain ``transformers`` on the CPU."""
     import transformers
 
+    from lens_heads.core import load_model
     from lens_heads.core.compatibility import (
         NOT_SUPPORTED,
         CheckResult,
@@ -286,7 +288,7 @@ def run_row(key: str, attention: str | None, workdir: Path, device: str = "cpu")
         run_checks,
     )
     from lens_heads.core.families import family, tiny_checkpoint
-    from lens_heads.core.models import UnsupportedModelError, load_model
+    from lens_heads.core.models import UnsupportedModelError
 
     spec = family(key)
     started = time.perf_counter()
@@ -334,8 +336,9 @@ def unsupported_example(workdir: Path) -> dict[str, str]:
     """What a user gets for an architecture TransformerLens has no adapter for (Helium)."""
     import transformers
 
+    from lens_heads.core import load_model
     from lens_heads.core.families import family, tiny_tokenizer
-    from lens_heads.core.models import UnsupportedModelError, load_model
+    from lens_heads.core.models import UnsupportedModelError
 
     tokenizer = tiny_tokenizer(family("llama"))
     config = transformers.HeliumConfig(

@@ -25,6 +25,8 @@ task and its training pairs to one score per head (higher: more important), time
                        the share of sizes keeping a head
 ``matching-mask``      the same masks trained to behave like the whole model instead (the KL
                        divergence from its outputs, ``objective="model"``), as CMD asks
+``warm-mask``          the matching masks, each started from integrated gradients' ranking
+                       (the top ``k`` heads kept at the start; the gradients' cost counted in)
 ``random-<seed>``      random scores (a floor)
 =====================  ==================================================================
 
@@ -287,12 +289,30 @@ def _ov_copying(inputs: _Inputs) -> tuple[Tensor, int, int]:
     return scores["copying"].float(), 0, 0
 
 
-def _budget_masks(objective: str) -> Method:
+def warm_start(scores: Tensor, k: int, spread: float = 0.1) -> Tensor:
+    """Initial mask logits for a budget of ``k`` heads from a ranking's ``scores``: the top
+    ``k`` heads above zero and the others below, in steps of their rank (a logit of 1 per
+    ``spread`` of all heads, clamped to +-3), so heads near the boundary start undecided.
+
+    >>> warm_start(torch.tensor([[0.3, 0.1], [0.9, -0.2]]), k=2, spread=0.5)
+    tensor([[ 0.2500, -0.2500],
+            [ 0.7500, -0.7500]])
+    """
+    flat = scores.flatten()
+    rank = torch.empty_like(flat)
+    rank[flat.argsort(descending=True)] = torch.arange(len(flat), dtype=flat.dtype)
+    logits = (k - 0.5 - rank) / (spread * len(flat))
+    return logits.clamp(-3.0, 3.0).view(scores.shape)
+
+
+def _budget_masks(objective: str, warm: bool = False) -> Method:
     """Masks trained for each circuit size: the one trainer with a head budget of ``k`` heads
     and every head outside the mask patched with its output on the example's counterfactual
     prompt, on the training pairs (with their instruction); the circuit is its top ``k`` heads.
     ``objective``: ``"model"`` trains each circuit to behave like the whole model (the KL
-    divergence from its outputs: faithfulness), ``"answer"`` to predict the answer best."""
+    divergence from its outputs: faithfulness), ``"answer"`` to predict the answer best.
+    ``warm``: each mask starts from integrated gradients' ranking (:func:`warm_start`; their
+    cost is counted in), not from the same value for every head."""
 
     def run(inputs: _Inputs) -> tuple[Tensor, int, int, Tensor]:
         from lens_heads.engine import train_mask
@@ -302,6 +322,9 @@ def _budget_masks(objective: str) -> Method:
         task = inputs.train_pairs.as_task(inputs.instruction)
         counts = head_counts(inputs.sizes, n_layers * n_heads)
         circuits, forwards, backwards = {}, 0, 0
+        ranking = None
+        if warm:
+            ranking, forwards, backwards = _integrated(inputs)
         for k in sorted(set(counts)):
             if k in (0, n_layers * n_heads):
                 circuits[k] = torch.full((n_layers, n_heads), float(k > 0))
@@ -312,7 +335,8 @@ def _budget_masks(objective: str) -> Method:
                 init_mean=float(torch.logit(torch.tensor(k / (n_layers * n_heads)))),
                 batch_size=min(8, len(task)),
             )  # fmt: skip
-            result = train_mask(inputs.model, task, config, progress=False)
+            initial = None if ranking is None else warm_start(ranking, k)
+            result = train_mask(inputs.model, task, config, progress=False, initial=initial)
             circuits[k] = result.mask.values.float()
             rows = config.steps * config.batch_size
             # a donor forward and the masked one (and the unmasked one for the model's outputs)
@@ -346,6 +370,7 @@ METHODS: dict[str, Method] = {
     "translation": _translation,
     "faithful-mask": _budget_masks("answer"),
     "matching-mask": _budget_masks("model"),
+    "warm-mask": _budget_masks("model", warm=True),
     "induction": _detector("induction"),
     "previous-token": _detector("previous token"),
     "ov-copying": _ov_copying,

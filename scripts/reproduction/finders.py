@@ -33,13 +33,18 @@ def _p(value: Any) -> str:
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
-def verdict(methods: dict[str, dict[str, Any]]) -> str:
-    """The rule: ``faithful-mask`` meets the target when its CMD is at least :data:`TARGET`
-    (relative) below ``integrated``'s, and the paired comparison says the difference is not
-    chance (its Holm-corrected p below the run's level is shown beside it)."""
-    mask, integrated = methods.get("faithful-mask"), methods.get("integrated")
+#: the faithfulness-trained masks (lens_heads.finders.METHODS), each judged on its own
+TRAINED_MASKS = ("faithful-mask", "matching-mask", "warm-mask")
+
+
+def verdict(methods: dict[str, dict[str, Any]], mask_name: str = "faithful-mask") -> str:
+    """The rule: the trained mask ``mask_name`` meets the target when its CMD is at least
+    :data:`TARGET` (relative) below ``integrated``'s in the same run (the paired comparison's
+    Holm-corrected p stands beside it in the table). Each trained mask of the run is judged
+    alone: none is picked as the best of them."""
+    mask, integrated = methods.get(mask_name), methods.get("integrated")
     if not mask or not integrated or mask.get("CMD") is None or integrated.get("CMD") is None:
-        return "not judged: the run has no faithful-mask or no integrated ranking"
+        return f"not judged: the run has no {mask_name} or no integrated ranking"
     if integrated["CMD"] <= 0:
         return "not judged: integrated gradients' CMD is 0 (nothing to improve on)"
     gain = (integrated["CMD"] - mask["CMD"]) / integrated["CMD"]
@@ -136,11 +141,13 @@ def leaderboard(load: Load) -> str:
                     f"{max(randoms):.3f} (MIB's leaderboard puts random near 0.7 at the edge "
                     "level; a sanity line, not a like-for-like number).",
                 ]
-            lines += [
-                "",
-                f"Verdict (faithful-mask against integrated gradients): {verdict(methods)}.",
-            ]
-            explained = why(numbers, task, ("faithful-mask", "integrated"))
+            masks = [name for name in TRAINED_MASKS if name in methods] or ["faithful-mask"]
+            for name in masks:
+                lines += [
+                    "",
+                    f"Verdict ({name} against integrated gradients): {verdict(methods, name)}.",
+                ]
+            explained = why(numbers, task, (*masks, "integrated"))
             if explained:
                 lines += ["", explained]
         blocks.append("\n".join(lines))

@@ -353,3 +353,66 @@ def test_the_copy_check_sees_a_copied_field():
     found = _declared_twice([*_settings_classes(), CopyConfig])
     assert found["noise"] == ["CopyConfig", "TrainingConfig"]
     assert len(found["noise"]) > DECLARED_TWICE.get("noise", 1)
+
+
+#: imports by analyses/, scripts/ and the notebooks of a lens_heads name that no public namespace
+#: (``API``) exports from the module imported (issue 45: they should use the public API only).
+#: The number may only shrink: export a name that a user needs, or import it from its namespace.
+IMPLEMENTATION_IMPORTS = 102
+
+
+def implementation_imports(sources: dict[str, str]) -> list[str]:
+    """``file: module.name`` for each ``from lens_heads... import name`` of ``sources`` (file ->
+    code) that does not come from a public namespace exporting ``name``."""
+    import ast
+
+    public = {namespace: set(names) for namespace, names in API.items()}
+    found = []
+    for where, source in sources.items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lens_heads"):
+                found += [
+                    f"{where}: {node.module}.{alias.name}"
+                    for alias in node.names
+                    if alias.name not in public.get(node.module or "", ())
+                ]
+    return found
+
+
+def _user_sources() -> dict[str, str]:
+    """The code of analyses/, scripts/ and the notebooks' code cells (magics left out)."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    sources = {
+        str(path.relative_to(root)): path.read_text(encoding="utf-8")
+        for folder in ("analyses", "scripts")
+        for path in sorted((root / folder).rglob("*.py"))
+    }
+    for path in sorted((root / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        lines = [
+            line
+            for cell in cells
+            if cell["cell_type"] == "code"
+            for line in "".join(cell["source"]).splitlines()
+            if not line.startswith(("%", "!"))
+        ]
+        sources[str(path.relative_to(root))] = "\n".join(lines)
+    return sources
+
+
+def test_analyses_scripts_and_notebooks_import_public_names_more_and_more():
+    found = implementation_imports(_user_sources())
+    assert len(found) <= IMPLEMENTATION_IMPORTS, (
+        f"{len(found)} imports of implementation names (at most {IMPLEMENTATION_IMPORTS}); "
+        f"use the public namespaces: {found}"
+    )
+    assert len(found) == IMPLEMENTATION_IMPORTS, (
+        f"only {len(found)} imports of implementation names now: lower IMPLEMENTATION_IMPORTS"
+    )
+    planted = "from lens_heads.heads_up.sweep import removal_sweep\nfrom lens_heads import evaluate"
+    assert implementation_imports({"x.py": planted}) == [
+        "x.py: lens_heads.heads_up.sweep.removal_sweep"
+    ]

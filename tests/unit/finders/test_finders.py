@@ -96,6 +96,25 @@ def test_the_exact_effects_and_the_gradients_find_the_two_heads(linear):
     assert float(integrated.sum()) == pytest.approx(float(values[0] - values[1]), rel=1e-3)
 
 
+def test_the_warm_mask_starts_from_the_gradients_circuit_and_keeps_it(linear):
+    """On the model where heads 0 and 1 carry the answer, the warm start opens exactly the
+    gradients' top ``k`` heads, and a few steps trained to match the model keep them: its
+    circuit of two heads is the two carrying heads. (A cold start, the same logit for every
+    head, has no such head start.)"""
+    from lens_heads.finders.methods import warm_start
+
+    pairs = _pairs(linear)
+    config = MethodConfig(ig_steps=4, mask_steps=3, precision="float32")
+    integrated = score(linear, "integrated", _task(), pairs, config, chat=False).scores
+    start = warm_start(integrated, k=2)
+    assert (start > 0).flatten().tolist() == [True, True, False, False]
+    warm = score(linear, "warm-mask", _task(), pairs, config, chat=False, sizes=(0.5, 1.0))
+    assert warm.circuits is not None
+    assert warm.circuits[0].flatten().tolist() == [1.0, 1.0, 0.0, 0.0]
+    assert warm.forwards > score(linear, "matching-mask", _task(), pairs, config, chat=False,
+                                 sizes=(0.5, 1.0)).forwards  # fmt: skip  # the gradients' too
+
+
 def test_counterfactual_ablation_is_a_swap_of_hook_z_by_hand(tiny):
     pairs = counterfactual_pairs(tiny, _task(), n=4, n_eval=60)
     mask = torch.ones(2, 4)

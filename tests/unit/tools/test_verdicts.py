@@ -770,6 +770,16 @@ def test_the_finder_verdict_follows_the_pages_rule():
     stored = {"tasks": {"ioi": {**methods(0.2, 0.4), "pairs": 40}}, "provenance": {"command": "c"}}
     page = finders.leaderboard(lambda path: stored)
     assert "| faithful-mask | 0.500 [0.400, 0.600] | 0.200 |" in page
+    assert "Verdict (faithful-mask against" in page and "warm-mask against" not in page
+    # every trained mask of the run judged alone, each by the same rule
+    warm = {**methods(0.5, 0.4)["faithful-mask"], "CMD": 0.25}
+    assert finders.verdict({**methods(0.5, 0.4), "warm-mask": warm}, "warm-mask").startswith(
+        "**met**: the trained mask's CMD is 38 % lower"
+    )
+    stored["tasks"]["ioi"]["warm-mask"] = warm
+    page = finders.leaderboard(lambda path: stored)
+    assert "Verdict (warm-mask against integrated gradients): **met**" in page
+    assert "Verdict (faithful-mask against integrated gradients): **met**" in page
     assert "Random rankings (1 seeds): CMD 0.700 to 0.700" in page and "40 held-out pairs" in page
 
 
