@@ -224,13 +224,13 @@ def note_mask_precision(source: Any) -> Any:
     was trained in; returns ``source``. A command that used masks records their precision, not
     the CPU's: the forward passes of an analysis run in float32."""
     if isinstance(source, MaskTrainingResult):
-        record_precision(source.config.dtype)
+        record_precision(source.config.precision)
     elif isinstance(source, (str, os.PathLike)):
         folder = Path(source)
         folder = folder.parent if folder.is_file() else folder
         record = folder / "training.json"
         if record.is_file():
-            record_precision(MaskTrainingResult.load(folder).config.dtype)
+            record_precision(MaskTrainingResult.load(folder).config.precision)
     return source
 
 
@@ -315,7 +315,7 @@ def mask_of(config: MaskedTaskConfig, stages: Stages, model: LazyModel, **overri
     name = overrides.pop("name", "training")
     given = overrides.pop("mask", config.mask if name == "training" else None)
     schedule = {"steps": config.steps, "lr": config.lr, "seed": config.seed}
-    schedule["dtype"] = config.precision
+    schedule["precision"] = config.precision
     schedule.update((key, overrides.pop(key)) for key in list(schedule) if key in overrides)
     return trained_mask(
         stages,

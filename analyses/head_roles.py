@@ -29,7 +29,7 @@ class Config(RolesConfig):
     @property
     def precision(self) -> str:
         """The training precision, under the name the stored provenance reads."""
-        return self.training.dtype
+        return self.training.precision
 
 
 def removing_interference(roles: HeadRoles) -> dict[str, Any]:

@@ -97,6 +97,11 @@ def summarize(rows: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+def _precisions(rows: pd.DataFrame) -> list[str]:
+    """Each row's training precision (grids stored before 0.2.0 call the column ``dtype``)."""
+    return list(rows["precision"] if "precision" in rows else rows["dtype"])
+
+
 def table(result: GridResult) -> pd.DataFrame:
     """The grid's table without the grid's own columns (one model, schedule and seed here)."""
     frame = result.to_frame()
@@ -107,16 +112,17 @@ def to_markdown(rows: pd.DataFrame, model: str, config: GridConfig, failures: pd
     schedule = next(iter(config.schedules.values()))
     evaluate = config.evaluate or {}
     seeds = evaluate.get("random_seeds", [])
-    dtype = rows["dtype"].iloc[0] if len(rows) else schedule.dtype
+    precision = _precisions(rows)[0] if len(rows) else schedule.precision
     lines = [
         f"# Head masks per task on {model}",
         "",
         f"Schedule: {schedule.steps} steps, batch {schedule.batch_size}, lr {schedule.lr}, "
-        f"dtype {dtype}; evaluation on the last held-out examples (greedy, 10 tokens, the task's "
-        f"match rule); random M: seeds {', '.join(map(str, seeds))}. acc = accuracy by the paper's "
-        "rule (startswith/contains), exact match = the first answer segment is the answer, echo "
-        "rate = the output repeats the input, CE = mean answer-token cross-entropy (the paper's "
-        "'PPL'); orig / instr / rand / M: Original, w/ instruction, w/ random M, w/ M. Training "
+        f"precision {precision}; evaluation on the last held-out examples (greedy, 10 tokens, "
+        f"the task's match rule); random M: seeds {', '.join(map(str, seeds))}. acc = "
+        "accuracy by the paper's rule (startswith/contains), exact match = the first answer "
+        "segment is the answer, echo rate = the output repeats the input, CE = mean answer-token "
+        "cross-entropy (the paper's 'PPL'); orig / instr / rand / M: Original, w/ instruction, "
+        "w/ random M, w/ M. Training "
         f"targets end with answer_end={schedule.answer_end!r} (the end-of-turn token by default).",
         "",
     ]
@@ -194,7 +200,7 @@ def run(config: Config, command: Sequence[str] = ()) -> GridResult:
         n_eval=config.n_eval,
         seeds=config.seeds,
         answer_end=config.answer_end,
-        dtype=config.precision,
+        precision=config.precision,
     )
     out = Path(config.out)
     address = None if config.address == "ray" else config.address
@@ -205,7 +211,7 @@ def run(config: Config, command: Sequence[str] = ()) -> GridResult:
     write_atomic(out / "summary.md", (out / "table.md").read_text(encoding="utf-8"))
     if len(rows) and not len(result.failures):
         provenance = provenance_of(command or ["(run from Python)"], started)
-        provenance["precision"] = "+".join(sorted(set(rows["dtype"])))
+        provenance["precision"] = "+".join(sorted(set(_precisions(rows))))
         numbers = {
             "model": config.model,
             "steps": config.steps,

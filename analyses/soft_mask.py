@@ -67,7 +67,7 @@ def _experiment_config(config: Config, fraction: float) -> SoftMaskConfig:
         random_seeds=config.random_seeds,
         n_train=config.n_train,
         epochs=config.epochs,
-        training=soft_mask_config(shots=config.shots, dtype=config.precision),
+        training=soft_mask_config(shots=config.shots, precision=config.precision),
         n_eval=config.n_eval,
         max_new_tokens=config.max_new_tokens,
         progress=config.progress,

@@ -149,7 +149,7 @@ def run(config: Config) -> dict[str, EvaluationResult]:
         training = trained_mask(
             stages, model, task, steps=config.steps, lr=config.lr, seed=config.seed,
             name=f"training_{pair}", progress=config.progress, n_eval=config.holdout,
-            batch_size=config.batch_size, init_mean=config.init_mean, dtype=config.precision,
+            batch_size=config.batch_size, init_mean=config.init_mean, precision=config.precision,
             shots=config.shots,
         )  # fmt: skip
 

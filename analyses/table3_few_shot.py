@@ -171,7 +171,7 @@ def _own_mask(
     own = _own_training_set(config, name)
     mask = trained_mask(
         stages, model, own, steps=config.steps, lr=config.lr, seed=config.seed,
-        progress=config.progress, n_eval=0, name=f"training_{name}", dtype=config.precision,
+        progress=config.progress, n_eval=0, name=f"training_{name}", precision=config.precision,
     ).mask  # fmt: skip
 
     def compute(where: Path) -> EvaluationResult:
@@ -208,7 +208,7 @@ def run(config: Config) -> pd.DataFrame | None:
         seed=config.seed,
         progress=config.progress,
         n_eval=0,
-        dtype=config.precision,
+        precision=config.precision,
     )
     rows, found = [], {}
     evaluated = [*config.tasks, *([config.unseen] if config.unseen else [])]

@@ -100,7 +100,7 @@ def run(config: Config) -> dict[str, Any]:
         training = trained_mask(
             stages, model, task, steps=config.steps, lr=config.lr, name=f"training_{pair}",
             mask=None if config.masks is None else str(Path(config.masks) / f"training_{pair}"),
-            progress=config.progress, n_eval=config.holdout, dtype=config.precision,
+            progress=config.progress, n_eval=config.holdout, precision=config.precision,
         )  # fmt: skip
 
         def compute(where: Path, task: Any = task, mask: lh.HeadMask = training.mask) -> Any:

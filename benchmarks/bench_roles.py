@@ -69,7 +69,7 @@ def settings(quick: bool, *, steps: int | None = None, precision: str = "bfloat1
     steps = steps or (10 if quick else 100)
     return RolesConfig(
         steps=steps, pulled_steps=steps, n_masks=4, batch_size=8, n_eval=40,
-        dtype=precision, evaluate=False,
+        precision=precision, evaluate=False,
     )  # fmt: skip
 
 

@@ -220,9 +220,9 @@ def _training_step(model: Any, task_name: str, quick: bool) -> list[BenchmarkRes
     from lens_heads.engine.training_data import batch_indices
 
     task = lh.get_task(task_name)
-    ours = MaskTrainer(model, task, TrainingConfig(batch_size=16))  # dtype "auto"
-    other_dtype = "float32" if ours.config.dtype == "bfloat16" else "bfloat16"
-    other = MaskTrainer(model, task, TrainingConfig(batch_size=16, dtype=other_dtype))
+    ours = MaskTrainer(model, task, TrainingConfig(batch_size=16))  # precision "auto"
+    other_dtype = "float32" if ours.config.precision == "bfloat16" else "bfloat16"
+    other = MaskTrainer(model, task, TrainingConfig(batch_size=16, precision=other_dtype))
     tokens, answer_mask = ours.batch(0)
     for trainer in (ours, other):  # every step of every variant trains on the same batch
         trainer.batch = lambda step: (tokens, answer_mask)  # type: ignore[method-assign]
@@ -231,7 +231,7 @@ def _training_step(model: Any, task_name: str, quick: bool) -> list[BenchmarkRes
     real_tokens = sum(len(ours.encoded[i].tokens) for i in rows)
 
     result = compare(
-        f"mask training step: original style / ours {ours.config.dtype} (SmolLM2, batch 16)",
+        f"mask training step: original style / ours {ours.config.precision} (SmolLM2, batch 16)",
         baseline.step,
         ours.step,
         target=3.5,
@@ -249,7 +249,7 @@ def _training_step(model: Any, task_name: str, quick: bool) -> list[BenchmarkRes
                 f"{tokens.shape[0]} x {tokens.shape[1]} ({real_tokens}, {int(answer_mask.sum())})"
             ),
             "tokens/s original style": round(real_tokens / result.baseline_s, 1),
-            f"tokens/s ours ({ours.config.dtype})": round(real_tokens / result.candidate_s, 1),
+            f"tokens/s ours ({ours.config.precision})": round(real_tokens / result.candidate_s, 1),
             f"ours {other_dtype} s/step": round(other_time, 3),
             f"speed-up of ours {other_dtype}": round(result.baseline_s / other_time, 2),
             "peak memory added by a step, original style (MiB)": round(memory_baseline),
@@ -266,9 +266,9 @@ def _like_for_like(
     """A plain loop / ours on the same frozen model, precision, batch and sampled mask."""
     from lens_heads.engine.training import gumbel_noise, straight_through_mask
 
-    plain = _PlainStep(tokens, answer_mask, ours.config.dtype)
+    plain = _PlainStep(tokens, answer_mask, ours.config.precision)
     check = same_loss_and_gradient(ours, plain, tokens, answer_mask)
-    bf16 = ours.config.dtype == "bfloat16"
+    bf16 = ours.config.precision == "bfloat16"
     loss_tolerance, cosine_floor = (2e-2, 0.99) if bf16 else (1e-4, 0.999)
     relative = abs(check["loss ours"] - check["loss plain"]) / abs(check["loss plain"])
     same = relative <= loss_tolerance and check["gradient cosine"] >= cosine_floor
@@ -284,7 +284,7 @@ def _like_for_like(
         optimizer.step()
 
     result = compare(
-        f"mask training step, like for like ({ours.config.dtype}): plain loop / ours "
+        f"mask training step, like for like ({ours.config.precision}): plain loop / ours "
         "(SmolLM2, batch 16)",
         plain_step,
         ours.step,
@@ -298,7 +298,7 @@ def _like_for_like(
             **{key: round(value, 6) for key, value in check.items()},
             "relative loss difference (tolerance)": f"{relative:.2e} ({loss_tolerance:g})",
             "gradient cosine floor": cosine_floor,
-            "precision": ours.config.dtype,
+            "precision": ours.config.precision,
         }
     )
     return result
@@ -315,7 +315,7 @@ def bench_bf16_mask_agreement(quick: bool) -> BenchmarkResult:
     steps = 100 if quick else 200
     results = {}
     for dtype in ("float32", "bfloat16"):
-        config = TrainingConfig.short(steps=steps, dtype=dtype)
+        config = TrainingConfig.short(steps=steps, precision=dtype)
         results[dtype] = train_mask(model, task, config, progress=False)
     masks = {dtype: result.mask for dtype, result in results.items()}
     extra: dict[str, Any] = {"steps": steps, "task": task.name}

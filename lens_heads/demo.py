@@ -44,7 +44,7 @@ __all__ = ["DemoConfig", "DemoReport", "run_demo"]
 
 
 #: the trainer's fields the demo sets (the others keep the short CPU schedule's values)
-TRAINING_FIELDS = ("steps", "lr", "n_eval", "seed", "answer_end", "dtype")
+TRAINING_FIELDS = ("steps", "lr", "n_eval", "seed", "answer_end", "precision")
 
 
 def _demo_training() -> TrainingConfig:
@@ -74,7 +74,7 @@ class DemoConfig:
     instruction: the demo compares with it)."""
     training: TrainingConfig = field(default_factory=_demo_training)
     """The mask's training: the short CPU schedule (batch 8) at 100 ``steps`` and ``lr`` 0.2,
-    its ``seed``, ``answer_end`` and precision (``dtype``: auto, float32 or bfloat16); its
+    its ``seed``, ``answer_end`` and ``precision`` (auto, float32 or bfloat16); its
     ``n_eval`` held-out examples (never trained on) are the ones the demo evaluates."""
     sweep_every: int = 2
     """Evaluate every k-th step of the removal sweep."""
@@ -83,7 +83,7 @@ class DemoConfig:
     progress: bool = True
     """Show progress bars."""
 
-    RENAMED: ClassVar[dict[str, str]] = {"generate_tokens": "max_new_tokens", "precision": "dtype"}
+    RENAMED: ClassVar[dict[str, str]] = {"generate_tokens": "max_new_tokens"}
     #: the trainer's fields the command line shows
     SHOWN: ClassVar[dict[str, tuple[str, ...]]] = {"training": TRAINING_FIELDS}
 
@@ -162,10 +162,10 @@ def run_demo(
     another model, task file or settings is refused. ``fresh=True`` recomputes everything.
     ``answer_end`` is the training target's end
     (:class:`~lens_heads.engine.training.TrainingConfig`); a folder trained before it was
-    recorded (answer-only targets) is refused unless ``fresh``. ``dtype`` is the training's
-    precision (``"auto"``: bf16 autocast where the CPU computes bf16 natively, else fp32;
-    ``"float32"`` reproduces on any machine what a CPU without bf16 does; ``precision=`` is its
-    old name). Any other trainer field set away from the demo's schedule is part of the
+    recorded (answer-only targets) is refused unless ``fresh``. ``precision`` is the
+    training's (``"auto"``: bf16 autocast where the CPU computes bf16 natively, else fp32;
+    ``"float32"`` reproduces on any machine what a CPU without bf16 does; ``dtype=`` is its old
+    name). Any other trainer field set away from the demo's schedule is part of the
     folder's settings.
     """
     config = configure(DemoConfig, config, options, "run_demo")
@@ -188,7 +188,7 @@ def run_demo(
         seed=training.seed,
         answer_end=training.answer_end,
         # "auto" is left out, so folders written before this option still match
-        **({} if training.dtype == "auto" else {"precision": training.dtype}),
+        **({} if training.precision == "auto" else {"precision": training.precision}),
         **_other_training(training),
     )
     demo = _Demo(folder, config, task)

@@ -74,7 +74,7 @@ def _narrative(report: DemoReport, task: Task) -> dict[str, str]:
         "intro": f"The model has {n_layers} layers x {n_heads} query heads. A 0/1 mask over the "
         f"heads was trained on the **instruction-free** {task.name} examples (Heads up!, §3.2): "
         f"{summary['steps']} steps of batch {training.config.batch_size}, lr "
-        f"{training.config.lr}, {training.config.dtype}, {seconds:.0f} s. It keeps "
+        f"{training.config.lr}, {training.config.precision}, {seconds:.0f} s. It keeps "
         f"**{summary['heads_kept']} of {summary['heads_total']} heads**.",
         "evaluation": "Held-out examples only; *w/ random M* keeps as many heads as M, at random "
         "(seeds 0, 1). The answer CE is what the paper's tables call PPL.",
@@ -113,7 +113,7 @@ def demo_numbers(
         "settings": settings,
         "code": training_stamp.get("code"),
         "machine": training_stamp.get("machine"),
-        "precision": report.training.config.dtype,
+        "precision": report.training.config.precision,
         "training": report.training.summary(),
         "n_eval": int(evaluation.config["n_eval"]),
         "evaluation": {

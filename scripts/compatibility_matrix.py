@@ -214,7 +214,7 @@ def check_training(model: Any, reference: Any, workdir: Path) -> Any:
 
     task = Task("upper", tuple(Example(word, word.upper()) for word in WORDS))
     config = TrainingConfig(
-        steps=4, batch_size=4, lr=0.5, n_eval=2, dtype="float32", seed=3, trajectory_every=1
+        steps=4, batch_size=4, lr=0.5, n_eval=2, precision="float32", seed=3, trajectory_every=1
     )
     full = train_mask(model, task, config, checkpoint_dir=workdir / "full", progress=False)
     try:

@@ -63,7 +63,7 @@ def _analysis(name: str, out: str, *flags: str, precision: str = "float32") -> s
 def _roles(out: str, *flags: str, steps: int = 200, masks: int = 4) -> str:
     """A head-roles run: the three fits of ``steps`` updates each, ``masks`` per fit, bf16."""
     fits = ["--steps", str(steps), "--pulled-steps", str(steps), "--n-masks", str(masks)]
-    return _analysis("head_roles", out, *flags, *fits, "--dtype", "bfloat16", precision="")
+    return _analysis("head_roles", out, *flags, *fits, "--precision", "bfloat16", precision="")
 
 
 DEMO_MASK = "runs/demo-mask-float32"

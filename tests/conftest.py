@@ -101,7 +101,7 @@ def demo_float32(demo_report, tmp_path_factory):
     runs once more (a few minutes), so the float32 path is checked on every machine."""
     from lens_heads.engine import MaskTrainingResult
 
-    if MaskTrainingResult.load(demo_report / "training").config.dtype == "float32":
+    if MaskTrainingResult.load(demo_report / "training").config.precision == "float32":
         return demo_report
     out = tmp_path_factory.mktemp("demo-float32")
     run_command(["demo", "--precision", "fp32", "--out", str(out)])

@@ -110,7 +110,7 @@ def _add_train_mask(sub: Any) -> None:
         defaults=dict.fromkeys(_TRAINING_FLAGS),
         rename=_TRAINING_RENAMED,
         choices={
-            "dtype": common.PRECISION_CHOICES,
+            "precision": common.PRECISION_CHOICES,
             "noise": ("example", "batch"),
             "answer_end": _ENDS,
             "ablation": FIXED,
@@ -143,14 +143,14 @@ def _add_train_mask(sub: Any) -> None:
     cli_lahis.add_soft_arguments(parser)  # --soft --heads FILE|top:N --importance DIR
 
 
-#: the TrainingConfig fields train-mask sets from flags; two are named as elsewhere on the
-#: command line (the held-out examples, the training precision)
+#: the TrainingConfig fields train-mask sets from flags; one is named as elsewhere on the
+#: command line (the held-out examples)
 _TRAINING_FLAGS = (
     "steps", "lr", "batch_size", "seed", "init_mean", "noise", "sparsity", "shots", "answer_end",
-    "n_eval", "split_seed", "dtype", "ffn_masks", "query_side", "ablation",
+    "n_eval", "split_seed", "precision", "ffn_masks", "query_side", "ablation",
     "checkpoint_activations", "compile",
 )  # fmt: skip
-_TRAINING_RENAMED = {"n_eval": "holdout", "dtype": "precision"}
+_TRAINING_RENAMED = {"n_eval": "holdout"}
 #: the EvaluationConfig fields of the evaluation train-mask runs afterwards
 _EVALUATION_FLAGS = ("n_eval", "random_seeds", "batch_size")
 _ENDS = ("auto", "turn", "eos", "separator", "none")

@@ -397,10 +397,6 @@ def _cmd_attention(args: argparse.Namespace) -> int:
 
 
 # -- demo (the README's first command) ---------------------------------------------------------
-#: the training precision is --precision on the command line (--dtype is the weights')
-_DEMO_RENAMED = {"dtype": "precision"}
-
-
 def _add_demo(sub: Any) -> None:
     parser = sub.add_parser(
         "demo",
@@ -416,8 +412,7 @@ def _add_demo(sub: Any) -> None:
         parser,
         DemoConfig,
         skip=("model", "progress"),
-        rename=_DEMO_RENAMED,
-        choices={"dtype": common.PRECISION_CHOICES},
+        choices={"precision": common.PRECISION_CHOICES},
     )
     parser.add_argument(
         "--fresh", action="store_true", help="recompute every stage (default: reuse finished ones)"
@@ -431,7 +426,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from lens_heads.engine import check_training
 
     shape = common.check_model(args)
-    config = settings_from(args, DemoConfig, rename=_DEMO_RENAMED)
+    config = settings_from(args, DemoConfig)
     check_training(get_task(config.task), config.training, model=shape)  # its held-out part
     with common.writing(args.out) as out:
         # the model loads lazily (when a stage computes) unless its weights need a cast

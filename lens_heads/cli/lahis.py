@@ -254,14 +254,14 @@ def _add_soft_mask_experiment(sub: Any) -> None:
         only=(*SOFT_FIELDS, *(f"training.{name}" for name in SOFT_TRAINING_FIELDS)),
         sections={"training": "training"},
         defaults={"training": soft_mask_config()},
-        choices={"dtype": ("auto", "bfloat16", "float32", "bf16", "fp32")},
+        choices={"precision": ("auto", "bfloat16", "float32", "bf16", "fp32")},
         check=False,
     )
     for old, new, dest, kind in (
         ("--lr", "--training-lr", "training.lr", common.finite),
         ("--shots", "--training-shots", "training.shots", common.non_negative),
         ("--seed", "--training-seed", "training.seed", int),
-        ("--precision", "--training-dtype", "training.dtype", str),
+        ("--precision", "--training-precision", "training.precision", str),
         ("--eval-batch-size", "--batch-size", "batch_size", common.positive),
     ):
         common.deprecated(parser, old, new, dest, type=kind)
@@ -279,7 +279,7 @@ SOFT_FIELDS = (
     "max_new_tokens",
 )  # fmt: skip
 #: the fields of its soft training schedule a command line sets (``--training-lr``, ...)
-SOFT_TRAINING_FIELDS = ("lr", "batch_size", "shots", "seed", "dtype")
+SOFT_TRAINING_FIELDS = ("lr", "batch_size", "shots", "seed", "precision")
 
 
 def _soft_mask_settings(args: argparse.Namespace) -> Any:

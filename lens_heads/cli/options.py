@@ -211,8 +211,29 @@ def _add_fields(
                 f"{kind.__name__}.{name}: a {hints[name]} field has no command-line form; "
                 "skip it and set it from the command's own options"
             )
+    if section:
+        _old_flags(parser, kind, names, prefix, rename, section)
     if check and not section and hasattr(parser, "checks"):
         parser.checks.append(lambda args: settings_from(args, kind, prefix=prefix, rename=rename))
+
+
+def _old_flags(
+    parser: Any,
+    kind: type,
+    names: Iterable[str],
+    prefix: str,
+    rename: Mapping[str, str] | None,
+    section: str,
+) -> None:
+    """Keep the flag of each field of the section ``section`` renamed since commands were
+    stored (``kind.RENAMED``) as a deprecated spelling of the new one, where the old flag does
+    not mean something else in this command (``--dtype``: a model's weights)."""
+    from lens_heads.cli.common import deprecated
+
+    for old, new in getattr(kind, "RENAMED", {}).items():
+        flag = flag_of(old, prefix, rename)
+        if new in names and flag not in parser._option_string_actions:
+            deprecated(parser, flag, flag_of(new, prefix, rename), f"{section}.{new}")
 
 
 def _add(parser: Any, *flags: str, **options: Any) -> argparse.Action:

@@ -20,9 +20,6 @@ from lens_heads.heads_up import EstimateErrorsConfig, RolesConfig
 
 __all__ = ["COMMANDS", "EXAMPLES"]
 
-#: the training precision is --precision on the command line (--dtype is the weights')
-_RENAMED = {"dtype": "precision"}
-
 
 def _add_roles(sub: Any) -> None:
     parser = sub.add_parser(
@@ -36,8 +33,7 @@ def _add_roles(sub: Any) -> None:
     add_settings(
         parser,
         RolesConfig,
-        rename=_RENAMED,
-        choices={"dtype": common.PRECISION_CHOICES, "ablation": FIXED},
+        choices={"precision": common.PRECISION_CHOICES, "ablation": FIXED},
     )
     common.add_out_argument(parser)
     common.add_overwrite_argument(parser)
@@ -48,7 +44,7 @@ def _cmd_roles(args: argparse.Namespace) -> int:
     from lens_heads.core.tasks import get_task
     from lens_heads.heads_up import head_roles
 
-    config = settings_from(args, RolesConfig, rename=_RENAMED)  # checked before the model loads
+    config = settings_from(args, RolesConfig)  # checked before the model loads
     task = get_task(args.task)
     common.check_model(args)
     with common.writing(args.out) as out:

@@ -24,7 +24,7 @@ def resolve_device(device: str | torch.device) -> torch.device:
 def resolve_dtype(dtype: torch.dtype | str, device: str | torch.device = "cpu") -> torch.dtype:
     """A ``torch.dtype`` from a dtype or its name; ``"auto"`` is bfloat16 on a CUDA device
     with native bf16 and float32 elsewhere (on CPUs training uses bf16 *autocast* instead:
-    ``TrainingConfig(dtype="auto")``)."""
+    ``TrainingConfig(precision="auto")``)."""
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype == "auto":

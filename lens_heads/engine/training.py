@@ -5,7 +5,7 @@ instruction-free task data with a Gumbel-sigmoid straight-through estimator, the
 >>> from lens_heads.core.tasks import Example, Task
 >>> model = lh.tiny_model(n_layers=2, n_heads=4)
 >>> task = Task("upper", tuple(Example(w, w.upper()) for w in "abcdefghijklmnop"))
->>> config = lh.TrainingConfig(steps=3, batch_size=4, n_eval=4, dtype="float32")
+>>> config = lh.TrainingConfig(steps=3, batch_size=4, n_eval=4, precision="float32")
 >>> result = lh.train_mask(model, task, config, progress=False)
 >>> tuple(result.W.shape), result.mask.shape, len(result.history)
 ((2, 4), (2, 4), 3)
@@ -120,7 +120,7 @@ def check_training(
     of another model, task or config) against ``model``, which may be a
     :class:`~lens_heads.core.model_shape.ModelShape` read before the weights."""
     device = getattr(getattr(model, "cfg", None), "device", None) or "cpu"
-    config = config.resolve_dtype(str(device))
+    config = config.resolve_precision(str(device))
     train = training_split(task, config)
     held_out = f" after holding out n_eval={config.n_eval}" if config.n_eval else ""
     if config.batch_size > len(train):
@@ -168,7 +168,7 @@ class MaskTrainer:
         self.model = model
         self.task = task
         self.device = torch.device(str(getattr(model.cfg, "device", "cpu") or "cpu"))
-        config = config.resolve_dtype(self.device)
+        config = config.resolve_precision(self.device)
         self.config = config
         self.train_set = check_training(task, config, model=model)
         check_counterfactuals(self.train_set, config)
@@ -217,7 +217,7 @@ class MaskTrainer:
 
     # -- one update --------------------------------------------------------------------------
     def _autocast(self) -> Any:
-        if self.config.dtype == "bfloat16":
+        if self.config.precision == "bfloat16":
             return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return nullcontext()
 
@@ -329,8 +329,8 @@ class MaskTrainer:
         loss = self.loss(tokens, answer_mask, mask, ffn, baseline)
         if not bool(torch.isfinite(loss)):
             raise NonFiniteError(
-                f"the training loss is not finite at step {step} (dtype {config.dtype}); "
-                "train with dtype='float32', and check that the task's answers are non-empty"
+                f"the training loss is not finite at step {step} (precision {config.precision}); "
+                "train with precision='float32', and check that the task's answers are non-empty"
             )
         total = loss * seeds
         if config.gate_pull:

@@ -87,7 +87,7 @@ def check_checkpoint(path: Path, identity: dict[str, Any], config: TrainingConfi
             error=CheckpointError,
         )
     check_settings(
-        {**_LATER_FIELDS, **state["config"]},
+        {**_LATER_FIELDS, **TrainingConfig.current_keys(state["config"])},
         config.to_dict(),
         where=path,
         what="a checkpoint",

@@ -10,9 +10,10 @@ rate), the paper's noise and the straight-through estimator; re-exported by
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from jaxtyping import Float
@@ -24,6 +25,7 @@ from lens_heads.core.devices import native_bf16
 from lens_heads.core.errors import InputError
 from lens_heads.core.masks import parse_head
 from lens_heads.core.prompts import ANSWER_ENDS
+from lens_heads.core.settings import composed
 
 #: accepted spellings of a training precision and the name each stands for
 PRECISIONS = {
@@ -43,14 +45,17 @@ MAX_LR = 10.0
 
 # -- configuration ----------------------------------------------------------------------------
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
+@composed  # takes a renamed field under its old name, with a DeprecationWarning
 @dataclass(frozen=True)
 class TrainingConfig:
     """Hyper-parameters of :func:`train_mask`; the defaults are the paper's (6,250 steps).
 
     On a 2-core CPU use :meth:`short` (200 steps, batch 8, lr 0.1; see ``docs/training.md``).
-    ``dtype="auto"`` trains under bfloat16 autocast where the device computes bf16 natively
+    ``precision="auto"`` trains under bfloat16 autocast where the device computes bf16 natively
     (:func:`native_bf16`) and in float32 elsewhere: on a CPU without ``avx512_bf16``/``amx_bf16``
-    bf16 autocast is about 3.5x *slower* than fp32 (measured); the resolved dtype is recorded.
+    bf16 autocast is several times *slower* than fp32; the resolved precision is recorded.
+    (``precision`` was ``dtype`` before 0.2.0: the old keyword and attribute still work, with a
+    :class:`DeprecationWarning`; ``dtype`` now always means a model's weights.)
 
     ``answer_end`` says what closes each training target after the answer
     (:func:`lens_heads.core.prompts.answer_end_tokens`): ``"auto"`` (default, the faithful choice)
@@ -102,7 +107,7 @@ class TrainingConfig:
     """Gumbel noise drawn per example (the paper's, the default) or once per batch"""
     sparsity: float = 0.0
     """Weight of a penalty on the mean sigmoid(W) (fewer heads kept)."""
-    dtype: str = "auto"
+    precision: str = "auto"
     """Training precision: auto (bf16 autocast where the device computes it natively, else
     float32), bfloat16 (bf16) or float32 (fp32)."""
     seed: int = 0
@@ -164,6 +169,8 @@ class TrainingConfig:
     """Run each block through torch.compile: fewer, larger kernels on a GPU (equal to eager
     within float rounding; the first steps compile)."""
 
+    RENAMED: ClassVar[dict[str, str]] = {"dtype": "precision"}
+
     def __post_init__(self) -> None:
         def need(condition: bool, message: str) -> None:
             if not condition:
@@ -213,10 +220,10 @@ class TrainingConfig:
         )
         need(self.sparsity >= 0, f"sparsity must be >= 0, got {self.sparsity}")
         need(
-            self.dtype in PRECISIONS,
-            f"dtype must be 'auto', 'bfloat16' (autocast) or 'float32', got {self.dtype!r}",
+            self.precision in PRECISIONS,
+            f"precision must be 'auto', 'bfloat16' (autocast) or 'float32', got {self.precision!r}",
         )
-        object.__setattr__(self, "dtype", PRECISIONS[self.dtype])
+        object.__setattr__(self, "precision", PRECISIONS[self.precision])
         need(self.n_eval >= 0, f"n_eval must be >= 0, got {self.n_eval}")
         need(self.shots >= 0, f"shots must be >= 0, got {self.shots}")
         _check_soft(self)
@@ -252,7 +259,7 @@ class TrainingConfig:
     @classmethod
     def short(cls, **overrides: Any) -> TrainingConfig:
         """The short CPU schedule: 200 steps, batch 8, lr 0.1 (cosine to 1e-4, 10 % warm-up),
-        the paper's tau schedule, init and per-example noise, ``dtype="auto"``; a few minutes
+        the paper's tau schedule, init and per-example noise, ``precision="auto"``; a few minutes
         for SmolLM2 on 2 cores (``docs/training.md``). ``overrides`` replace single fields.
 
         >>> TrainingConfig.short(steps=150).lr
@@ -270,11 +277,22 @@ class TrainingConfig:
         """Steps between two samples of the trajectory (auto: about 500 samples per run)."""
         return self.trajectory_every or max(1, self.steps // 500)
 
-    def resolve_dtype(self, device: str | torch.device = "cpu") -> TrainingConfig:
-        """This config with ``dtype="auto"`` replaced by what ``device`` computes fast."""
-        if self.dtype != "auto":
+    def resolve_precision(self, device: str | torch.device = "cpu") -> TrainingConfig:
+        """This config with ``precision="auto"`` replaced by what ``device`` computes fast."""
+        if self.precision != "auto":
             return self
-        return replace(self, dtype="bfloat16" if native_bf16(device) else "float32")
+        return replace(self, precision="bfloat16" if native_bf16(device) else "float32")
+
+    def resolve_dtype(self, device: str | torch.device = "cpu") -> TrainingConfig:
+        """Deprecated name of :meth:`resolve_precision` (until 0.3.0)."""
+        _renamed_warning("resolve_dtype()", "resolve_precision()")
+        return self.resolve_precision(device)
+
+    @property
+    def dtype(self) -> str:
+        """Deprecated name of :attr:`precision` (until 0.3.0)."""
+        _renamed_warning("TrainingConfig.dtype", "TrainingConfig.precision")
+        return self.precision
 
     def to_dict(self) -> dict[str, Any]:
         values = asdict(self)
@@ -283,12 +301,36 @@ class TrainingConfig:
         return values
 
     @classmethod
+    def current_keys(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """A stored config's ``values`` under today's field names (``precision`` was ``dtype``
+        before 0.2.0): a folder, checkpoint or grid written then compares and loads as it was.
+
+        >>> TrainingConfig.current_keys({"dtype": "float32", "steps": 3})
+        {'precision': 'float32', 'steps': 3}
+        """
+        return {cls.RENAMED.get(name, name): value for name, value in values.items()}
+
+    @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainingConfig:
+        """The config of a stored run or checkpoint (one written before a field's rename, too).
+
+        >>> TrainingConfig.from_dict({"steps": 3, "dtype": "float32"}).precision
+        'float32'
+        """
+        values = cls.current_keys(values)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
             raise InputError(f"unknown TrainingConfig field(s) {unknown}")
         return cls(**values)
+
+
+def _renamed_warning(old: str, new: str) -> None:
+    warnings.warn(
+        f"{old} is now {new}; the old name goes away in lens_heads 0.3.0",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 #: Config fields added after checkpoints existed, with the value that reproduces the behaviour

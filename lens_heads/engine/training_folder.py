@@ -7,7 +7,7 @@ otherwise -- with the one settings guard, so a folder is never reused for other 
 >>> from lens_heads.core.tasks import Example, Task
 >>> model = lh.tiny_model(n_layers=2, n_heads=4)
 >>> task = Task("upper", tuple(Example(w, w.upper()) for w in "abcdefghijkl"))
->>> config = lh.TrainingConfig(steps=2, batch_size=4, n_eval=4, dtype="float32")
+>>> config = lh.TrainingConfig(steps=2, batch_size=4, n_eval=4, precision="float32")
 >>> folder = tempfile.mkdtemp()
 >>> first = train_or_resume(model, task, config, folder, progress=False)
 >>> again = train_or_resume(model, task, config, folder, progress=False)  # loaded, not retrained
@@ -49,7 +49,7 @@ def train_or_resume(
 
     * a finished training there (``training.json``) is loaded -- refused with ``error`` (naming
       what differs, and ``remedy``) when it was trained with another model (weights, tokenizer),
-      on other examples or with other settings; ``dtype="auto"`` accepts the precision it
+      on other examples or with other settings; ``precision="auto"`` accepts the precision it
       resolved to where it trained; a training of lens_heads 0.2, which recorded no
       fingerprint, is reused with a warning;
     * otherwise :func:`train_mask` trains, resuming ``folder/checkpoints`` when an interrupted
@@ -61,8 +61,8 @@ def train_or_resume(
         done = MaskTrainingResult.load(folder)
         stored = done.config.to_dict()
         wanted = config.to_dict()
-        if config.dtype == "auto":
-            wanted["dtype"] = stored.get("dtype")
+        if config.precision == "auto":
+            wanted["precision"] = stored.get("precision")
         recorded = done.fingerprint
         check_fingerprint(
             Fingerprint(

@@ -228,7 +228,7 @@ class MaskTrainingResult:
             "final_loss": self.final_loss,
             "steps": int(self.history["step"].max()) if len(self.history) else 0,
             "seconds": float(self.timing.get("seconds", math.nan)),
-            "dtype": self.config.dtype,
+            "precision": self.config.precision,
             "lr": self.config.lr,
             "batch_size": self.config.batch_size,
         }

@@ -202,7 +202,7 @@ def _training(inputs: _Inputs, **values: Any) -> Any:
     from lens_heads.engine import TrainingConfig
 
     return TrainingConfig.short(
-        steps=inputs.config.mask_steps, lr=0.2, n_eval=0, dtype=inputs.config.precision,
+        steps=inputs.config.mask_steps, lr=0.2, n_eval=0, precision=inputs.config.precision,
         chat=inputs.chat, **values,
     )  # fmt: skip
 
@@ -235,7 +235,8 @@ def _chg(inputs: _Inputs) -> tuple[Tensor, int, int]:
 
     config = RolesConfig(
         steps=inputs.config.chg_steps, pulled_steps=inputs.config.chg_steps,
-        n_masks=inputs.config.chg_masks, n_eval=2, evaluate=False, dtype=inputs.config.precision,
+        n_masks=inputs.config.chg_masks, n_eval=2, evaluate=False,
+        precision=inputs.config.precision,
         chat=inputs.chat,
     )  # fmt: skip
     roles = head_roles(inputs.model, inputs.task, config)

@@ -306,7 +306,7 @@ def train_family_masks(
     out), and return the masks by task name.
 
     Resumable: a task whose ``mask.safetensors`` exists is read, not retrained (it must have been
-    trained with the same config, up to ``dtype``, else a ValueError says which fields differ);
+    trained with the same config, up to ``precision``, else a ValueError says which fields differ);
     an interrupted one resumes from ``<out>/<task>/checkpoints``.
 
     >>> import tempfile, lens_heads as lh

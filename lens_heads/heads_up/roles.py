@@ -62,7 +62,7 @@ def _gate_training() -> TrainingConfig:
 
 #: the trainer's fields a roles fit reads (the others keep their defaults: the fits fix them)
 TRAINING_FIELDS = (
-    "steps", "n_masks", "lr", "batch_size", "n_eval", "seed", "dtype", "shots", "answer_end",
+    "steps", "n_masks", "lr", "batch_size", "n_eval", "seed", "precision", "shots", "answer_end",
     "ablation", "chat",
 )  # fmt: skip
 
@@ -89,7 +89,7 @@ class RolesConfig:
     """The trainer's settings of the fits: masks per fit (``n_masks``, one per seed, trained
     together in one batch), the free fit's ``steps``, the constant ``lr``, ``batch_size`` (each
     seed sees every example), the held-out ``n_eval`` (evaluated with the sets found), ``seed``,
-    ``dtype``, ``shots``, ``answer_end``, ``chat`` and ``ablation`` (what a closed gate's head
+    ``precision``, ``shots``, ``answer_end``, ``chat`` and ``ablation`` (what a closed gate's head
     outputs: zero, or its mean output over the training prompts, in the fits and the
     evaluation)."""
     pulled_steps: int = 200

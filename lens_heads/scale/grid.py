@@ -9,7 +9,7 @@ evaluated (and optionally swept) in its own folder, resumable, retried, assemble
 ... steps = 2
 ... batch_size = 2
 ... n_eval = 4
-... dtype = "float32"
+... precision = "float32"
 ... [evaluate]
 ... n_eval = 2
 ... settings = ["original", "mask"]
@@ -52,6 +52,7 @@ from lens_heads.core.fingerprints import Fingerprint, check_fingerprint
 from lens_heads.core.locks import CLAIM, Heartbeat, claim, release
 from lens_heads.core.storage import check_settings, read_json, write_atomic
 from lens_heads.core.tables import markdown_table
+from lens_heads.engine import TrainingConfig
 from lens_heads.scale.grid_config import _TINY, Cell, GridConfig, GridConfigError
 
 __all__ = [
@@ -294,7 +295,7 @@ def _row(
         row["switch step"] = float(pd.Series(switches).mean())
     row["train s"] = round(float(training.timing.get("seconds", math.nan)))
     row["steps"] = int(training.config.steps)
-    row["dtype"] = training.config.dtype
+    row["precision"] = training.config.precision
     row["cell"] = cell.path
     return row
 
@@ -377,8 +378,8 @@ class GridResult:
     """The assembled table (one row per complete cell) and the failed cells.
 
     ``table`` holds ``model, schedule, seed, task``, the evaluation columns (``acc M``, ``CE
-    orig``, ...), ``train s``, ``steps``, ``dtype`` and ``cell`` (its folder); ``failures`` one
-    row per failed cell (``cell, attempts, error``)."""
+    orig``, ...), ``train s``, ``steps``, the training's ``precision`` and ``cell`` (its
+    folder); ``failures`` one row per failed cell (``cell, attempts, error``)."""
 
     name: str
     table: pd.DataFrame
@@ -478,6 +479,9 @@ def check_grid_folder(config: GridConfig, out: str | os.PathLike[str]) -> None:
     names = set(stored["schedules"]) & set(wanted["schedules"])
     files = set(stored.get("task_files", {})) & set(wanted["task_files"])
     stored.setdefault("task_files", {})
+    stored["schedules"] = {  # a grid stored before a schedule field's rename
+        name: TrainingConfig.current_keys(values) for name, values in stored["schedules"].items()
+    }
     check_settings(
         _cell_settings(stored, names, files),
         _cell_settings(wanted, names, files),

@@ -461,6 +461,13 @@ class _Validator:
                         f"{'non-negative' if key == 'n_eval' else 'positive'} integer",
                         key=key,
                     )
+            for old in set(fields) & set(TrainingConfig.RENAMED):
+                warnings.warn(
+                    f"schedule {name!r}: {old} is now {TrainingConfig.RENAMED[old]}; the old name "
+                    "goes away in lens_heads 0.3.0",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
             try:
                 base = TrainingConfig.short() if preset == "short" else TrainingConfig()
                 schedule = TrainingConfig.from_dict({**base.to_dict(), **fields})

@@ -147,7 +147,7 @@ class PlanConfig:
 
     def autocast(self) -> bool:
         """Whether training runs under bf16 autocast (``auto``: where the device computes bf16
-        natively, as :meth:`lens_heads.TrainingConfig.resolve_dtype` decides)."""
+        natively, as :meth:`lens_heads.TrainingConfig.resolve_precision` decides)."""
         if not self.training or self.precision == "float32":
             return False
         if self.precision == "bfloat16":

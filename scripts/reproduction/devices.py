@@ -77,7 +77,7 @@ def gpu_check(results: Path) -> str:
         if key.startswith("GPU training step s, batch ")
     }
     widest = max(steps)
-    # TrainingConfig's dtype="auto": bf16 autocast where the CPU computes bf16 natively
+    # TrainingConfig's precision="auto": bf16 autocast where the CPU computes bf16 natively
     cpu_precision = "bf16 autocast" if machine["native_bf16"] else "float32"
     met = "met" if entry["ratio"] >= entry["target"] else "missed"
     rows = [

@@ -25,7 +25,7 @@ def test_partial_unembedding_matches_the_bridge_logits(smollm2):
 
 
 def test_training_leaves_the_real_model_frozen(smollm2):
-    config = TrainingConfig(steps=2, batch_size=2, n_eval=100, dtype="float32")
+    config = TrainingConfig(steps=2, batch_size=2, n_eval=100, precision="float32")
     lh.train_mask(smollm2, "capitalize", config, progress=False)
     assert all(p.grad is None for p in smollm2.parameters()), "no weight gradients"
     assert not any(p.requires_grad for p in smollm2.parameters()), "loaded frozen, stays so"

@@ -294,8 +294,8 @@ def test_lazy_packages_export_what_they_list(package):
 #: instead of copying its fields, and a class that stops copying one leaves this list.
 DECLARED_TWICE = {
     "batch_size": 15, "n_eval": 9, "progress": 9, "chat": 7, "max_new_tokens": 7, "seed": 6,
-    "ablation": 6, "precision": 4, "shots": 4, "bootstrap": 4, "k": 3, "instructed": 3,
-    "ablations": 3, "split_seed": 3, "random_seeds": 3, "dtype": 3, "n_masks": 3, "shot_seed": 2,
+    "ablation": 6, "precision": 5, "shots": 4, "bootstrap": 4, "k": 3, "instructed": 3,
+    "ablations": 3, "split_seed": 3, "random_seeds": 3, "dtype": 2, "n_masks": 3, "shot_seed": 2,
     "permutations": 2, "level": 2, "task": 2, "n_sequences": 2, "length": 2, "sweep": 2,
     "separator": 2, "checkpoint_activations": 2, "sizes": 2, "ig_steps": 2, "position": 2,
     "training": 3, "evaluate": 2, "n_docs": 2, "source": 2, "device": 2,

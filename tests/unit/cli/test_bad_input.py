@@ -348,7 +348,7 @@ def test_a_grid_rerun_with_other_settings_is_refused(tmp_path, capsys):
         steps = 2
         batch_size = 4
         n_eval = 8
-        dtype = "float32"
+        precision = "float32"
         [evaluate]
         n_eval = 4
         settings = ["original", "mask"]

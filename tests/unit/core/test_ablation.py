@@ -85,7 +85,9 @@ def test_resample_and_unknown_ablations_are_refused_with_the_reason():
 def test_mask_training_with_mean_ablation_uses_the_training_prompts_mean(model):
     from lens_heads.engine.training import MaskTrainer
 
-    config = lh.TrainingConfig(steps=1, batch_size=4, n_eval=4, dtype="float32", ablation="mean")
+    config = lh.TrainingConfig(
+        steps=1, batch_size=4, n_eval=4, precision="float32", ablation="mean"
+    )
     trainer = MaskTrainer(model, TASK, config)
     prompts = [example.prompt_tokens for example in trainer.encoded]
     torch.testing.assert_close(trainer.baseline, mean_head_outputs(model, prompts))

@@ -159,12 +159,12 @@ def _atlas(model, task, value, out):
 def _roles(model, task, value, out):
     lh.head_roles(
         model, task, steps=value, pulled_steps=2, n_masks=2, batch_size=4, n_eval=4,
-        evaluate=False, dtype="float32", out=out,
+        evaluate=False, precision="float32", out=out,
     )  # fmt: skip
 
 
 def _training(model, task, value, out):
-    config = lh.TrainingConfig(steps=value, batch_size=4, n_eval=4, dtype="float32")
+    config = lh.TrainingConfig(steps=value, batch_size=4, n_eval=4, precision="float32")
     lh.engine.train_or_resume(model, lh.get_task(task), config, out, progress=False)
 
 
@@ -173,7 +173,7 @@ def _demo(model, task, value, out):
 
     run_demo(
         out, model=model, task=str(task), steps=value, n_eval=4, sweep_every=4, max_new_tokens=2,
-        dtype="float32", progress=False,
+        precision="float32", progress=False,
     )  # fmt: skip
 
 
@@ -184,7 +184,7 @@ def _soft_mask(model, task, value, out):
     soft_mask_experiment(
         model, lh.get_task(task), ranking, fraction=value, n_train=8, n_eval=4,
         max_new_tokens=2, random_seeds=(0,), progress=False, out=out,
-        training=soft_mask_config(batch_size=4, dtype="float32"),
+        training=soft_mask_config(batch_size=4, precision="float32"),
     )  # fmt: skip
 
 
@@ -237,7 +237,7 @@ def test_a_folder_resumes_only_for_its_model_data_and_settings(
 
 def test_a_checkpoint_of_another_model_is_refused_and_an_old_one_warns(model_a, model_b, tmp_path):
     task = lh.get_task(write_task(tmp_path / "capitalize.json"))
-    config = lh.TrainingConfig(steps=4, batch_size=4, n_eval=4, dtype="float32")
+    config = lh.TrainingConfig(steps=4, batch_size=4, n_eval=4, precision="float32")
 
     def stop(step, loss):
         if step == 2:
@@ -287,7 +287,8 @@ def test_a_grid_cell_of_other_weights_at_the_same_path_is_refused(tmp_path, monk
     task = write_task(tmp_path / "capitalize.json")
     config = lh.GridConfig.from_text(
         f'models = ["{model}"]\ntasks = ["{task}"]\n[schedules.tiny]\nsteps = 2\nbatch_size = 4\n'
-        'n_eval = 4\ndtype = "float32"\n[evaluate]\nn_eval = 2\nsettings = ["original", "mask"]\n'
+        'n_eval = 4\nprecision = "float32"\n[evaluate]\nn_eval = 2\n'
+        'settings = ["original", "mask"]\n'
     )
     out = tmp_path / "grid"
     first = lh.run_grid(config, out, address="local", progress=False).to_frame()

@@ -51,7 +51,7 @@ def test_demo_runs_every_stage_and_writes_the_report(loads, capitalize_file, tmp
     numbers = json.loads((out / "numbers.json").read_text())
     table = report.evaluation.to_frame()
     assert numbers["evaluation"]["w/ M"]["exact match"] == table.loc["w/ M", "exact match"]
-    assert numbers["precision"] == report.training.config.dtype in ("float32", "bfloat16")
+    assert numbers["precision"] == report.training.config.precision in ("float32", "bfloat16")
     assert numbers["code"] == code_version() and numbers["machine"]["cpu"]
     masked = report.evaluation.predictions("mask")
     ended = float((masked["ended_by"] == "<|im_end|>").mean())
@@ -112,11 +112,12 @@ def test_demo_precision_takes_the_short_spellings_training_takes(given, stored):
     from lens_heads.demo import DemoConfig
     from lens_heads.engine import TrainingConfig
 
-    assert DemoConfig(dtype=given).training.dtype == stored == TrainingConfig(dtype=given).dtype
-    with pytest.warns(DeprecationWarning, match="precision= is now dtype="):
-        assert DemoConfig(precision=given).training.dtype == stored  # its old name
+    same = TrainingConfig(precision=given).precision
+    assert DemoConfig(precision=given).training.precision == stored == same
+    with pytest.warns(DeprecationWarning, match="dtype= is now precision="):
+        assert DemoConfig(dtype=given).training.precision == stored  # its old name
     with pytest.raises(lh.LensHeadsError, match="fp16"):
-        DemoConfig(dtype="fp16")
+        DemoConfig(precision="fp16")
 
 
 def test_the_demo_holds_the_trainers_settings_and_records_the_ones_it_changes():

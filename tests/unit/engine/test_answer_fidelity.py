@@ -27,7 +27,7 @@ def upper() -> Task:
 
 
 def _config(**overrides) -> TrainingConfig:
-    values = dict(steps=2, batch_size=2, lr=0.1, n_eval=4, dtype="float32", seed=0)
+    values = dict(steps=2, batch_size=2, lr=0.1, n_eval=4, precision="float32", seed=0)
     return TrainingConfig(**{**values, **overrides})
 
 

@@ -54,10 +54,10 @@ def _gradient(model, task, checkpoint: bool, **fields) -> tuple[torch.Tensor, to
 @pytest.mark.parametrize(
     "fields",
     [
-        {"dtype": "float32"},
-        {"dtype": "bfloat16"},
-        {"dtype": "float32", "gates": "sigmoid", "n_masks": 2},
-        {"dtype": "float32", "ablation": "mean"},
+        {"precision": "float32"},
+        {"precision": "bfloat16"},
+        {"precision": "float32", "gates": "sigmoid", "n_masks": 2},
+        {"precision": "float32", "ablation": "mean"},
     ],
     ids=["float32", "bf16-autocast", "sigmoid-gates", "mean-ablation"],
 )
@@ -71,7 +71,7 @@ def test_checkpointed_and_plain_training_give_equal_gradients(model, task, field
 
 
 def test_a_checkpointed_training_ends_with_the_same_mask_logits(model, task):
-    config = TrainingConfig(steps=4, batch_size=4, n_eval=0, dtype="float32")
+    config = TrainingConfig(steps=4, batch_size=4, n_eval=0, precision="float32")
     plain = lh.train_mask(model, task, config, progress=False)
     lean = lh.train_mask(
         model, task, TrainingConfig(**{**config.to_dict(), "checkpoint_activations": True}),
@@ -89,7 +89,7 @@ def test_the_blocks_are_plain_again_after_the_step(model):
 def test_masks_and_their_optimiser_state_stay_float32_with_bf16_weights(task):
     model = lh.tiny_model(n_layers=2, n_heads=4)
     model.to(torch.bfloat16)
-    trainer = MaskTrainer(model, task, TrainingConfig(batch_size=4, n_eval=0, dtype="bfloat16"))
+    trainer = MaskTrainer(model, task, TrainingConfig(batch_size=4, n_eval=0, precision="bfloat16"))
     trainer.step()
     assert next(model.parameters()).dtype == torch.bfloat16
     assert trainer.W.dtype == torch.float32 and trainer.W.grad.dtype == torch.float32
@@ -105,7 +105,7 @@ model = lh.tiny_model(n_layers=2, n_heads=4, d_head=8)
 task = Task("upper", tuple(Example(w, w.upper()) for w in ["abcd", "xyz"] * 6))
 found = []
 for compile in (False, True):
-    config = TrainingConfig(batch_size=4, n_eval=0, steps=5, dtype="float32", compile=compile)
+    config = TrainingConfig(batch_size=4, n_eval=0, steps=5, precision="float32", compile=compile)
     trainer = MaskTrainer(model, task, config)
     tokens, answer_mask = trainer.batch(0)
     loss = trainer.loss(tokens, answer_mask, trainer._sample(trainer.W, tokens.shape[0]))
@@ -143,6 +143,6 @@ def test_checkpointing_a_model_that_passes_its_blocks_a_kv_cache(task):
                "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
                "vocab_size": 320}  # fmt: skip
     model = lh.random_model(values, dtype="float32")  # the guards run a cached decoding first
-    plain_loss, plain_grad, _ = _gradient(model, task, False, dtype="float32")
-    loss, grad, _ = _gradient(model, task, True, dtype="float32")
+    plain_loss, plain_grad, _ = _gradient(model, task, False, precision="float32")
+    loss, grad, _ = _gradient(model, task, True, precision="float32")
     assert torch.allclose(loss, plain_loss) and torch.allclose(grad, plain_grad, atol=1e-7)

@@ -27,7 +27,7 @@ def _task(counterfactual=True) -> Task:
 
 
 def _config(**values):
-    base = dict(steps=2, batch_size=4, n_eval=0, dtype="float32", chat=False,
+    base = dict(steps=2, batch_size=4, n_eval=0, precision="float32", chat=False,
                 ablation="counterfactual", answer_end="none")  # fmt: skip
     return lh.TrainingConfig(**(base | values))
 

@@ -55,7 +55,7 @@ def model():
 
 
 def _config(**overrides) -> TrainingConfig:
-    values = dict(steps=8, batch_size=4, lr=0.1, n_eval=8, dtype="float32", seed=3)
+    values = dict(steps=8, batch_size=4, lr=0.1, n_eval=8, precision="float32", seed=3)
     return TrainingConfig(**{**values, **overrides})
 
 
@@ -220,7 +220,7 @@ def test_training_finds_the_planted_head(seed):
     model, task, solution = _planted(seed)
     # the planted solution is about the answer token; the end-of-turn token is not planted
     config = TrainingConfig(
-        steps=60, batch_size=8, lr=0.5, n_eval=8, dtype="float32", seed=seed, answer_end="none"
+        steps=60, batch_size=8, lr=0.5, n_eval=8, precision="float32", seed=seed, answer_end="none"
     )
     result = train_mask(model, task, config, progress=False)
     assert result.mask == solution, f"found {result.mask.labels}, planted {solution.labels}"
@@ -232,10 +232,10 @@ def test_training_finds_the_planted_head(seed):
 def test_bf16_autocast_finds_the_planted_head_too():
     model, task, solution = _planted(0)
     config = TrainingConfig(
-        steps=60, batch_size=8, lr=0.5, n_eval=8, dtype="bf16", seed=0, answer_end="none"
+        steps=60, batch_size=8, lr=0.5, n_eval=8, precision="bf16", seed=0, answer_end="none"
     )
     result = train_mask(model, task, config, progress=False)
-    assert result.config.dtype == "bfloat16"
+    assert result.config.precision == "bfloat16"
     assert result.mask == solution
 
 
@@ -292,7 +292,9 @@ def test_resume_after_the_process_is_killed(model, upper_task, tmp_path):
         def kill(step, loss):
             if step == 7:
                 os.kill(os.getpid(), signal.SIGKILL)
-        config = TrainingConfig(steps=10, batch_size=4, lr=0.1, n_eval=8, dtype="float32", seed=3)
+        config = TrainingConfig(
+            steps=10, batch_size=4, lr=0.1, n_eval=8, precision="float32", seed=3
+        )
         task = lh.get_task({str(data)!r})
         lh.train_mask(model, task, config, checkpoint_dir={str(tmp_path / "run")!r},
                       checkpoint_every=3, progress=False, callback=kill)
@@ -381,7 +383,7 @@ def test_checkpoints_are_written_atomically_every_n_steps(model, upper_task, tmp
         ({"tau_fraction": 0.0}, "tau_fraction"),
         ({"tau_end": 0.0}, "temperatures must be positive"),
         ({"noise": "token"}, "noise must be 'example'"),
-        ({"dtype": "float16"}, "dtype must be 'auto', 'bfloat16'"),
+        ({"precision": "float16"}, "precision must be 'auto', 'bfloat16'"),
         ({"sparsity": -1.0}, "sparsity must be >= 0"),
         ({"shots": -1}, "shots must be >= 0"),
         ({"trajectory_every": 0}, "trajectory_every must be positive"),
@@ -400,17 +402,39 @@ def test_a_batch_larger_than_the_training_split_is_a_clear_error(model):
         train_mask(model, task, _config(batch_size=2), checkpoint_every=0, progress=False)
 
 
+def test_the_training_precision_keeps_its_old_name_with_a_warning():
+    """Issue 45: the training precision is ``precision`` as everywhere else; ``dtype=`` (its
+    name before 0.2.0), the ``dtype`` attribute and ``resolve_dtype`` still work with a
+    DeprecationWarning, and a run stored under the old key loads as it was."""
+    from lens_heads.core.settings import configure
+
+    with pytest.warns(DeprecationWarning, match="dtype= is now precision="):
+        old = TrainingConfig(steps=3, dtype="bf16")
+    assert old == TrainingConfig(steps=3, precision="bfloat16")
+    with pytest.warns(DeprecationWarning, match="TrainingConfig.dtype is now"):
+        assert old.dtype == "bfloat16"
+    with pytest.warns(DeprecationWarning, match="resolve_precision"):
+        assert old.resolve_dtype() == old
+    with pytest.warns(DeprecationWarning):  # as an override of an entry point
+        assert configure(TrainingConfig, None, {"dtype": "fp32"}, "x").precision == "float32"
+    stored = {**old.to_dict(), "dtype": "float32"}
+    del stored["precision"]
+    assert TrainingConfig.from_dict(stored).precision == "float32"
+    with pytest.raises(ValueError, match="give only precision="):
+        TrainingConfig(dtype="fp32", precision="fp32")
+
+
 def test_config_presets_and_round_trip():
     short = TrainingConfig.short()
-    assert (short.steps, short.batch_size, short.lr, short.dtype) == (200, 8, 0.1, "auto")
+    assert (short.steps, short.batch_size, short.lr, short.precision) == (200, 8, 0.1, "auto")
     paper = TrainingConfig()
     assert (paper.steps, paper.batch_size, paper.lr, paper.min_lr) == (6250, 16, 1e-2, 1e-4)
     assert (paper.tau_begin, paper.tau_end, paper.tau_fraction) == (4.0, 0.05, 0.4)
     assert (paper.init_mean, paper.init_std, paper.noise) == (4.0, 0.02, "example")
-    assert TrainingConfig(dtype="fp32").dtype == "float32"
-    assert TrainingConfig(dtype="bf16").resolve_dtype().dtype == "bfloat16"
+    assert TrainingConfig(precision="fp32").precision == "float32"
+    assert TrainingConfig(precision="bf16").resolve_precision().precision == "bfloat16"
     expected = "bfloat16" if native_bf16("cpu") else "float32"
-    assert short.resolve_dtype("cpu").dtype == expected
+    assert short.resolve_precision("cpu").precision == expected
     assert TrainingConfig.from_dict(short.to_dict()) == short
     with pytest.raises(ValueError, match="unknown TrainingConfig field"):
         TrainingConfig.from_dict({"stepz": 3})
@@ -677,7 +701,7 @@ def test_cli_train_mask_smoke(tmp_path, tiny_dir, monkeypatch, upper_task, capsy
     assert (out / "eval" / "table.md").is_file()
     assert (out / "checkpoints" / "checkpoint.safetensors").is_file()
     result = MaskTrainingResult.load(out)
-    assert result.config.steps == 6 and result.config.dtype == "float32"
+    assert result.config.steps == 6 and result.config.precision == "float32"
     assert main(argv) == 2, "a second run without --resume refuses to overwrite"
     assert "resume" in capsys.readouterr().err
     assert main([*argv, "--resume"]) == 0

@@ -228,7 +228,7 @@ def test_summary_and_verdict_read_the_direction():
 
 # -- training the family ---------------------------------------------------------------------------
 def test_train_family_masks_trains_once_with_negative_init(tiny, tmp_path):
-    config = lh.TrainingConfig(steps=2, batch_size=4, n_eval=4, init_mean=-3.0, dtype="float32")
+    config = lh.TrainingConfig(steps=2, batch_size=4, n_eval=4, init_mean=-3.0, precision="float32")
     with pytest.warns(UserWarning, match=r"did not learn .* heads kept\): from init_mean=-3"):
         masks = lh.train_family_masks(tiny, family(2), config, out=tmp_path, progress=False)
     assert list(masks) == ["upper", "title"]
@@ -240,7 +240,7 @@ def test_train_family_masks_trains_once_with_negative_init(tiny, tmp_path):
     assert (tmp_path / "upper" / "training.json").stat().st_mtime_ns == stamp
     assert again["title"] == masks["title"]
     assert lh.load_masks(tmp_path).keys() == masks.keys()
-    other = lh.TrainingConfig(steps=2, batch_size=4, n_eval=4, init_mean=4.0, dtype="float32")
+    other = lh.TrainingConfig(steps=2, batch_size=4, n_eval=4, init_mean=4.0, precision="float32")
     with pytest.raises(ValueError, match=r"other settings \(init_mean: saved -3.0, this run 4.0\)"):
         lh.train_family_masks(tiny, family(2), other, out=tmp_path, progress=False)
 

@@ -16,8 +16,9 @@ D_HEAD = 8
 WORDS = "ab cd ef gh ij kl mn op qr st uv wx ya bc de fg".split()
 TASK = Task("say-z", tuple(Example(word, "z") for word in WORDS))
 FAST = RolesConfig(
-    steps=30, pulled_steps=30, n_masks=3, batch_size=4, n_eval=4, evaluate=False, dtype="float32"
-)
+    steps=30, pulled_steps=30, n_masks=3, batch_size=4, n_eval=4, evaluate=False,
+    precision="float32",
+)  # fmt: skip
 
 
 def planted_model(identical_tokens: bool = False) -> object:

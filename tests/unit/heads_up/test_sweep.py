@@ -239,7 +239,7 @@ def test_cli_sweep_with_a_training_folder_a_mask_file_and_labels(
     tiny_cli, tiny_dir, tmp_path, capsys
 ):
     upper = Task("upper", tuple(Example(w, w.upper()) for w in "abcdefghijklmnop"))
-    config = TrainingConfig(steps=2, batch_size=4, n_eval=4, dtype="float32", lr=0.5)
+    config = TrainingConfig(steps=2, batch_size=4, n_eval=4, precision="float32", lr=0.5)
     training = lh.train_mask(tiny_cli, upper, config, progress=False)
     training.save(tmp_path / "run")
     base = ["sweep", "--model", str(tiny_dir), "--prompt", "apple", "--target", "a"]

@@ -308,7 +308,7 @@ def test_soft_mask_trains_only_its_heads(model):
         steps=5,
         batch_size=4,
         n_eval=4,
-        dtype="float32",
+        precision="float32",
         soft=True,
         trainable=["L0H1", "L1H3"],
         warmup_fraction=0.0,
@@ -326,7 +326,7 @@ def test_soft_mask_trains_only_its_heads(model):
 
 def test_soft_mask_checkpoint_resume(model, tmp_path):
     config = lh.TrainingConfig(
-        steps=4, batch_size=4, n_eval=4, dtype="float32", soft=True, trainable=["L0H0"]
+        steps=4, batch_size=4, n_eval=4, precision="float32", soft=True, trainable=["L0H0"]
     )
     whole = lh.train_mask(model, _task(), config, progress=False)
     first = lh.TrainingConfig(**{**config.to_dict(), "steps": 4})

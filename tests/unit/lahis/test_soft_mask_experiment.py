@@ -63,7 +63,7 @@ def _importance(scores: torch.Tensor = SCORES) -> HeadImportance:
 
 
 def _config(**overrides) -> lh.TrainingConfig:
-    return soft_mask_config(batch_size=4, dtype="float32", **overrides)
+    return soft_mask_config(batch_size=4, precision="float32", **overrides)
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ seeds = [0]
 steps = 4
 batch_size = 4
 n_eval = 8
-dtype = "float32"
+precision = "float32"
 
 [evaluate]
 n_eval = 4
@@ -88,6 +88,15 @@ def test_bad_configs_fail_with_the_line_and_the_fix(old, new, message):
     with pytest.raises(GridConfigError, match=r"^grid\.toml") as caught:
         _config(GOOD.replace(old, new))
     assert message in str(caught.value)
+
+
+def test_a_schedules_old_precision_key_still_works_with_a_warning():
+    """Issue 45: a schedule's ``dtype`` (the training precision's name before 0.2.0) is read as
+    ``precision`` with a DeprecationWarning."""
+    with pytest.warns(DeprecationWarning, match="schedule 'tiny': dtype is now precision"):
+        config = _config(GOOD.replace('precision = "float32"', 'dtype = "float32"'))
+    assert config.schedules["tiny"] == _config().schedules["tiny"]
+    assert config.schedules["tiny"].precision == "float32"
 
 
 def test_two_identical_schedules_are_duplicate_cells():

@@ -31,7 +31,7 @@ checkpoint_every = 5
 steps = 40
 batch_size = 4
 n_eval = 8
-dtype = "float32"
+precision = "float32"
 
 [evaluate]
 n_eval = 4

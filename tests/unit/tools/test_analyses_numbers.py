@@ -51,7 +51,9 @@ def tiny_everywhere(monkeypatch, tiny):
 def planted(tiny, tmp_path) -> Path:
     """A training folder: 3 real steps, then W and the trajectory replaced by hand. L0H1
     crosses 0.5 three times (0.9, 0.4, 0.6, 0.2), L1H2 once, every other head never."""
-    config = lh.TrainingConfig(steps=3, batch_size=4, n_eval=4, dtype="float32", trajectory_every=1)
+    config = lh.TrainingConfig(
+        steps=3, batch_size=4, n_eval=4, precision="float32", trajectory_every=1
+    )
     trained = lh.train_mask(tiny, lh.get_task("capitalize"), config, progress=False)
     trajectory = FINAL.repeat(4, 1, 1)
     trajectory[:, 0, 1] = torch.tensor([0.9, 0.4, 0.6, 0.2])

@@ -28,7 +28,7 @@ def _trainer(model) -> MaskTrainer:
     """The trainer the script builds (the short schedule from the negative init), in float32 on
     every machine: with bf16 autocast (a CPU with native bf16) the trainer's gradient differs
     from the float32 chain rule by rounding, not by a defect."""
-    config = lh.TrainingConfig.short(init_mean=-3.0, n_eval=100, dtype="float32")
+    config = lh.TrainingConfig.short(init_mean=-3.0, n_eval=100, precision="float32")
     return MaskTrainer(model, lh.get_task("capitalize"), config)
 
 
