@@ -178,7 +178,7 @@ def run(config: Config) -> dict[str, EvaluationResult]:
             ],
             "table": {row: value for row, value in column.items() if row != "# of heads in M"},
             "claims": claims(evaluation),
-            "precision": training.config.dtype,
+            "precision": training.config.precision,
             "shots": config.shots,
         }  # fmt: skip
     ours = pd.DataFrame(columns)
