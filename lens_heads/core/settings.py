@@ -44,7 +44,14 @@ from typing import Any, TypeVar
 
 from lens_heads.core.errors import InputError, InputTypeError
 
-__all__ = ["composed", "configure", "field_docs", "seeds_from_count", "setting_groups"]
+__all__ = [
+    "composed",
+    "configure",
+    "field_docs",
+    "seeds_from_count",
+    "setting_groups",
+    "warn_renamed",
+]
 
 T = TypeVar("T")
 
@@ -109,13 +116,20 @@ def _new_names(
                 f"only {new}="
             )
         if old in values:
-            warnings.warn(
-                f"{what}: {old}= is now {new}=; the old name goes away in lens_heads 0.3.0",
-                DeprecationWarning,
-                stacklevel=stacklevel,
-            )
+            warn_renamed(f"{what}: {old}=", f"{new}=", stacklevel=stacklevel)
             values[new] = values.pop(old)
     return values
+
+
+def warn_renamed(old: str, new: str, *, stacklevel: int = 2) -> None:
+    """Say, with a :class:`DeprecationWarning`, that ``old`` (a keyword, attribute or key
+    renamed in this release) is now ``new`` and goes away in 0.3.0; ``stacklevel`` means what it
+    would for :func:`warnings.warn` called in this function's place."""
+    warnings.warn(
+        f"{old} is now {new}; the old name goes away in lens_heads 0.3.0",
+        DeprecationWarning,
+        stacklevel=stacklevel + 1,
+    )
 
 
 def setting_groups(kind: type) -> dict[str, type]:

@@ -10,7 +10,6 @@ rate), the paper's noise and the straight-through estimator; re-exported by
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar
@@ -25,7 +24,7 @@ from lens_heads.core.devices import native_bf16
 from lens_heads.core.errors import InputError
 from lens_heads.core.masks import parse_head
 from lens_heads.core.prompts import ANSWER_ENDS
-from lens_heads.core.settings import composed
+from lens_heads.core.settings import composed, warn_renamed
 
 #: accepted spellings of a training precision and the name each stands for
 PRECISIONS = {
@@ -285,13 +284,13 @@ class TrainingConfig:
 
     def resolve_dtype(self, device: str | torch.device = "cpu") -> TrainingConfig:
         """Deprecated name of :meth:`resolve_precision` (until 0.3.0)."""
-        _renamed_warning("resolve_dtype()", "resolve_precision()")
+        warn_renamed("resolve_dtype()", "resolve_precision()")
         return self.resolve_precision(device)
 
     @property
     def dtype(self) -> str:
         """Deprecated name of :attr:`precision` (until 0.3.0)."""
-        _renamed_warning("TrainingConfig.dtype", "TrainingConfig.precision")
+        warn_renamed("TrainingConfig.dtype", "TrainingConfig.precision")
         return self.precision
 
     def to_dict(self) -> dict[str, Any]:
@@ -323,14 +322,6 @@ class TrainingConfig:
         if unknown:
             raise InputError(f"unknown TrainingConfig field(s) {unknown}")
         return cls(**values)
-
-
-def _renamed_warning(old: str, new: str) -> None:
-    warnings.warn(
-        f"{old} is now {new}; the old name goes away in lens_heads 0.3.0",
-        DeprecationWarning,
-        stacklevel=3,
-    )
 
 
 #: Config fields added after checkpoints existed, with the value that reproduces the behaviour

@@ -30,6 +30,7 @@ from typing import Any
 
 from lens_heads.core.checks import read_text_file
 from lens_heads.core.errors import LensHeadsError, MissingFileError
+from lens_heads.core.settings import warn_renamed
 from lens_heads.engine import TrainingConfig
 
 __all__ = ["Cell", "GridConfig", "GridConfigError"]
@@ -462,12 +463,7 @@ class _Validator:
                         key=key,
                     )
             for old in set(fields) & set(TrainingConfig.RENAMED):
-                warnings.warn(
-                    f"schedule {name!r}: {old} is now {TrainingConfig.RENAMED[old]}; the old name "
-                    "goes away in lens_heads 0.3.0",
-                    DeprecationWarning,
-                    stacklevel=2,
-                )
+                warn_renamed(f"schedule {name!r}: {old}", TrainingConfig.RENAMED[old])
             try:
                 base = TrainingConfig.short() if preset == "short" else TrainingConfig()
                 schedule = TrainingConfig.from_dict({**base.to_dict(), **fields})
