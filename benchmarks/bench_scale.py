@@ -292,7 +292,11 @@ def _train(model: Any, alias: str, inputs: dict, spec: dict, meter: _measure) ->
 
     _, _, _, _, precision, checkpoint, batch = spec["case"]
     config = TrainingConfig(
-        steps=100, batch_size=batch, n_eval=0, dtype=precision, checkpoint_activations=checkpoint
+        steps=100,
+        batch_size=batch,
+        n_eval=0,
+        precision=precision,
+        checkpoint_activations=checkpoint,
     )
     trainer = MaskTrainer(model, lh.get_task(TRAIN_TASK), config)
     if alias not in REAL:  # SmolLM2's token ids: the real prompt lengths

@@ -139,7 +139,9 @@ def _trainer(run: Run, model: Any, batch: int, **fields: Any) -> Any:
     from lens_heads.core.prompts import EncodedExample
     from lens_heads.engine import MaskTrainer, TrainingConfig
 
-    config = TrainingConfig(steps=10_000, batch_size=batch, n_eval=0, dtype="bfloat16", **fields)
+    config = TrainingConfig(
+        steps=10_000, batch_size=batch, n_eval=0, precision="bfloat16", **fields
+    )
     trainer = MaskTrainer(model, lh.get_task("en-fr"), config)
     vocab = int(model.cfg.d_vocab)
     trainer.encoded = [EncodedExample(run.ids(t, vocab), start) for t, start in run.train]

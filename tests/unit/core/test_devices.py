@@ -108,7 +108,7 @@ def test_every_result_keeps_its_tensors_on_the_models_device(device):
     where = next(iter(model.parameters())).device
     words = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(4) for j in range(6)]
     task = Task("upper", tuple(Example(w, w.upper()) for w in words), instruction="Upper.")
-    config = lh.TrainingConfig(steps=3, batch_size=4, n_eval=4, dtype="auto")
+    config = lh.TrainingConfig(steps=3, batch_size=4, n_eval=4, precision="auto")
     training = lh.train_mask(model, task, config, progress=False)
     mask = lh.HeadMask.from_heads(["L0H1", "L1H2"], n_layers=2, n_heads=4)
     results = {

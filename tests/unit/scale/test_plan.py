@@ -83,7 +83,7 @@ def test_the_training_arithmetic_is_what_the_trainer_keeps(weights, precision, c
     model = lh.tiny_model(n_layers=6, n_heads=6, n_kv_heads=2, d_head=16, d_mlp=200)
     model.to(getattr(torch, weights))
     config = TrainingConfig(
-        batch_size=6, dtype=precision, n_eval=0, steps=5, checkpoint_activations=checkpoint
+        batch_size=6, precision=precision, n_eval=0, steps=5, checkpoint_activations=checkpoint
     )
     measured, rows, width, answers = _saved_bytes(model, config)
     found = lh.plan(
