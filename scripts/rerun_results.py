@@ -68,10 +68,11 @@ def _roles(out: str, *flags: str, steps: int = 200, masks: int = 4) -> str:
 
 DEMO_MASK = "runs/demo-mask-float32"
 #: the head finders of the stored benchmarks (issue 46): the exact effects, the gradient
-#: estimates, the faithfulness-trained mask, the Heads up! mask, two controls and three random
+#: estimates, the three trained circuit masks (faithful, matching, warm-started from integrated
+#: gradients), the Heads up! mask, two controls and three random
 FINDER_METHODS = (
-    "effects-counterfactual,effects-zero,attribution,integrated,faithful-mask,heads-up,"
-    "induction,previous-token,random-0,random-1,random-2"
+    "effects-counterfactual,effects-zero,attribution,integrated,faithful-mask,matching-mask,"
+    "warm-mask,heads-up,induction,previous-token,random-0,random-1,random-2"
 )
 
 PLAN: tuple[Entry, ...] = (

@@ -208,6 +208,38 @@ def test_agreement_finds_related_measures_and_not_independent_ones():
     assert top_k_overlap(np.arange(10.0), np.arange(10.0), 3) == (3, 0.9)
 
 
+@pytest.mark.parametrize("kind", ["continuous", "ties", "constant resamples"])
+def test_the_bootstrap_interval_is_scipys_spearman_of_each_resample(kind):
+    """The vectorized bootstrap equals :func:`scipy.stats.spearmanr` on each resample drawn one
+    at a time from the same generator (ties averaged; NaN where a resample is constant), and
+    leaves the generator where the one-at-a-time draws leave it."""
+    import warnings
+
+    from scipy import stats
+
+    from lens_heads.atlas.agreement import _bootstrap
+
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=40)
+    b = a + rng.normal(size=40)
+    if kind == "ties":
+        a, b = np.round(a), np.round(b)
+    if kind == "constant resamples":
+        a, b = np.array([0.0, 0.0, 0.0, 1.0]), np.array([1.0, 2.0, 3.0, 4.0])
+    one, block = np.random.default_rng(7), np.random.default_rng(7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy warns on each constant resample
+        expected = np.array(
+            [stats.spearmanr(a[i], b[i]).statistic for i in
+             (one.integers(0, len(a), len(a)) for _ in range(300))]
+        )  # fmt: skip
+    found = _bootstrap(a, b, 300, block)
+    assert np.array_equal(np.isnan(found), np.isnan(expected))
+    assert np.allclose(found[~np.isnan(found)], expected[~np.isnan(expected)], atol=1e-12)
+    assert (kind == "constant resamples") == bool(np.isnan(found).any())
+    assert one.integers(0, 1000) == block.integers(0, 1000)
+
+
 # -- the atlas -----------------------------------------------------------------------------------
 def _config(**overrides):
     values = dict(
