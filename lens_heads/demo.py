@@ -290,8 +290,9 @@ class _Demo:
         self, where: Path, training: MaskTrainingResult, sweep: SweepResult
     ) -> SimilarityResult:
         result = figure4_similarity(
-            self.model(), sweep.prompt, self.task.instruction, training.mask, chat=self.chat()
-        )
+            self.model(), sweep.prompt, self.task.instruction, training.mask, chat=self.chat(),
+            progress=self.progress,
+        )  # fmt: skip
         result.save(where, png=True)
         return result
 

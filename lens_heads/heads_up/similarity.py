@@ -166,6 +166,7 @@ def layer_similarity(
     hooks: Sequence[str] = DEFAULT_HOOKS,
     label_runs: Sequence[str] | None = None,
     chat: bool | None = None,
+    progress: bool = True,
 ) -> SimilarityResult:
     """Cosine similarity per layer of ``hook_resid_post`` (decoder outputs) and
     ``hook_attn_out`` (attention outputs) at ``position`` between two runs, or between each
@@ -210,7 +211,7 @@ def layer_similarity(
     captured = list(dict.fromkeys([*hooks, "hook_resid_post"]))
     stacks: dict[str, dict[str, Tensor]] = {}
     top1: dict[str, list[str]] = {}
-    for label, run in tqdm(runs.items(), desc="runs", disable=len(runs) < 3):
+    for label, run in tqdm(runs.items(), desc="runs", disable=not progress or len(runs) < 3):
         _, _, stacks[label] = run_stack(model, run, position=position, chat=chat, hooks=captured)
         with torch.no_grad():
             ids = lens_logits(model, stacks[label]["hook_resid_post"]).argmax(dim=-1)
@@ -248,6 +249,7 @@ def _figure4_one(
     position: int = -1,
     hooks: Sequence[str] = DEFAULT_HOOKS,
     chat: bool | None = None,
+    progress: bool = True,
 ) -> SimilarityResult:
     runs = {
         "original": Run(prompt),
@@ -262,6 +264,7 @@ def _figure4_one(
         hooks=hooks,
         label_runs=["instructed", "masked"],
         chat=chat,
+        progress=progress,
     )
 
 
@@ -284,7 +287,8 @@ def figure4_similarity(
     * Many prompts (a list of inputs or a :class:`~lens_heads.core.tasks.Task`): a
       :class:`SimilarityStats` -- per-layer mean and 95 % interval over prompts and the paired
       test of the figure's claim over the later half of the layers (keywords ``n_prompts``,
-      ``later_layers``, ``batch_size``, ``progress`` of :func:`figure4_stats`). Its per-prompt
+      ``later_layers``, ``batch_size``, ``progress`` of :func:`figure4_stats`; ``progress`` also
+      switches the one prompt's bar). Its per-prompt
       cosines equal the single-prompt calls'. To name a task by string use
       :func:`figure4_stats`, since a string here is one prompt.
 
@@ -300,6 +304,7 @@ def figure4_similarity(
         )
     if isinstance(prompt, str):
         check_prompt(prompt)
+        progress = many.pop("progress", True)
         if many:
             raise InputTypeError(
                 f"{sorted(many)} apply to many prompts; pass a list of prompts or a Task"
@@ -307,8 +312,9 @@ def figure4_similarity(
         if instruction is None:
             raise InputError("Figure 4 compares with the instructed model: give an instruction")
         return _figure4_one(
-            model, prompt, instruction, mask, position=position, hooks=hooks, chat=chat
-        )
+            model, prompt, instruction, mask, position=position, hooks=hooks, chat=chat,
+            progress=progress,
+        )  # fmt: skip
     return figure4_stats(
         model, prompt, instruction, mask, position=position, hooks=hooks, chat=chat, **many
     )

@@ -297,6 +297,18 @@ def test_figure4_with_a_real_mask_changes_the_masked_comparison(tiny):
         result.summary([5])
 
 
+def test_one_prompts_figure4_shows_its_bar_only_with_progress(tiny, capsys):
+    """The four runs of one prompt's Figure 4 show a progress bar unless ``progress=False`` (the
+    demo passes its own switch down, so ``run_demo(progress=False)`` prints no bar)."""
+    shown = figure4_similarity(tiny, "apple", LENS_INSTRUCTION, LENS_MASK)
+    assert "runs" in capsys.readouterr().err
+    quiet = figure4_similarity(tiny, "apple", LENS_INSTRUCTION, LENS_MASK, progress=False)
+    assert "runs" not in capsys.readouterr().err
+    torch.testing.assert_close(quiet.cosine, shown.cosine)
+    with pytest.raises(lh.LensHeadsError, match="many prompts"):
+        figure4_similarity(tiny, "apple", LENS_INSTRUCTION, LENS_MASK, n_prompts=3)
+
+
 def test_similarity_bad_inputs(tiny):
     with pytest.raises(MaskShapeError, match="use a mask made for this model"):
         figure4_similarity(tiny, "apple", LENS_INSTRUCTION, lh.HeadMask.ones(3, 4))
