@@ -100,7 +100,7 @@ def run(config: Config) -> dict[str, Any]:
         def transfer(where: Path, target: str = target) -> TransferResult:
             result = attention_transfer(
                 model(), heads, source="en", target=target, n_eval=config.n_eval,
-                shots=config.shots,
+                shots=config.shots, progress=config.progress,
             )  # fmt: skip
             result.save(where)
             return result

@@ -14,18 +14,18 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from lens_heads.core.checks import check_int, own_checks
-from lens_heads.core.errors import InputError
-from lens_heads.core.fingerprints import Fingerprint, claim_folder
+from lens_heads.core.errors import ComputationError, InputError
+from lens_heads.core.fingerprints import Fingerprint, claim_folder, model_fingerprint
 from lens_heads.core.guards import verify_model
-from lens_heads.core.models import load_model, model_name
+from lens_heads.core.models import known_fingerprint, load_model, model_name
 from lens_heads.core.prompts import INSTRUCTION_TEMPLATE, has_chat_template
 from lens_heads.core.random_models import refuse_random_weights
-from lens_heads.core.settings import composed, configure
+from lens_heads.core.settings import ProgressSetting, composed, configure
 from lens_heads.core.storage import Stages, write_atomic
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.demo_outputs import DemoReport, write_report
@@ -56,7 +56,7 @@ def _demo_training() -> TrainingConfig:
 @composed
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class DemoConfig:
+class DemoConfig(ProgressSetting):
     """What the demo runs: the model and task, the mask's training (a
     :class:`~lens_heads.engine.TrainingConfig`), the removal sweep. The trainer's fields are
     keywords of their own too.
@@ -80,14 +80,13 @@ class DemoConfig:
     """Evaluate every k-th step of the removal sweep."""
     max_new_tokens: int = 10
     """Greedy tokens generated at each step of the sweep."""
-    progress: bool = True
-    """Show progress bars."""
 
     RENAMED: ClassVar[dict[str, str]] = {"generate_tokens": "max_new_tokens"}
     #: the trainer's fields the command line shows
     SHOWN: ClassVar[dict[str, tuple[str, ...]]] = {"training": TRAINING_FIELDS}
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared parts' checks
         if not isinstance(self.training, TrainingConfig):
             raise InputError(
                 f"training must be a TrainingConfig, got {type(self.training).__name__}"
@@ -157,10 +156,11 @@ def run_demo(
     ``docs/training.md``; the sweep uses the first held-out example with a one-token answer as
     its prompt, that answer as the target and the instructed prompt as the reference (Figures
     2 and 5). Every stage is saved; running again with the same model (its weights and tokenizer
-    are fingerprinted after loading), task and settings reuses the finished stages (and resumes
-    an interrupted training), so a finished folder loads in seconds -- the notebooks rely on it;
-    another model, task file or settings is refused. ``fresh=True`` recomputes everything.
-    ``answer_end`` is the training target's end
+    are fingerprinted after loading; an offline alias's cache remembers that fingerprint, so a
+    finished folder is checked without loading the model), task and settings reuses the
+    finished stages (and resumes an interrupted training), so a finished folder loads in
+    seconds -- the notebooks rely on it; another model, task file or settings is refused.
+    ``fresh=True`` recomputes everything. ``answer_end`` is the training target's end
     (:class:`~lens_heads.engine.training.TrainingConfig`); a folder trained before it was
     recorded (answer-only targets) is refused unless ``fresh``. ``precision`` is the
     training's (``"auto"``: bf16 autocast where the CPU computes bf16 natively, else fp32;
@@ -192,7 +192,10 @@ def run_demo(
         **_other_training(training),
     )
     demo = _Demo(folder, config, task)
-    fingerprint = Fingerprint.of(demo.model(), settings, {"task": task})
+    if demo.known is None:
+        fingerprint = Fingerprint.of(demo.model(), settings, {"task": task})
+    else:  # checked against what the cache remembers; the model loads when a stage needs it
+        fingerprint = replace(Fingerprint.of(None, settings, {"task": task}), model=demo.known)
     _prepare_folder(folder, fingerprint, fresh)
     demo.stage = Stages(folder, fingerprint)
     if demo.load_seconds is not None:
@@ -223,6 +226,9 @@ class _Demo:
     task: Task
     loaded: list[Any] = field(default_factory=list)
     load_seconds: float | None = None
+    #: the fingerprint an offline alias remembers from an earlier load (a finished folder is
+    #: checked against it without loading the model; a stage that computes loads it and checks)
+    known: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         self.stage: Stages | None = None  # once the folder is claimed for the model's fingerprint
@@ -232,12 +238,20 @@ class _Demo:
             refuse_random_weights(self.config.model, "the demo")
             verify_model(self.config.model)  # before any stage computes (load_model does too)
             self.loaded.append(self.config.model)
+        else:
+            self.known = known_fingerprint(self.config.model)
 
     def model(self) -> Any:
         if not self.loaded:
             start = time.perf_counter()
             self.loaded.append(load_model(self.config.model))
             self.load_seconds = round(time.perf_counter() - start, 1)
+            if self.known is not None and model_fingerprint(self.loaded[0]) != self.known:
+                raise ComputationError(
+                    f"{self.config.model}: the loaded model is not the one its cache remembered "
+                    "(the folder was checked against that one); run again with fresh=True "
+                    "(--fresh) to check it against the loaded model"
+                )
         return self.loaded[0]
 
     def chat(self) -> bool:

@@ -36,6 +36,29 @@ def browser():
     driver.quit()
 
 
+@pytest.fixture(autouse=True)
+def _unit_tests_load_no_real_model(request, monkeypatch):
+    """A test outside the ``models`` pass fails if it loads an offline model (SmolLM2, Gemma):
+    patching ``lh.load_model`` does not reach code that imports the loader itself, and such a
+    test would run a real model in the fast tier, unseen."""
+    if request.node.get_closest_marker("models") is not None:
+        return
+    from lens_heads.core import models
+
+    real = {id(source) for source in models.MODEL_ALIASES.values()}
+    load = models._load_offline
+
+    def refuse(source, *args, **kwargs):
+        if id(source) not in real:  # a test's stand-in alias (a tiny model behind it)
+            return load(source, *args, **kwargs)
+        pytest.fail(
+            f"a unit test loaded the offline model {source.hf_id}: give it a tiny model (a "
+            "grid's 'tiny-2x4', lh.tiny_model()) or move it to tests/integration"
+        )
+
+    monkeypatch.setattr(models, "_load_offline", refuse)
+
+
 @pytest.fixture(scope="session")
 def smollm2():
     """SmolLM2-135M-Instruct (30 layers x 9 query heads), loaded once."""

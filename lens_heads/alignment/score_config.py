@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
+from lens_heads.core.settings import ChatSetting, ProgressSetting
 
 __all__ = ["CHOICES", "ScoreConfig"]
 
@@ -30,7 +31,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class ScoreConfig:
+class ScoreConfig(ChatSetting, ProgressSetting):
     """How translation scores are computed."""
 
     decoding: str = "teacher_forced"
@@ -47,18 +48,15 @@ class ScoreConfig:
     """Seed of the demonstrations drawn for each prompt."""
     n_eval: int | None = None
     """Score the first N sentence pairs (default: all)."""
-    chat: bool | None = None
-    """Wrap prompts in the chat template (default: when the tokenizer has one)."""
     max_new_tokens: int = 64
     """Greedy tokens per translation (greedy decoding only)."""
     batch_size: int | None = None
     """Sentences scored together (default 16; the scores do not depend on it)."""
-    progress: bool = False
-    """Show a progress bar."""
 
     RENAMED: ClassVar[dict[str, str]] = {"n": "n_eval"}
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared parts' checks
         for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise InputError(
@@ -70,8 +68,6 @@ class ScoreConfig:
         for name in ("n_eval", "batch_size"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), minimum=1)
-        if self.chat is not None and not isinstance(self.chat, bool):
-            raise InputError(f"chat must be True, False or None (auto), got {self.chat!r}")
 
     def stored(self) -> dict[str, Any]:
         values = asdict(self)

@@ -140,7 +140,8 @@ def _add_fields(
     fields = {field.name: field for field in dataclasses.fields(kind)}
     skip = set(skip)
     if only is None:
-        names = [n for n in fields if n not in skip]
+        own = vars(kind).get("__annotations__", {})  # a shared part's fields come last
+        names = sorted((n for n in fields if n not in skip), key=lambda n: n not in own)
     else:  # a dotted name (importance.method) keeps its section
         only = list(only)
         names = list(dict.fromkeys(n.split(".")[0] for n in only))

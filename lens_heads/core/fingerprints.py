@@ -168,7 +168,7 @@ def model_fingerprint(model: Any) -> dict[str, str]:
             f"model must be a loaded model (lh.load_model, a TransformerBridge or a "
             f"HookedTransformer), got {type(model).__name__}"
         )
-    from lens_heads.core.models import model_name
+    from lens_heads.core.model_specs import model_name
 
     tensors = [*model.parameters(), *model.buffers()]
     tokenizer = getattr(model, "tokenizer", None)

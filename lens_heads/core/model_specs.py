@@ -26,10 +26,16 @@ __all__ = [
     "OfflineModel",
     "UnsupportedModelError",
     "cache_dir",
+    "model_name",
     "spec_kind",
 ]
 
 logger = logging.getLogger("lens_heads.core.models")
+
+
+def model_name(model: Any) -> str:
+    """The name the model was loaded under (alias, path or HF id)."""
+    return str(getattr(model, "lens_heads_name", None) or model.cfg.model_name)
 
 
 class ModelNotAvailableError(LensHeadsError, RuntimeError):

@@ -12,6 +12,7 @@ with the legacy ``HookedTransformer`` (:class:`ModelLike`), so either kind of mo
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 import os
@@ -40,6 +41,7 @@ from lens_heads.core.model_specs import (
     _check_hf_dir,
     _file_sha256,
     cache_dir,
+    model_name,
     spec_kind,
 )
 
@@ -50,6 +52,7 @@ __all__ = [
     "UnsupportedModelError",
     "cache_dir",
     "head_shape",
+    "known_fingerprint",
     "load_model",
     "model_name",
     "prepare_model",
@@ -97,11 +100,6 @@ def head_shape(model: Any) -> tuple[int, int]:
     """``(n_layers, n_heads)`` of a model (or of a shape read before the weights); with
     grouped-query attention, heads are query heads."""
     return int(model.cfg.n_layers), int(model.cfg.n_heads)
-
-
-def model_name(model: Any) -> str:
-    """The name the model was loaded under (alias, path or HF id)."""
-    return str(getattr(model, "lens_heads_name", None) or model.cfg.model_name)
 
 
 def load_model(
@@ -189,7 +187,90 @@ def load_model(
         from lens_heads.core.guards import verify_model
 
         verify_model(model)
+    if kind == "alias" and not kept and device_map is None:
+        _remember_fingerprint(spec_str, dtype, device, model)
     return model
+
+
+#: the file in an alias's cache folder that remembers its loaded models' fingerprints
+FINGERPRINTS = "fingerprints.json"
+
+
+def known_fingerprint(
+    spec: str | os.PathLike[str],
+    *,
+    dtype: torch.dtype | str = torch.float32,
+    device: str | torch.device = "cpu",
+) -> dict[str, str] | None:
+    """The :func:`~lens_heads.core.fingerprints.model_fingerprint` that ``load_model(spec,
+    dtype=dtype, device=device)`` gives, read without loading: an offline alias remembers it in
+    its cache folder once loaded, for these library versions, this loading code and the cache's
+    files as they are (any change and it is None: load the model to know). Anything but an
+    offline alias: None. A finished run's folder is checked against it in a second, where
+    loading the model takes tens of seconds.
+
+    >>> known_fingerprint("no/such-model") is None
+    True
+    """
+    spec_str = os.fspath(spec)
+    if spec_str not in MODEL_ALIASES or spec_kind(spec_str) != "alias":
+        return None
+    device = resolve_device(device)
+    dtype = resolve_dtype(dtype, device)
+    directory = _cached_model_dir(MODEL_ALIASES[spec_str].sha256())
+    entry = _read_fingerprints(directory).get(_load_key(spec_str, dtype, device))
+    if not entry or entry.get("files") != _cache_files(directory):
+        return None
+    return dict(entry["fingerprint"])
+
+
+def _load_key(spec: str, dtype: torch.dtype, device: Any) -> str:
+    """What a loaded alias's weights and tokenizer depend on beyond its cached files."""
+    from lens_heads.core.libraries import library_versions
+
+    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    return json.dumps(
+        {"spec": spec, "dtype": str(dtype), "device": str(device), "code": code,
+         "libraries": library_versions()},
+        sort_keys=True,
+    )  # fmt: skip
+
+
+def _cache_files(directory: Path) -> dict[str, list[int]]:
+    """Size and modification time of each file of a cache folder (but the fingerprints')."""
+    if not directory.is_dir():
+        return {}
+    return {
+        f.name: [f.stat().st_size, f.stat().st_mtime_ns]
+        for f in sorted(directory.iterdir())
+        if f.is_file() and f.name != FINGERPRINTS
+    }
+
+
+def _read_fingerprints(directory: Path) -> dict[str, Any]:
+    try:
+        found = json.loads((directory / FINGERPRINTS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _remember_fingerprint(spec: str, dtype: torch.dtype, device: Any, model: Any) -> None:
+    """Keep the fingerprint of an alias just loaded (:func:`known_fingerprint` reads it)."""
+    from lens_heads.core.fingerprints import model_fingerprint
+    from lens_heads.core.storage import write_atomic
+
+    directory = _cached_model_dir(MODEL_ALIASES[spec].sha256())
+    key = _load_key(spec, dtype, device)
+    records = _read_fingerprints(directory)
+    entry = {"files": _cache_files(directory), "fingerprint": model_fingerprint(model)}
+    if not entry["files"] or records.get(key) == entry:
+        return
+    records[key] = entry
+    try:
+        write_atomic(directory / FINGERPRINTS, json.dumps(records, indent=1))
+    except OSError as error:  # a read-only cache: the next run loads the model to know
+        logger.info("could not remember the fingerprint in %s: %s", directory, error)
 
 
 def _boot(hf_id: str, hf_model: Any, tokenizer: Any) -> Any:

@@ -20,6 +20,7 @@ from typing import Any
 from lens_heads.core.ablation import FIXED, check_ablation
 from lens_heads.core.checks import check_int, check_seeds, own_checks
 from lens_heads.core.errors import InputError
+from lens_heads.core.settings import ChatSetting, ProgressSetting
 from lens_heads.core.tasks import Task
 from lens_heads.engine.evaluation_result import SETTINGS
 
@@ -32,7 +33,7 @@ INSTRUCTED = ("instruction", "mask+instruction")
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class EvaluationConfig:
+class EvaluationConfig(ChatSetting, ProgressSetting):
     """How a task is evaluated: which examples, which prompts, how decoding runs."""
 
     n_eval: int = 100
@@ -43,8 +44,6 @@ class EvaluationConfig:
     """Seeds of the random masks of M's size (the 'w/ random M' row): one run per seed."""
     batch_size: int = 16
     """Prompts decoded together."""
-    chat: bool | None = None
-    """Wrap prompts in the chat template (default: when the tokenizer has one)."""
     shots: int = 0
     """Demonstrations from the training split before each prompt."""
     shot_seed: int = 0
@@ -60,10 +59,9 @@ class EvaluationConfig:
     ablation: str = "zero"
     """What a removed head outputs: zero, or mean (its mean output over the bare prompts of the
     first 64 training examples; the held-out ones when the split has none)."""
-    progress: bool = True
-    """Show a progress bar."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared parts' checks
         check_int("n_eval", self.n_eval, minimum=1)
         check_int("batch_size", self.batch_size, minimum=1)
         check_int("shots", self.shots, minimum=0)
@@ -78,11 +76,9 @@ class EvaluationConfig:
         object.__setattr__(self, "random_seeds", seeds)
         if not isinstance(self.separator, str):
             raise InputError(f"separator must be a string, got {self.separator!r}")
-        for name in ("first_line", "stack_masks", "progress"):
+        for name in ("first_line", "stack_masks"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.chat is not None and not isinstance(self.chat, bool):
-            raise InputError(f"chat must be True, False or None (auto), got {self.chat!r}")
 
     def check(
         self,

@@ -24,7 +24,7 @@ from lens_heads.core.devices import native_bf16
 from lens_heads.core.errors import InputError
 from lens_heads.core.masks import parse_head
 from lens_heads.core.prompts import ANSWER_ENDS
-from lens_heads.core.settings import composed, warn_renamed
+from lens_heads.core.settings import ChatSetting, composed, warn_renamed
 
 #: accepted spellings of a training precision and the name each stands for
 PRECISIONS = {
@@ -46,7 +46,7 @@ MAX_LR = 10.0
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @composed  # takes a renamed field under its old name, with a DeprecationWarning
 @dataclass(frozen=True)
-class TrainingConfig:
+class TrainingConfig(ChatSetting):
     """Hyper-parameters of :func:`train_mask`; the defaults are the paper's (6,250 steps).
 
     On a 2-core CPU use :meth:`short` (200 steps, batch 8, lr 0.1; see ``docs/training.md``).
@@ -117,8 +117,6 @@ class TrainingConfig:
     """Shuffle the task with this seed before splitting (default: the file's order)."""
     shots: int = 0
     """Demonstrations from the training split before each training input."""
-    chat: bool | None = None
-    """Wrap prompts in the chat template (default: when the tokenizer has one)."""
     separator: str = "\n\n"
     """What follows the input (and each demonstration) without a chat template."""
     answer_end: str = "auto"
@@ -171,6 +169,7 @@ class TrainingConfig:
     RENAMED: ClassVar[dict[str, str]] = {"dtype": "precision"}
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared parts' checks
         def need(condition: bool, message: str) -> None:
             if not condition:
                 raise InputError(message)

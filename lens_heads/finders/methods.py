@@ -266,7 +266,9 @@ def _translation(inputs: _Inputs) -> tuple[Tensor, int, int]:
             "method out for this task"
         )
     pair = {"english-french": "en-fr", "english-german": "en-de", "english-spanish": "en-es"}
-    found = translation_scores(inputs.model, pair.get(inputs.task.name, inputs.task.name))
+    found = translation_scores(
+        inputs.model, pair.get(inputs.task.name, inputs.task.name), progress=False
+    )
     return found.scores.float(), int(found.to_frame().shape[0]), 0
 
 

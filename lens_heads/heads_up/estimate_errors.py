@@ -46,6 +46,7 @@ from lens_heads.core.hooks import ablated, head_outputs
 from lens_heads.core.masks import format_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.prompts import has_chat_template
+from lens_heads.core.settings import ChatSetting, ProgressSetting
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine import scoring
@@ -60,7 +61,7 @@ ESTIMATES = ("first order", "integrated gradients")
 
 @own_checks
 @dataclass(frozen=True)
-class EstimateErrorsConfig:
+class EstimateErrorsConfig(ChatSetting, ProgressSetting):
     """Settings of :func:`estimate_errors`."""
 
     n_eval: int = 10
@@ -79,12 +80,9 @@ class EstimateErrorsConfig:
     ablation: str = "zero"
     """What a removed head outputs: zero, mean (over the bare prompts of the task's first 64
     training examples) or resample (its output on a training prompt of the same length)."""
-    chat: bool | None = None
-    """Wrap the prompts in the chat template (default: when the tokenizer has one)."""
-    progress: bool = True
-    """Show a progress bar."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared parts' checks
         for name in ("n_eval", "k"):
             check_int(name, getattr(self, name), minimum=1)
         why = "each is a row of one batched forward and backward per prompt"

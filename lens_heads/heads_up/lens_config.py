@@ -12,13 +12,14 @@ from typing import ClassVar
 
 from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
+from lens_heads.core.settings import ChatSetting
 
 __all__ = ["LensConfig"]
 
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class LensConfig:
+class LensConfig(ChatSetting):
     """How :func:`logit_lens` reads the residual stream.
 
     >>> LensConfig(top_k=0)
@@ -34,15 +35,12 @@ class LensConfig:
     final_norm: bool = True
     """Apply the model's final norm before unembedding, so the last layer is the model's own
     prediction (no: the Heads up! reference code's lens, which skipped it)."""
-    chat: bool | None = None
-    """Wrap the prompts in the chat template (default: when the tokenizer has one)."""
 
     RENAMED: ClassVar[dict[str, str]] = {"apply_final_norm": "final_norm"}
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared parts' checks
         check_int("top_k", self.top_k, minimum=1)
         check_int("position", self.position)
-        for name in ("final_norm", "chat"):
-            value = getattr(self, name)
-            if not (isinstance(value, bool) or (name == "chat" and value is None)):
-                raise InputError(f"{name} must be True or False, got {value!r}")
+        if not isinstance(self.final_norm, bool):
+            raise InputError(f"final_norm must be True or False, got {self.final_norm!r}")

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from lens_heads.core.ablation import check_ablation
 from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
+from lens_heads.core.settings import ChatSetting, ProgressSetting
 
 __all__ = ["ENGINES", "SweepConfig"]
 
@@ -26,7 +27,7 @@ ENGINES = ("batched", "naive")
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class SweepConfig:
+class SweepConfig(ChatSetting, ProgressSetting):
     """How a removal sweep runs."""
 
     track_top_k: int = 5
@@ -35,8 +36,6 @@ class SweepConfig:
     """Greedy tokens generated at each step (0: no continuations)."""
     every: int = 1
     """Evaluate every k-th step only (plus the last)."""
-    chat: bool | None = None
-    """Wrap the prompts in the chat template (default: when the tokenizer has one)."""
     batch_size: int | None = None
     """Steps evaluated together (default: as many as fit; results do not depend on it)."""
     influential_k: int | None = None
@@ -46,12 +45,11 @@ class SweepConfig:
     resample (its output on a reference prompt of the same length; no continuations)."""
     engine: str = "batched"
     """batched (default) or naive: the reference loop, one step at a time (for checking)."""
-    progress: bool = True
-    """Show a progress bar."""
 
     RENAMED: ClassVar[dict[str, str]] = {"generate_tokens": "max_new_tokens"}
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared parts' checks
         if self.engine not in ENGINES:
             raise InputError(f"engine must be 'batched' or 'naive', got {self.engine!r}")
         check_ablation(self.ablation, where="removal_sweep")
@@ -66,10 +64,6 @@ class SweepConfig:
             check_int("batch_size", self.batch_size, minimum=1)
         if self.influential_k is not None:
             check_int("influential_k", self.influential_k, minimum=1)
-        if self.chat is not None and not isinstance(self.chat, bool):
-            raise InputError(f"chat must be True, False or None (auto), got {self.chat!r}")
-        if not isinstance(self.progress, bool):
-            raise InputError(f"progress must be True or False, got {self.progress!r}")
 
     def stored(self) -> dict[str, Any]:
         """The fields as stored with a result."""

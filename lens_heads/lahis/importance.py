@@ -45,7 +45,7 @@ from lens_heads.core.logits import answer_logits, partial_unembed_works
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.prompts import pad_token_id
-from lens_heads.core.settings import configure
+from lens_heads.core.settings import ProgressSetting, configure
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
 
@@ -337,7 +337,7 @@ def document_losses(
 # -- the computation -----------------------------------------------------------------------
 @own_checks
 @dataclass(frozen=True)
-class ImportanceConfig:
+class ImportanceConfig(ProgressSetting):
     """How :func:`head_importance` scores the heads."""
 
     method: str = "lahis"
@@ -349,12 +349,11 @@ class ImportanceConfig:
     precision: str = "auto"
     """auto (bf16 autocast where the device computes it natively), float32 or bfloat16; the mask
     and the gradients stay float32."""
-    progress: bool = True
-    """Show a progress bar."""
 
     RENAMED: ClassVar[dict[str, str]] = {"dtype": "precision"}
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared parts' checks
         if self.method not in METHODS:
             raise ImportanceInputError(
                 f"method must be one of {list(METHODS)}, got {self.method!r}"

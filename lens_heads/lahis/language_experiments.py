@@ -27,7 +27,7 @@ from lens_heads.core.metrics import chrf_pp
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.prompts import PromptFormat, sample_shots
 from lens_heads.core.scales import HeadScale
-from lens_heads.core.settings import configure
+from lens_heads.core.settings import ProgressSetting, configure
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import ParallelCorpus, Task, parallel_corpus
@@ -397,7 +397,7 @@ MAX_TRANSFER_FACTOR = 100.0
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class TransferConfig:
+class TransferConfig(ProgressSetting):
     """The settings of :func:`attention_transfer`."""
 
     source: str = "en"
@@ -416,10 +416,9 @@ class TransferConfig:
     """Greedy tokens per translation."""
     batch_size: int = 8
     """Prompts decoded together."""
-    progress: bool = False
-    """Show a progress bar."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared parts' checks
         if self.source == self.target:
             raise ImportanceInputError(
                 f"source and target are both {self.source!r}: attention transfer translates "

@@ -27,7 +27,7 @@ from lens_heads.core.fingerprints import Fingerprint, claim_folder
 from lens_heads.core.masks import MaskShapeError, format_head, parse_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.scales import HeadScale
-from lens_heads.core.settings import configure, seeds_from_count
+from lens_heads.core.settings import ProgressSetting, configure, seeds_from_count
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine import (
     EvaluationConfig,
@@ -230,7 +230,7 @@ def _epoch_losses(history: pd.DataFrame, per_epoch: int) -> tuple[float, float]:
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class SoftMaskConfig:
+class SoftMaskConfig(ProgressSetting):
     """The settings of :func:`soft_mask_experiment`."""
 
     fraction: float = 0.02
@@ -252,12 +252,11 @@ class SoftMaskConfig:
     """Prompts decoded together in the evaluation."""
     max_new_tokens: int | None = None
     """Greedy tokens per output (default: the task's)."""
-    progress: bool = True
-    """Show progress bars."""
 
     RENAMED: ClassVar[dict[str, str]] = {"eval_batch_size": "batch_size"}
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared parts' checks
         _check_fraction(self.fraction)
         seeds = check_seeds("random_seeds", self.random_seeds)
         if not self.random_seeds:

@@ -293,7 +293,7 @@ def test_lazy_packages_export_what_they_list(package):
 #: holds a shared part (a ``TrainingConfig``, as ``RolesConfig`` and ``SoftMaskConfig`` do)
 #: instead of copying its fields, and a class that stops copying one leaves this list.
 DECLARED_TWICE = {
-    "batch_size": 15, "n_eval": 9, "progress": 9, "chat": 7, "max_new_tokens": 7, "seed": 6,
+    "batch_size": 15, "n_eval": 9, "max_new_tokens": 7, "seed": 6,
     "ablation": 6, "precision": 5, "shots": 4, "bootstrap": 4, "k": 3, "instructed": 3,
     "ablations": 3, "split_seed": 3, "random_seeds": 3, "dtype": 2, "n_masks": 3, "shot_seed": 2,
     "permutations": 2, "level": 2, "task": 2, "n_sequences": 2, "length": 2, "sweep": 2,
@@ -303,14 +303,31 @@ DECLARED_TWICE = {
 
 
 def _declared_twice(classes) -> dict[str, list[str]]:
+    """Each field name declared by more than one class, with them: a class declares the fields
+    written in its own body, not those of a shared part it takes as a base (``ChatSetting``)."""
     import dataclasses
     from collections import defaultdict
 
     where: dict[str, list[str]] = defaultdict(list)
-    for kind in classes:
+    for kind in [*classes, *_shared_parts()]:
+        own = vars(kind).get("__annotations__", {})
         for field in dataclasses.fields(kind):
-            where[field.name].append(kind.__name__)
+            if field.name in own:
+                where[field.name].append(kind.__name__)
     return {name: sorted(owners) for name, owners in where.items() if len(owners) > 1}
+
+
+def _shared_parts() -> list[type]:
+    """The shared parts of settings classes (``lens_heads.core.settings``)."""
+    import dataclasses
+
+    from lens_heads.core import settings
+
+    return [
+        getattr(settings, name)
+        for name in settings.__all__
+        if name.endswith("Setting") and dataclasses.is_dataclass(getattr(settings, name))
+    ]
 
 
 def test_no_settings_field_is_copied_into_a_new_class():
@@ -353,6 +370,27 @@ def test_the_copy_check_sees_a_copied_field():
     found = _declared_twice([*_settings_classes(), CopyConfig])
     assert found["noise"] == ["CopyConfig", "TrainingConfig"]
     assert len(found["noise"]) > DECLARED_TWICE.get("noise", 1)
+
+
+def test_every_class_holding_a_shared_part_runs_its_checks():
+    """A settings class that takes a shared part as a base (``ChatSetting``, ``ProgressSetting``)
+    checks the part's fields with the part's one error: its ``__post_init__`` hands on to the
+    part's (a class that forgot ``super().__post_init__()`` would accept ``chat="no"``)."""
+    from lens_heads.core.errors import InputError
+    from lens_heads.core.settings import ChatSetting, ProgressSetting
+
+    bad = {
+        ChatSetting: ("chat", "no", r"chat must be True, False or None \(auto\), got 'no'"),
+        ProgressSetting: ("progress", "no", "progress must be True or False, got 'no'"),
+    }
+    holders = {part: [c for c in _settings_classes() if issubclass(c, part)] for part in bad}
+    assert len(holders[ChatSetting]) == 7 and len(holders[ProgressSetting]) == 9, holders
+    for part, classes in holders.items():
+        name, value, message = bad[part]
+        for kind in classes:
+            with pytest.raises(InputError, match=f"^{message}$"):
+                kind(**{name: value})
+            assert name not in vars(kind).get("__annotations__", {}), kind.__name__
 
 
 #: imports by analyses/, scripts/ and the notebooks of a lens_heads name that no public namespace

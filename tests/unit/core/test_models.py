@@ -89,6 +89,33 @@ def test_corrupted_cache_is_recreated(fake_gguf, damage):
     assert torch.isfinite(next(model.parameters())).all()
 
 
+def test_a_loaded_alias_remembers_its_fingerprint(fake_gguf, monkeypatch):
+    """``known_fingerprint`` gives what loading an offline alias gives, once it was loaded with
+    these settings, and forgets it when a file of the cache changes."""
+    import dataclasses
+    import os
+
+    from lens_heads.core.fingerprints import model_fingerprint
+
+    _, path = fake_gguf
+    fake = dataclasses.replace(
+        models.MODEL_ALIASES["smollm2-135m-instruct"],
+        alias="fake-tiny", locate=lambda: path, sha256=lambda: "ef" * 32,
+    )  # fmt: skip
+    monkeypatch.setitem(models.MODEL_ALIASES, "fake-tiny", fake)
+    assert models.known_fingerprint("fake-tiny") is None, "never loaded"
+    model = lh.load_model("fake-tiny")
+    assert models.known_fingerprint("fake-tiny") == model_fingerprint(model)
+    assert models.known_fingerprint("fake-tiny", dtype="auto") == model_fingerprint(model)
+    assert models.known_fingerprint("fake-tiny", dtype="bfloat16") is None, "not loaded so"
+    assert models.known_fingerprint("no/such-model") is None
+    weights = models._cached_model_dir("ef" * 32) / "model.safetensors"
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1))
+    assert models.known_fingerprint("fake-tiny") is None, "a cache file changed"
+    lh.load_model("fake-tiny")
+    assert models.known_fingerprint("fake-tiny") == model_fingerprint(model)
+
+
 def test_local_checkpoint_directory(tmp_path):
     hf_model, tokenizer = models._tiny_hf_model(1, 2, None, 8, None, 64, 1)
     hf_model.save_pretrained(tmp_path / "ckpt")

@@ -87,6 +87,31 @@ def test_a_second_run_reuses_the_finished_stages(loads, capitalize_file, tmp_pat
     assert set(third.seconds) == {"load model", *first_times}
 
 
+def test_a_finished_folder_is_checked_against_the_remembered_fingerprint(
+    loads, capitalize_file, tmp_path, monkeypatch, tiny
+):
+    """An offline alias's cache remembers its loaded model's fingerprint: a finished folder is
+    checked against it without loading the model; a stage that computes loads the model and
+    refuses one that is not what the cache remembered."""
+    from lens_heads.core.fingerprints import FingerprintError, model_fingerprint
+
+    run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
+    remembered = model_fingerprint(tiny)
+    monkeypatch.setattr("lens_heads.demo.known_fingerprint", lambda spec: remembered)
+    run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
+    assert loads == ["tiny"], "a finished folder needs no model"
+    (tmp_path / "demo" / "logit_lens" / ".complete").unlink()
+    run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
+    assert loads == ["tiny", "tiny"], "a stage to compute loads the model"
+    other = {**remembered, "weights": "0" * 16}
+    monkeypatch.setattr("lens_heads.demo.known_fingerprint", lambda spec: other)
+    with pytest.raises(FingerprintError, match="weights"):
+        run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
+    (tmp_path / "demo" / "logit_lens" / ".complete").unlink()
+    with pytest.raises(lh.LensHeadsError, match="not the one its cache remembered"):
+        run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, fresh=True, **SMALL)
+
+
 def test_other_settings_are_refused_unless_fresh(loads, capitalize_file, tmp_path):
     run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
     other = {**SMALL, "steps": 4}
