@@ -170,6 +170,7 @@ class TrainingConfig(ChatSetting):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared parts' checks
+
         def need(condition: bool, message: str) -> None:
             if not condition:
                 raise InputError(message)

@@ -26,7 +26,6 @@ off during the call and restored after).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -431,16 +430,3 @@ def head_importance(
         n_tokens=n_tokens,
         meta={"batch_size": batch_size, "max_tokens": max_tokens, "precision": dtype},
     )
-
-
-def spearman(a: Tensor, b: Tensor) -> float:
-    """Spearman rank correlation of two score tensors (average ranks for ties).
-
-    >>> spearman(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([10.0, 20.0, 30.0]))
-    1.0
-    """
-    ra = torch.tensor(pd.Series(a.flatten().tolist()).rank().to_numpy())
-    rb = torch.tensor(pd.Series(b.flatten().tolist()).rank().to_numpy())
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    denominator = math.sqrt(float((ra * ra).sum() * (rb * rb).sum()))
-    return float((ra * rb).sum() / denominator) if denominator else math.nan

@@ -20,7 +20,6 @@ from lens_heads.lahis.importance import (
     document_losses,
     head_importance,
     scores_from_gradients,
-    spearman,
 )
 from lens_heads.lahis.language_experiments import (
     PerplexityExperiment,
@@ -125,10 +124,6 @@ def test_result_views_and_round_trip(model, tmp_path):
         loaded.with_method("taylor").scores, scores_from_gradients(result.gradients, "taylor")
     )
     assert (tmp_path / "imp" / "figure.html").is_file()
-
-
-def test_spearman():
-    assert spearman(torch.tensor([1.0, 2, 3]), torch.tensor([3.0, 2, 1])) == pytest.approx(-1.0)
 
 
 @pytest.mark.parametrize(
