@@ -16,7 +16,7 @@ from typing import Any
 
 from analyses import figure2_sweep
 from analyses._common import LazyModel, command_line, help_of, mask_of, stages_of, write_outputs
-from lens_heads.core.tables import markdown_table
+from lens_heads.core import markdown_table
 from lens_heads.heads_up import SweepResult
 
 

@@ -32,8 +32,7 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.core.prompts import has_chat_template
-from lens_heads.core.storage import write_atomic
+from lens_heads.core import has_chat_template, write_atomic
 from lens_heads.heads_up import removal_sweep
 
 #: the share of the ascending order the paper re-orders (320 of 1,024 heads)

@@ -23,7 +23,7 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.core.prompts import has_chat_template
+from lens_heads.core import has_chat_template
 from lens_heads.demo import sweep_example
 from lens_heads.heads_up import LogitLensResult
 

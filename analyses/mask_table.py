@@ -32,7 +32,7 @@ import pandas as pd
 
 import lens_heads as lh
 from analyses._common import DEFAULT_MODEL, help_of, parse, precision_field, provenance_of
-from lens_heads.core.storage import write_atomic
+from lens_heads.core import write_atomic
 from lens_heads.scale import GridConfig, GridResult, run_grid
 
 SETTINGS = ["original", "instruction", "random", "mask"]

@@ -36,8 +36,7 @@ from analyses._common import (
     write_outputs,
 )
 from analyses.figure8_many_words import words_of
-from lens_heads.core.prompts import has_chat_template
-from lens_heads.core.storage import write_atomic
+from lens_heads.core import has_chat_template, write_atomic
 
 
 @dataclass

@@ -32,10 +32,8 @@ from analyses._common import (
     trained_mask,
     write_outputs,
 )
-from lens_heads.core import PromptFormat
+from lens_heads.core import PromptFormat, has_chat_template, write_atomic
 from lens_heads.core.language_id import CORPUS_LANGUAGES, identify_language
-from lens_heads.core.prompts import has_chat_template
-from lens_heads.core.storage import write_atomic
 
 
 @dataclass

@@ -42,7 +42,7 @@ from typing import Any
 import lens_heads as lh
 from analyses._common import parse
 from analyses.table5_mask_stats import short_name
-from lens_heads.core.storage import write_atomic
+from lens_heads.core import write_atomic
 
 #: The default family of each offline model (others get the translation pairs).
 FAMILIES = {

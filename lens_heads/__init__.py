@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch befo
     from lens_heads.core.random_models import random_model, tiny_model
     from lens_heads.core.scales import HeadScale
     from lens_heads.core.tasks import Task, get_task, list_tasks
+    from lens_heads.demo import DemoConfig, DemoReport, run_demo
     from lens_heads.engine import (
         EvaluationConfig,
         EvaluationResult,
@@ -79,6 +80,8 @@ __all__ = [
     "AblationResult",
     "AlphaCurve",
     "AtlasConfig",
+    "DemoConfig",
+    "DemoReport",
     "EvaluationConfig",
     "EvaluationResult",
     "Generation",
@@ -137,6 +140,7 @@ __all__ = [
     "plot_sweeps",
     "random_model",
     "removal_sweep",
+    "run_demo",
     "run_grid",
     "tasks_per_head",
     "tiny_model",

@@ -27,7 +27,8 @@ from typing import Any
 
 import lens_heads as lh
 from lens_heads.alignment import ablate_heads, alignment_heads_across_models
-from lens_heads.core.storage import save_figures, write_atomic
+from lens_heads.core import write_atomic
+from lens_heads.core.storage import save_figures
 
 GEMMA = "gemma-3-270m"
 

@@ -205,10 +205,9 @@ def _zeroed_logits(reference: Any, ids: list[int], heads: Sequence[tuple[int, in
 
 def check_training(model: Any, reference: Any, workdir: Path) -> Any:
     from lens_heads import removal_sweep, train_mask
-    from lens_heads.core import Task
+    from lens_heads.core import Task, has_chat_template
     from lens_heads.core.compatibility import FAIL, PASS, TOLERANCE, CheckResult
     from lens_heads.core.masks import format_head
-    from lens_heads.core.prompts import has_chat_template
     from lens_heads.core.tasks import Example
     from lens_heads.engine import TrainingConfig
 

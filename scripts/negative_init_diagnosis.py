@@ -29,8 +29,7 @@ import pandas as pd
 import torch
 
 import lens_heads as lh
-from lens_heads.core.storage import write_atomic
-from lens_heads.core.tables import markdown_table
+from lens_heads.core import markdown_table, write_atomic
 from lens_heads.engine import MaskTrainer
 
 

@@ -30,10 +30,12 @@ if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch befo
     from lens_heads.core.libraries import LibraryMismatchError, library_versions
     from lens_heads.core.masks import HeadMask, expected_random_jaccard, jaccard
     from lens_heads.core.models import MODEL_ALIASES, head_shape, load_model
-    from lens_heads.core.prompts import PromptFormat
+    from lens_heads.core.prompts import PromptFormat, has_chat_template
     from lens_heads.core.random_models import random_model, tiny_model
     from lens_heads.core.scales import HeadScale
     from lens_heads.core.settings import configure, field_docs
+    from lens_heads.core.storage import write_atomic
+    from lens_heads.core.tables import markdown_table
     from lens_heads.core.tasks import Task, get_task, list_tasks
 
 _EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, __file__)
@@ -55,13 +57,16 @@ __all__ = [
     "generate",
     "get_task",
     "greedy_generate",
+    "has_chat_template",
     "head_shape",
     "jaccard",
     "library_versions",
     "list_tasks",
     "load_model",
+    "markdown_table",
     "mask_hooks",
     "random_model",
     "tiny_model",
     "verify_model",
+    "write_atomic",
 ]

@@ -53,6 +53,13 @@ ANSWER_ENDS = ("auto", "turn", "eos", "separator", "none")
 
 
 def has_chat_template(tokenizer: Any) -> bool:
+    """Whether ``tokenizer`` has a chat template (an instruction-tuned model's: ``chat=None``
+    settings wrap prompts in it exactly then).
+
+    >>> import lens_heads as lh
+    >>> has_chat_template(lh.tiny_model().tokenizer)
+    True
+    """
     return bool(getattr(tokenizer, "chat_template", None))
 
 

@@ -64,7 +64,14 @@ def _umask() -> int:
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
-    """Write text (UTF-8) or bytes to ``path`` atomically."""
+    """Write text (UTF-8) or bytes to ``path`` atomically: into a temporary file beside it, then
+    renamed into place, so a reader never sees half a file. Returns the path.
+
+    >>> import tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> write_atomic(folder / "numbers.json", '{"k": 1}').read_text()
+    '{"k": 1}'
+    """
     payload = data.encode("utf-8") if isinstance(data, str) else data
     return write_atomic_with(path, lambda temporary: Path(temporary).write_bytes(payload))
 
