@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
-from lens_heads.core.settings import ChatSetting, ProgressSetting
+from lens_heads.core.settings import ChatSetting, ProgressSetting, ShotSeedSetting, ShotsSetting
 
 __all__ = ["CHOICES", "ScoreConfig"]
 
@@ -31,7 +31,9 @@ CHOICES: dict[str, tuple[str, ...]] = {
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class ScoreConfig(ChatSetting, ProgressSetting):
+class ScoreConfig(
+    ChatSetting, ProgressSetting, ShotSeedSetting, ShotsSetting.with_defaults(shots=2)
+):
     """How translation scores are computed."""
 
     decoding: str = "teacher_forced"
@@ -42,10 +44,6 @@ class ScoreConfig(ChatSetting, ProgressSetting):
     """Where the attention argmax is taken: the whole sequence or the source span only."""
     average: str = "per_sentence"
     """per_sentence (each sentence's score, then their mean) or pooled (over all queries)."""
-    shots: int = 2
-    """Demonstrations (other pairs of the corpus) before each prompt."""
-    shot_seed: int = 0
-    """Seed of the demonstrations drawn for each prompt."""
     n_eval: int | None = None
     """Score the first N sentence pairs (default: all)."""
     max_new_tokens: int = 64
@@ -62,8 +60,6 @@ class ScoreConfig(ChatSetting, ProgressSetting):
                 raise InputError(
                     f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
                 )
-        check_int("shots", self.shots, minimum=0)
-        check_int("shot_seed", self.shot_seed)
         check_int("max_new_tokens", self.max_new_tokens, minimum=1)
         for name in ("n_eval", "batch_size"):
             if getattr(self, name) is not None:

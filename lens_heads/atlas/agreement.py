@@ -21,41 +21,33 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from lens_heads.core.checks import check_int
+from lens_heads.core.checks import own_checks
 from lens_heads.core.errors import InputError
 from lens_heads.core.multiplicity import holm
+from lens_heads.core.settings import (
+    MAX_RESAMPLES,
+    BootstrapSetting,
+    LevelSetting,
+    PermutationsSetting,
+    SeedSetting,
+    TopKSetting,
+)
 
 __all__ = ["MAX_RESAMPLES", "AgreementConfig", "agreement", "check_top_k", "holm", "top_k_overlap"]
 
-#: the most permutations or bootstrap resamples a table draws (each a row of ranks per pair)
-MAX_RESAMPLES = 100_000
 
-
+@own_checks
 @dataclass(frozen=True)
-class AgreementConfig:
+class AgreementConfig(
+    PermutationsSetting,
+    BootstrapSetting.with_defaults(bootstrap=2000),
+    LevelSetting,
+    SeedSetting,
+    TopKSetting,
+):
     """How two head scores' agreement is measured: top-set overlap, its permutation p-value and
-    bootstrap interval, Holm across the table's pairs."""
-
-    k: int = 10
-    """Size of the top sets compared (at most half of the heads)."""
-    permutations: int = 2000
-    """Permutations of the p-value (a table of ``m`` pairs uses at least ``2 m / level``, so that
-    its smallest p-value can pass Holm)."""
-    bootstrap: int = 2000
-    """Resamples of the 95 % interval."""
-    level: float = 0.01
-    """Family-wise level after Holm."""
-    seed: int = 0
-    """Seed of the permutations and the bootstrap."""
-
-    def __post_init__(self) -> None:
-        check_int("k", self.k, minimum=1)
-        why = "each resample costs time, and 2,000 already resolve p-values to 1/2,001"
-        check_int("permutations", self.permutations, minimum=10, maximum=MAX_RESAMPLES, why=why)
-        check_int("bootstrap", self.bootstrap, minimum=10, maximum=MAX_RESAMPLES, why=why)
-        check_int("seed", self.seed)
-        if not 0 < self.level < 1:
-            raise InputError(f"level must be in (0, 1), got {self.level}")
+    bootstrap interval, Holm across the table's pairs; ``seed`` draws the permutations and the
+    resamples; each field is a shared part's."""
 
 
 def check_top_k(k: int, n_heads: int, name: str = "k") -> None:

@@ -37,6 +37,7 @@ from lens_heads.atlas.atlas_result import HeadAtlas
 from lens_heads.atlas.detectors import (
     DETECTORS,
     DetectorConfig,
+    RandomBlockSetting,
     chance_scores,
     detect_patterns,
     repeated_random_tokens,
@@ -49,13 +50,21 @@ from lens_heads.atlas.readouts import (
     top_ov_tokens,
 )
 from lens_heads.core.capture import encode_prompt
-from lens_heads.core.checks import check_int
+from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError, InputTypeError, LensHeadsError
 from lens_heads.core.fingerprints import Fingerprint, claim_folder
 from lens_heads.core.masks import MaskShapeError, format_head, parse_head
 from lens_heads.core.model_shape import TokenizerOnly
 from lens_heads.core.models import ModelLike, head_shape, model_name
-from lens_heads.core.settings import configure
+from lens_heads.core.settings import (
+    AblationsSetting,
+    BootstrapSetting,
+    InstructedSetting,
+    PermutationsSetting,
+    SeedSetting,
+    TopKSetting,
+    configure,
+)
 from lens_heads.core.storage import Stages, write_atomic
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.heads_up import SweepResult, load_masks
@@ -64,8 +73,17 @@ from lens_heads.lahis import LanguageHeads
 __all__ = ["AtlasConfig", "head_atlas"]
 
 
+@own_checks
 @dataclass(frozen=True)
-class AtlasConfig:
+class AtlasConfig(
+    AblationsSetting,
+    RandomBlockSetting,
+    PermutationsSetting,
+    BootstrapSetting,
+    SeedSetting,
+    TopKSetting,
+    InstructedSetting.with_defaults(instructed=True),
+):
     """What goes into an atlas."""
 
     task: str | None = "capitalize"
@@ -74,14 +92,6 @@ class AtlasConfig:
     """Held-out prompts of the task (its last ones)."""
     n_reference: int = 40
     """Training prompts of the task whose mean head outputs are the mean-ablation baseline."""
-    instructed: bool = True
-    """Give the task's instruction in the effects' prompts."""
-    ablations: tuple[str, ...] = ("zero", "mean")
-    """Ablations of the single-head effects: zero, mean, resample."""
-    n_sequences: int = 32
-    """Generated sequences of the pattern detectors."""
-    length: int = 24
-    """Random tokens in each half of a detector sequence."""
     masks: str | None = None
     """A folder of Heads up! masks (``load_masks``): the share keeping each head."""
     sweep: str | None = None
@@ -90,30 +100,19 @@ class AtlasConfig:
     """Saved token-alignment translation scores."""
     language_heads: str | None = None
     """Saved LAHIS language heads: importance per language and specificity."""
-    k: int = 10
-    """Top-k sets compared by the agreement table."""
-    permutations: int = 2000
-    """Permutations of each agreement p-value."""
-    bootstrap: int = 1000
-    """Bootstrap resamples of each agreement interval."""
-    seed: int = 0
-    """Seed of the generated sequences and the resamples."""
     batch_size: int = 8
     """Prompts per forward pass."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared parts' checks
         for name in ("n_eval", "n_reference", "batch_size"):
             check_int(name, getattr(self, name), minimum=1)
-        why = "each is a forward pass over the generated sequences"
-        check_int("n_sequences", self.n_sequences, minimum=1, maximum=10_000, why=why)
-        check_int("length", self.length, minimum=1)
         if self.task is not None and not isinstance(self.task, str):
             raise InputTypeError(
                 f"task must be a task name or file (or None for no effects), got "
                 f"{type(self.task).__name__}"
             )
-        EffectsConfig(ablations=self.ablations)  # checks the names
-        _ = self.agreement  # checks k, permutations, bootstrap and seed
+        _ = self.agreement  # checks k against the agreement's rules
         for name in ("masks", "sweep", "scores", "language_heads"):
             path = getattr(self, name)
             if path is not None and not Path(path).exists():
@@ -155,7 +154,12 @@ class AtlasConfig:
 
     @property
     def detectors(self) -> DetectorConfig:
-        return DetectorConfig(self.n_sequences, self.length, self.seed, self.batch_size)
+        return DetectorConfig(
+            n_sequences=self.n_sequences,
+            length=self.length,
+            seed=self.seed,
+            batch_size=self.batch_size,
+        )
 
     @property
     def effects(self) -> EffectsConfig:
@@ -244,7 +248,9 @@ def _load_stage(where: Path) -> tuple[pd.DataFrame, dict[str, Any], dict[str, An
 def _detector_stage(model: ModelLike, config: AtlasConfig, where: Path) -> None:
     found = detect_patterns(model, config.detectors)
     frame = pd.DataFrame({name: _column(found[name]) for name in DETECTORS})
-    example = repeated_random_tokens(model, DetectorConfig(1, config.length, config.seed))
+    example = repeated_random_tokens(
+        model, DetectorConfig(n_sequences=1, length=config.length, seed=config.seed)
+    )
     _, cache = model.run_with_cache(
         example, names_filter=lambda name: name.endswith("attn.hook_pattern")
     )

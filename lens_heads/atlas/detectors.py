@@ -37,13 +37,15 @@ from jaxtyping import Float
 from torch import Tensor
 
 from lens_heads.core.capture import capture
-from lens_heads.core.checks import check_int
+from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
 from lens_heads.core.models import ModelLike, head_shape
+from lens_heads.core.settings import SeedSetting, SharedPart
 
 __all__ = [
     "DETECTORS",
     "DetectorConfig",
+    "RandomBlockSetting",
     "chance_scores",
     "detect_patterns",
     "detection_patterns",
@@ -54,25 +56,42 @@ __all__ = [
 DETECTORS = ("previous token", "duplicate token", "induction", "first-token sink")
 
 
+@own_checks
+@dataclass(frozen=True, kw_only=True)
+class RandomBlockSetting(SharedPart):
+    """The part of a settings class that generates the detectors' inputs: ``n_sequences``
+    sequences ``BOS R R``, ``R`` a block of ``length`` random ordinary tokens.
+
+    >>> RandomBlockSetting(length=1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.errors.InputError: length must be at least 2, got 1
+    """
+
+    n_sequences: int = 32
+    """Generated sequences ``BOS R R`` of the pattern detectors."""
+    length: int = 24
+    """Random tokens in the block ``R`` (each sequence repeats it once)."""
+
+    def __post_init__(self) -> None:
+        why = "each is a forward pass over the generated sequences"
+        check_int("n_sequences", self.n_sequences, minimum=1, maximum=10_000, why=why)
+        check_int("length", self.length, minimum=2)
+        super().__post_init__()
+
+
+@own_checks
 @dataclass(frozen=True)
-class DetectorConfig:
+class DetectorConfig(RandomBlockSetting, SeedSetting):
     """The generated inputs of the detectors: ``n_sequences`` sequences ``BOS R R`` with ``R`` a
     block of ``length`` random non-special tokens (seeded by ``seed``), run ``batch_size`` at a
     time."""
 
-    n_sequences: int = 32
-    """Generated sequences ``BOS R R``."""
-    length: int = 24
-    """Tokens in the random block ``R``."""
-    seed: int = 0
-    """Seed of the random blocks."""
     batch_size: int = 16
     """Sequences per forward."""
 
     def __post_init__(self) -> None:
-        check_int("n_sequences", self.n_sequences, minimum=1)
-        check_int("length", self.length, minimum=2)
-        check_int("seed", self.seed)
+        super().__post_init__()  # the shared parts' checks
         check_int("batch_size", self.batch_size, minimum=1)
 
 

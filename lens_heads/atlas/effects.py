@@ -53,6 +53,7 @@ from lens_heads.core.errors import InputError
 from lens_heads.core.hooks import head_outputs, mask_hooks
 from lens_heads.core.models import ModelLike, head_shape
 from lens_heads.core.prompts import pad_token_id
+from lens_heads.core.settings import AblationsSetting
 
 __all__ = [
     "ABLATIONS",
@@ -68,12 +69,10 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class EffectsConfig:
+class EffectsConfig(AblationsSetting):
     """``ablations``: which of :data:`ABLATIONS`; ``batch_size``: prompts per forward (each
     carries one row per head of a layer)."""
 
-    ablations: tuple[str, ...] = ("zero", "mean")
-    """Which ablations of :data:`ABLATIONS` each head's effect is measured under."""
     batch_size: int = 8
     """Prompts per forward (each carries one row per head of a layer)."""
     shared_prefix: bool | None = None
@@ -81,9 +80,7 @@ class EffectsConfig:
     prompt: True, False, or None to choose whichever costs fewer token-layers."""
 
     def __post_init__(self) -> None:
-        unknown = [a for a in self.ablations if a not in ABLATIONS]
-        if unknown or not self.ablations:
-            raise InputError(f"ablations must be some of {ABLATIONS}, got {self.ablations}")
+        super().__post_init__()  # the shared parts' checks
         check_int("batch_size", self.batch_size, minimum=1)
         if self.shared_prefix is not None and not isinstance(self.shared_prefix, bool):
             raise InputError(

@@ -35,6 +35,7 @@ from lens_heads.core.capture import PromptLike, encode_prompt
 from lens_heads.core.errors import InputError
 from lens_heads.core.models import ModelLike, head_shape
 from lens_heads.core.prompts import pad_token_id
+from lens_heads.core.settings import ABLATIONS
 
 __all__ = [
     "ABLATIONS",
@@ -47,8 +48,6 @@ __all__ = [
     "right_padded",
 ]
 
-#: every ablation type
-ABLATIONS = ("zero", "mean", "resample")
 #: the types with one baseline vector per head, usable at any position and length
 FIXED = ("zero", "mean")
 #: reference prompts of a mean baseline when an analysis takes them from a task's training split

@@ -42,12 +42,57 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any, TypeVar
 
-from lens_heads.core.checks import own_checks
 from lens_heads.core.errors import InputError, InputTypeError
+from lens_heads.core.setting_parts import (
+    ABLATIONS,
+    MAX_RESAMPLES,
+    PRECISIONS,
+    AblationsSetting,
+    BootstrapSetting,
+    ChatSetting,
+    CheckpointSetting,
+    InstructedSetting,
+    IntegratedGradientsSetting,
+    LevelSetting,
+    MasksSetting,
+    PermutationsSetting,
+    PositionSetting,
+    PrecisionSetting,
+    ProgressSetting,
+    RandomControlsSetting,
+    SeedSetting,
+    SeparatorSetting,
+    SharedPart,
+    ShotSeedSetting,
+    ShotsSetting,
+    SplitSetting,
+    TopKSetting,
+)
 
 __all__ = [
+    "ABLATIONS",
+    "MAX_RESAMPLES",
+    "PRECISIONS",
+    "AblationsSetting",
+    "BootstrapSetting",
     "ChatSetting",
+    "CheckpointSetting",
+    "InstructedSetting",
+    "IntegratedGradientsSetting",
+    "LevelSetting",
+    "MasksSetting",
+    "PermutationsSetting",
+    "PositionSetting",
+    "PrecisionSetting",
     "ProgressSetting",
+    "RandomControlsSetting",
+    "SeedSetting",
+    "SeparatorSetting",
+    "SharedPart",
+    "ShotSeedSetting",
+    "ShotsSetting",
+    "SplitSetting",
+    "TopKSetting",
     "composed",
     "configure",
     "field_docs",
@@ -57,55 +102,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-# -- shared parts: a field that means one thing wherever it appears, declared and checked once --
-# A settings class takes a part as a base class (its fields stay flat: the same attribute, flag
-# and stored key); its own ``__post_init__`` calls ``super().__post_init__()``, which checks the
-# part's fields and hands on to the next part. Keyword-only, so a part's field can sit anywhere.
-class _Part:
-    """The end of the parts' ``__post_init__`` chain."""
-
-    def __post_init__(self) -> None:
-        pass
-
-
-@own_checks
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ChatSetting(_Part):
-    """The part of a settings class that builds prompts: whether they are chat messages.
-
-    >>> ChatSetting(chat="yes")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    lens_heads.core.errors.InputError: chat must be True, False or None (auto), got 'yes'
-    """
-
-    chat: bool | None = None
-    """Wrap prompts in the chat template (default: when the tokenizer has one)."""
-
-    def __post_init__(self) -> None:
-        if self.chat is not None and not isinstance(self.chat, bool):
-            raise InputError(f"chat must be True, False or None (auto), got {self.chat!r}")
-        super().__post_init__()
-
-
-@own_checks
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ProgressSetting(_Part):
-    """The part of a settings class whose work takes long enough to show a progress bar.
-
-    >>> ProgressSetting().progress
-    True
-    """
-
-    progress: bool = True
-    """Show progress bars."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.progress, bool):
-            raise InputError(f"progress must be True or False, got {self.progress!r}")
-        super().__post_init__()
 
 
 def configure(kind: type[T], config: T | None, overrides: Mapping[str, Any], what: str) -> T:

@@ -18,9 +18,17 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from lens_heads.core.ablation import FIXED, check_ablation
-from lens_heads.core.checks import check_int, check_seeds, own_checks
+from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
-from lens_heads.core.settings import ChatSetting, ProgressSetting
+from lens_heads.core.settings import (
+    ChatSetting,
+    ProgressSetting,
+    RandomControlsSetting,
+    SeparatorSetting,
+    ShotSeedSetting,
+    ShotsSetting,
+    SplitSetting,
+)
 from lens_heads.core.tasks import Task
 from lens_heads.engine.evaluation_result import SETTINGS
 
@@ -33,23 +41,21 @@ INSTRUCTED = ("instruction", "mask+instruction")
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class EvaluationConfig(ChatSetting, ProgressSetting):
+class EvaluationConfig(
+    ChatSetting,
+    ProgressSetting,
+    SplitSetting,
+    SeparatorSetting,
+    ShotSeedSetting,
+    ShotsSetting,
+    RandomControlsSetting,
+):
     """How a task is evaluated: which examples, which prompts, how decoding runs."""
 
     n_eval: int = 100
     """Evaluate the last N examples of the task (held out of training)."""
-    split_seed: int | None = None
-    """Shuffle the task with this seed before splitting (default: the file's order)."""
-    random_seeds: Sequence[int] = (0, 1, 2)
-    """Seeds of the random masks of M's size (the 'w/ random M' row): one run per seed."""
     batch_size: int = 16
     """Prompts decoded together."""
-    shots: int = 0
-    """Demonstrations from the training split before each prompt."""
-    shot_seed: int = 0
-    """Seed of the demonstrations drawn for each prompt."""
-    separator: str = "\n\n"
-    """What follows the input (and each demonstration) without a chat template."""
     max_new_tokens: int | None = None
     """Greedy tokens per output (default: the task's, 10 for words and 50 for sentences)."""
     first_line: bool = True
@@ -64,18 +70,9 @@ class EvaluationConfig(ChatSetting, ProgressSetting):
         super().__post_init__()  # the shared parts' checks
         check_int("n_eval", self.n_eval, minimum=1)
         check_int("batch_size", self.batch_size, minimum=1)
-        check_int("shots", self.shots, minimum=0)
-        check_int("shot_seed", self.shot_seed)
-        for name in ("split_seed", "max_new_tokens"):
-            if getattr(self, name) is not None:
-                check_int(
-                    name, getattr(self, name), minimum=1 if name == "max_new_tokens" else None
-                )
+        if self.max_new_tokens is not None:
+            check_int("max_new_tokens", self.max_new_tokens, minimum=1)
         check_ablation(self.ablation, allowed=FIXED, where="evaluation")
-        seeds = check_seeds("random_seeds", self.random_seeds)
-        object.__setattr__(self, "random_seeds", seeds)
-        if not isinstance(self.separator, str):
-            raise InputError(f"separator must be a string, got {self.separator!r}")
         for name in ("first_line", "stack_masks"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")

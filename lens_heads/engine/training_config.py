@@ -24,16 +24,19 @@ from lens_heads.core.devices import native_bf16
 from lens_heads.core.errors import InputError
 from lens_heads.core.masks import parse_head
 from lens_heads.core.prompts import ANSWER_ENDS
-from lens_heads.core.settings import ChatSetting, composed, warn_renamed
-
-#: accepted spellings of a training precision and the name each stands for
-PRECISIONS = {
-    "auto": "auto",
-    "bfloat16": "bfloat16",
-    "bf16": "bfloat16",
-    "float32": "float32",
-    "fp32": "float32",
-}
+from lens_heads.core.settings import (
+    ChatSetting,
+    CheckpointSetting,
+    InstructedSetting,
+    MasksSetting,
+    PrecisionSetting,
+    SeedSetting,
+    SeparatorSetting,
+    ShotsSetting,
+    SplitSetting,
+    composed,
+    warn_renamed,
+)
 
 #: what a mask can be trained towards: the task's answers, or the unmasked model's outputs
 OBJECTIVES = ("answer", "model")
@@ -46,7 +49,17 @@ MAX_LR = 10.0
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @composed  # takes a renamed field under its old name, with a DeprecationWarning
 @dataclass(frozen=True)
-class TrainingConfig(ChatSetting):
+class TrainingConfig(
+    ChatSetting,
+    PrecisionSetting,
+    SeedSetting,
+    SplitSetting,
+    SeparatorSetting,
+    CheckpointSetting,
+    ShotsSetting,
+    InstructedSetting,
+    MasksSetting,
+):
     """Hyper-parameters of :func:`train_mask`; the defaults are the paper's (6,250 steps).
 
     On a 2-core CPU use :meth:`short` (200 steps, batch 8, lr 0.1; see ``docs/training.md``).
@@ -106,19 +119,8 @@ class TrainingConfig(ChatSetting):
     """Gumbel noise drawn per example (the paper's, the default) or once per batch"""
     sparsity: float = 0.0
     """Weight of a penalty on the mean sigmoid(W) (fewer heads kept)."""
-    precision: str = "auto"
-    """Training precision: auto (bf16 autocast where the device computes it natively, else
-    float32), bfloat16 (bf16) or float32 (fp32)."""
-    seed: int = 0
-    """Seed of the initial values, the noise and the batches."""
     n_eval: int = 100
     """Examples held out of training at the task's end (0: train on every example)."""
-    split_seed: int | None = None
-    """Shuffle the task with this seed before splitting (default: the file's order)."""
-    shots: int = 0
-    """Demonstrations from the training split before each training input."""
-    separator: str = "\n\n"
-    """What follows the input (and each demonstration) without a chat template."""
     answer_end: str = "auto"
     """What closes each training target after the answer: auto (the chat template's
     end-of-turn token for chat models, EOS for base models), turn, eos, separator or none (the
@@ -136,9 +138,6 @@ class TrainingConfig(ChatSetting):
     gates: str = "straight_through"
     """straight_through (the paper's binary Gumbel mask) or sigmoid: gates sigmoid(W) in [0, 1],
     no noise, initial gates uniform in (0, 1) (Causal Head Gating's fits; see head_roles)."""
-    n_masks: int = 1
-    """Sigmoid gates: masks trained together in one batch, one per seed, each from its own
-    initial gates (W then has shape [seeds, n_layers, n_heads])."""
     gate_pull: float = 0.0
     """Sigmoid gates: weight of a pull on the mean gate logit clamped to +-pull_clamp; > 0 pulls
     the gates towards 0, < 0 towards 1."""
@@ -152,16 +151,11 @@ class TrainingConfig(ChatSetting):
     """What the masked model is trained towards: answer (the cross-entropy of the task's answer
     tokens, the paper's) or model (the KL divergence from the unmasked model's own next-token
     distribution at those positions: a circuit that behaves like the model, not better)."""
-    instructed: bool = False
-    """Give the task's instruction in every training prompt (the paper trains without)."""
     budget: int | None = None
     """Keep at most this many heads: a penalty (``budget_weight``) pulls the mean keep
     probability down to budget / heads, and the mask is the top ``budget`` heads of W."""
     budget_weight: float = 10.0
     """Weight of the budget's penalty on the mean keep probability above it."""
-    checkpoint_activations: bool = False
-    """Keep each block's input instead of its activations and recompute the block in the
-    backward pass (the same gradients, less memory, about one more forward of time)."""
     compile: bool = False
     """Run each block through torch.compile: fewer, larger kernels on a GPU (equal to eager
     within float rounding; the first steps compile)."""
@@ -218,13 +212,7 @@ class TrainingConfig(ChatSetting):
             f"noise must be 'example' (per example, the paper's) or 'batch', got {self.noise!r}",
         )
         need(self.sparsity >= 0, f"sparsity must be >= 0, got {self.sparsity}")
-        need(
-            self.precision in PRECISIONS,
-            f"precision must be 'auto', 'bfloat16' (autocast) or 'float32', got {self.precision!r}",
-        )
-        object.__setattr__(self, "precision", PRECISIONS[self.precision])
         need(self.n_eval >= 0, f"n_eval must be >= 0, got {self.n_eval}")
-        need(self.shots >= 0, f"shots must be >= 0, got {self.shots}")
         _check_soft(self)
         _check_gates(self)
         check_ablation(self.ablation, allowed=(*FIXED, "counterfactual"), where="mask training")
@@ -351,8 +339,6 @@ def _check_gates(config: TrainingConfig) -> None:
     """Validate the sigmoid-gate fields of ``config``."""
     if config.gates not in GATES:
         raise InputError(f"gates must be one of {', '.join(GATES)}, got {config.gates!r}")
-    if not isinstance(config.n_masks, int) or config.n_masks < 1:
-        raise InputError(f"n_masks must be a positive integer, got {config.n_masks!r}")
     if config.pull_clamp <= 0:
         raise InputError(f"pull_clamp must be positive, got {config.pull_clamp}")
     if config.gates == "sigmoid":

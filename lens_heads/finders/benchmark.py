@@ -28,13 +28,19 @@ from lens_heads.core.errors import InputError
 from lens_heads.core.fingerprints import Fingerprint, claim_folder
 from lens_heads.core.models import ModelLike, model_name
 from lens_heads.core.prompts import has_chat_template
-from lens_heads.core.settings import configure
+from lens_heads.core.settings import (
+    BootstrapSetting,
+    InstructedSetting,
+    LevelSetting,
+    SeedSetting,
+    configure,
+)
 from lens_heads.core.storage import Stages, write_atomic
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.finders.counterfactuals import CounterfactualSet, counterfactual_pairs, ioi_task
 from lens_heads.finders.faithfulness import (
-    SIZES,
+    CircuitSetting,
     FaithfulnessConfig,
     FaithfulnessCurve,
     PairScorer,
@@ -58,8 +64,16 @@ DEFAULT_METHODS = (
 
 @own_checks
 @dataclass(frozen=True)
-class BenchmarkConfig:
-    """The settings of :func:`head_finder_benchmark`."""
+class BenchmarkConfig(
+    CircuitSetting,
+    BootstrapSetting,
+    LevelSetting,
+    SeedSetting,
+    InstructedSetting.with_defaults(instructed=True),
+):
+    """The settings of :func:`head_finder_benchmark`; ``seed`` draws the pairs and the
+    resamples, ``level`` is the family-wise level of each task's comparisons with the best
+    gradient method."""
 
     n_pairs: int = 40
     """Held-out prompt pairs each ranking's faithfulness is measured on."""
@@ -67,31 +81,16 @@ class BenchmarkConfig:
     """Training prompt pairs the effect and gradient methods read."""
     n_eval: int = 200
     """Examples of each task held out of every method (the pairs are drawn among them)."""
-    seed: int = 0
-    """Seed of the pairs and of the bootstrap."""
-    instructed: bool = True
-    """Give a toolkit task's instruction in its prompts (IOI prompts are plain text)."""
-    sizes: tuple[float, ...] = SIZES
-    """Circuit sizes as fractions of the heads (MIB's)."""
-    ablation: str = "counterfactual"
-    """What a head outside the circuit outputs: counterfactual, mean or zero."""
-    bootstrap: int = 1000
-    """Resamples of the pairs for the intervals and the comparisons."""
-    level: float = 0.01
-    """Family-wise level of the comparisons with the best gradient method (Holm, per task)."""
     method_settings: MethodConfig = field(default_factory=MethodConfig)
     """The head finders' own settings."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared parts' checks
         for name in ("n_pairs", "n_train_pairs"):
             check_int(name, getattr(self, name), minimum=2)
         check_int("n_eval", self.n_eval, minimum=2)
-        check_int("seed", self.seed)
-        if not 0 < self.level < 1:
-            raise InputError(f"level must lie in (0, 1), got {self.level}")
         if not isinstance(self.method_settings, MethodConfig):
             raise InputError("method_settings must be a MethodConfig")
-        _ = self.faithfulness  # checks sizes, ablation, bootstrap
 
     @property
     def faithfulness(self) -> FaithfulnessConfig:

@@ -46,12 +46,14 @@ from lens_heads.core.hooks import head_outputs, mask_hooks
 from lens_heads.core.logits import answer_logits
 from lens_heads.core.models import ModelLike, head_shape
 from lens_heads.core.prompts import pad_token_id
+from lens_heads.core.settings import BootstrapSetting, SeedSetting, SharedPart
 from lens_heads.core.storage import FolderResult
 from lens_heads.finders.counterfactuals import CounterfactualSet
 
 __all__ = [
     "ABLATIONS",
     "SIZES",
+    "CircuitSetting",
     "FaithfulnessConfig",
     "FaithfulnessCurve",
     "PairScorer",
@@ -67,24 +69,28 @@ ABLATIONS = ("counterfactual", "mean", "zero")
 
 
 @own_checks
-@dataclass(frozen=True)
-class FaithfulnessConfig:
-    """How a ranking's faithfulness is measured."""
+@dataclass(frozen=True, kw_only=True)
+class CircuitSetting(SharedPart):
+    """The part of a settings class that measures circuits: their sizes, and what the heads left
+    out of a circuit output.
+
+    >>> CircuitSetting(sizes=(0.5, 0.1))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.errors.InputError: sizes must be at least two increasing fractions ...
+    """
 
     sizes: tuple[float, ...] = SIZES
     """Circuit sizes as fractions of the heads (MIB's: 0.1 % to 100 %)."""
     ablation: str = "counterfactual"
     """What a head outside the circuit outputs: its output on the counterfactual prompt
     (counterfactual, as MIB patches), its mean output over the prompts (mean) or zero."""
-    bootstrap: int = 1000
-    """Resamples of the pairs for the intervals of CPR and CMD."""
-    seed: int = 0
-    """Seed of the bootstrap."""
-    batch_size: int = 64
-    """Rows (pairs times circuits) per forward pass."""
 
     def __post_init__(self) -> None:
-        sizes = tuple(float(s) for s in self.sizes)
+        try:
+            sizes = tuple(float(s) for s in self.sizes)
+        except (TypeError, ValueError):
+            sizes = ()
         if len(sizes) < 2 or any(not 0 < s <= 1 for s in sizes) or list(sizes) != sorted(sizes):
             raise InputError(
                 f"sizes must be at least two increasing fractions in (0, 1], got {self.sizes!r}"
@@ -94,10 +100,19 @@ class FaithfulnessConfig:
             raise InputError(
                 f"ablation must be one of {', '.join(ABLATIONS)}, got {self.ablation!r}"
             )
-        check_int(
-            "bootstrap", self.bootstrap, minimum=10, maximum=100_000, why="each resample costs time"
-        )
-        check_int("seed", self.seed)
+        super().__post_init__()
+
+
+@own_checks
+@dataclass(frozen=True)
+class FaithfulnessConfig(CircuitSetting, BootstrapSetting, SeedSetting):
+    """How a ranking's faithfulness is measured."""
+
+    batch_size: int = 64
+    """Rows (pairs times circuits) per forward pass."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # the shared parts' checks
         check_int("batch_size", self.batch_size, minimum=1)
 
 

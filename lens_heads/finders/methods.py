@@ -51,6 +51,7 @@ from lens_heads.core.hooks import head_outputs, mask_hooks
 from lens_heads.core.logits import answer_logits
 from lens_heads.core.models import ModelLike, head_shape
 from lens_heads.core.prompts import pad_token_id
+from lens_heads.core.settings import IntegratedGradientsSetting, MasksSetting, PrecisionSetting
 from lens_heads.core.tasks import Task
 from lens_heads.finders.counterfactuals import CounterfactualSet
 from lens_heads.finders.faithfulness import SIZES
@@ -60,15 +61,13 @@ __all__ = ["CONTROLS", "GRADIENT_METHODS", "METHODS", "MethodConfig", "MethodSco
 
 @own_checks
 @dataclass(frozen=True)
-class MethodConfig:
+class MethodConfig(
+    IntegratedGradientsSetting, PrecisionSetting, MasksSetting.with_defaults(n_masks=3)
+):
     """The settings of the head finders the benchmark runs (small CPU defaults)."""
 
-    ig_steps: int = 16
-    """Midpoints of the integrated-gradient path."""
     mask_steps: int = 100
     """Training steps of a Heads up! mask (the short CPU schedule, batch 8, lr 0.2)."""
-    n_masks: int = 3
-    """Heads up! masks (seeds) behind the share keeping a head."""
     chg_steps: int = 100
     """Updates of each of Causal Head Gating's three fits."""
     chg_masks: int = 2
@@ -77,20 +76,15 @@ class MethodConfig:
     """Training prompts (with their answers) of the LAHIS importance."""
     detector_sequences: int = 16
     """Generated sequences of the pattern detectors."""
-    precision: str = "auto"
-    """Training precision of the masks and gates (auto, float32, bfloat16)."""
     batch_size: int = 64
     """Rows per forward pass of the effects and gradients."""
 
     def __post_init__(self) -> None:
-        why = "each is a forward and a backward over the training pairs"
-        check_int("ig_steps", self.ig_steps, minimum=1, maximum=1024, why=why)
-        for name in ("mask_steps", "n_masks", "chg_steps", "chg_masks", "lahis_documents"):
+        super().__post_init__()  # the shared parts' checks
+        for name in ("mask_steps", "chg_steps", "chg_masks", "lahis_documents"):
             check_int(name, getattr(self, name), minimum=1)
         check_int("detector_sequences", self.detector_sequences, minimum=1, maximum=10_000)
         check_int("batch_size", self.batch_size, minimum=1)
-        if self.precision not in ("auto", "float32", "bfloat16", "fp32", "bf16"):
-            raise InputError(f"precision must be auto, float32 or bfloat16, got {self.precision!r}")
 
 
 @dataclass

@@ -46,7 +46,12 @@ from lens_heads.core.hooks import ablated, head_outputs
 from lens_heads.core.masks import format_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.prompts import has_chat_template
-from lens_heads.core.settings import ChatSetting, ProgressSetting
+from lens_heads.core.settings import (
+    ChatSetting,
+    IntegratedGradientsSetting,
+    ProgressSetting,
+    TopKSetting,
+)
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine import scoring
@@ -61,15 +66,13 @@ ESTIMATES = ("first order", "integrated gradients")
 
 @own_checks
 @dataclass(frozen=True)
-class EstimateErrorsConfig(ChatSetting, ProgressSetting):
+class EstimateErrorsConfig(
+    ChatSetting, ProgressSetting, IntegratedGradientsSetting.with_defaults(ig_steps=32), TopKSetting
+):
     """Settings of :func:`estimate_errors`."""
 
     n_eval: int = 10
     """Held-out examples of the task (its last ones) whose sweeps are estimated."""
-    ig_steps: int = 32
-    """Midpoints of the integrated-gradient path (rows of its one batched backward)."""
-    k: int = 10
-    """The k largest drops compared (top-k overlap)."""
     max_heads: int | None = None
     """Estimate the first N heads of the order only (None: every head)."""
     saturation: float = 0.9
@@ -83,10 +86,7 @@ class EstimateErrorsConfig(ChatSetting, ProgressSetting):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared parts' checks
-        for name in ("n_eval", "k"):
-            check_int(name, getattr(self, name), minimum=1)
-        why = "each is a row of one batched forward and backward per prompt"
-        check_int("ig_steps", self.ig_steps, minimum=1, maximum=1024, why=why)
+        check_int("n_eval", self.n_eval, minimum=1)
         why = "each point is a forward pass per prompt"
         check_int("path_points", self.path_points, minimum=1, maximum=10_000, why=why)
         if self.max_heads is not None:

@@ -12,14 +12,14 @@ from typing import ClassVar
 
 from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
-from lens_heads.core.settings import ChatSetting
+from lens_heads.core.settings import ChatSetting, PositionSetting
 
 __all__ = ["LensConfig"]
 
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class LensConfig(ChatSetting):
+class LensConfig(ChatSetting, PositionSetting):
     """How :func:`logit_lens` reads the residual stream.
 
     >>> LensConfig(top_k=0)
@@ -30,8 +30,6 @@ class LensConfig(ChatSetting):
 
     top_k: int = 5
     """Top tokens kept per layer."""
-    position: int = -1
-    """Token position read (-1: the last)."""
     final_norm: bool = True
     """Apply the model's final norm before unembedding, so the last layer is the model's own
     prediction (no: the Heads up! reference code's lens, which skipped it)."""
@@ -41,6 +39,5 @@ class LensConfig(ChatSetting):
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared parts' checks
         check_int("top_k", self.top_k, minimum=1)
-        check_int("position", self.position)
         if not isinstance(self.final_norm, bool):
             raise InputError(f"final_norm must be True or False, got {self.final_norm!r}")

@@ -82,7 +82,7 @@ class RolesConfig:
     >>> RolesConfig(n_masks=0)
     Traceback (most recent call last):
     ...
-    lens_heads.core.errors.InputError: n_masks must be a positive integer, got 0
+    lens_heads.core.errors.InputError: n_masks must be at least 1, got 0
     """
 
     training: TrainingConfig = field(default_factory=_gate_training)

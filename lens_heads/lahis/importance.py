@@ -44,7 +44,7 @@ from lens_heads.core.logits import answer_logits, partial_unembed_works
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.prompts import pad_token_id
-from lens_heads.core.settings import ProgressSetting, configure
+from lens_heads.core.settings import PrecisionSetting, ProgressSetting, configure
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
 
@@ -336,7 +336,7 @@ def document_losses(
 # -- the computation -----------------------------------------------------------------------
 @own_checks
 @dataclass(frozen=True)
-class ImportanceConfig(ProgressSetting):
+class ImportanceConfig(ProgressSetting, PrecisionSetting):
     """How :func:`head_importance` scores the heads."""
 
     method: str = "lahis"
@@ -345,9 +345,6 @@ class ImportanceConfig(ProgressSetting):
     """Documents per pass (None: documents grouped by length, about TOKEN_BUDGET tokens each)."""
     max_tokens: int | None = None
     """Cut longer documents to this many tokens (None: keep them whole)."""
-    precision: str = "auto"
-    """auto (bf16 autocast where the device computes it natively), float32 or bfloat16; the mask
-    and the gradients stay float32."""
 
     RENAMED: ClassVar[dict[str, str]] = {"dtype": "precision"}
 
@@ -363,10 +360,6 @@ class ImportanceConfig(ProgressSetting):
         ):  # fmt: skip
             raise ImportanceInputError(
                 f"batch_size must be positive (or None), got {self.batch_size!r}"
-            )
-        if self.precision not in ("auto", "float32", "bfloat16"):
-            raise ImportanceInputError(
-                f"precision must be 'auto', 'float32' or 'bfloat16', got {self.precision!r}"
             )
         if self.max_tokens is not None:  # the language-model loss needs two tokens
             check_int("max_tokens", self.max_tokens, minimum=2)

@@ -27,7 +27,13 @@ from lens_heads.core.metrics import chrf_pp
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.prompts import PromptFormat, sample_shots
 from lens_heads.core.scales import HeadScale
-from lens_heads.core.settings import ProgressSetting, configure
+from lens_heads.core.settings import (
+    PrecisionSetting,
+    ProgressSetting,
+    RandomControlsSetting,
+    ShotsSetting,
+    configure,
+)
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import ParallelCorpus, Task, parallel_corpus
@@ -178,8 +184,9 @@ def _random_removal(
     return HeadMask(values.view(n_layers, n_heads))
 
 
+@own_checks
 @dataclass(frozen=True)
-class PerplexityConfig:
+class PerplexityConfig(PrecisionSetting, RandomControlsSetting):
     """What :func:`perplexity_experiment` measures."""
 
     languages: Sequence[str] | None = None
@@ -188,12 +195,8 @@ class PerplexityConfig:
     """Documents of each language scored."""
     skip: int = 0
     """Documents skipped first (those the heads were found on), so the scoring is held out."""
-    random_seeds: Sequence[int] = (0, 1, 2)
-    """One draw of random heads (as many as a language's own) per seed."""
     batch_size: int | None = None
     """Documents per pass (None: about TOKEN_BUDGET tokens each)."""
-    precision: str = "auto"
-    """auto (bf16 autocast where native), float32 or bfloat16."""
 
     RENAMED: ClassVar[dict[str, str]] = {"seeds": "random_seeds", "dtype": "precision"}
 
@@ -397,7 +400,7 @@ MAX_TRANSFER_FACTOR = 100.0
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class TransferConfig(ProgressSetting):
+class TransferConfig(ProgressSetting, ShotsSetting):
     """The settings of :func:`attention_transfer`."""
 
     source: str = "en"
@@ -410,8 +413,6 @@ class TransferConfig(ProgressSetting):
     """The scales of the target's specific heads, one run each (LAHIS: x3 and x5)."""
     n_eval: int = 20
     """Translate the last N sentences of the corpus."""
-    shots: int = 0
-    """Demonstrations (other sentences of the corpus) before each prompt."""
     max_new_tokens: int = 32
     """Greedy tokens per translation."""
     batch_size: int = 8
@@ -437,7 +438,6 @@ class TransferConfig(ProgressSetting):
                 )
         object.__setattr__(self, "factors", tuple(float(f) for f in self.factors))
         check_int("n_eval", self.n_eval, minimum=1)
-        check_int("shots", self.shots, minimum=0)
         check_int("max_new_tokens", self.max_new_tokens, minimum=1)
         check_int("batch_size", self.batch_size, minimum=1)
 

@@ -21,13 +21,19 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from lens_heads.core.checks import check_int, check_seeds, own_checks
+from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
 from lens_heads.core.fingerprints import Fingerprint, claim_folder
 from lens_heads.core.masks import MaskShapeError, format_head, parse_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.scales import HeadScale
-from lens_heads.core.settings import ProgressSetting, configure, seeds_from_count
+from lens_heads.core.settings import (
+    ProgressSetting,
+    RandomControlsSetting,
+    SplitSetting,
+    configure,
+    seeds_from_count,
+)
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine import (
     EvaluationConfig,
@@ -230,13 +236,13 @@ def _epoch_losses(history: pd.DataFrame, per_epoch: int) -> tuple[float, float]:
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class SoftMaskConfig(ProgressSetting):
+class SoftMaskConfig(
+    ProgressSetting, SplitSetting, RandomControlsSetting.with_defaults(random_seeds=(0, 1))
+):
     """The settings of :func:`soft_mask_experiment`."""
 
     fraction: float = 0.02
     """The share of heads trained: the top ``fraction`` of the ranking (at least one head)."""
-    random_seeds: Sequence[int] = (0, 1)
-    """One soft mask on as many random heads (outside the top set) per seed."""
     n_train: int = 200
     """Training examples (the same for every condition)."""
     epochs: int | None = 2
@@ -246,8 +252,6 @@ class SoftMaskConfig(ProgressSetting):
     condition)."""
     n_eval: int = 20
     """Held-out examples evaluated (the same for every condition)."""
-    split_seed: int | None = None
-    """Shuffle the task with this seed before splitting (default: the file's order)."""
     batch_size: int = 16
     """Prompts decoded together in the evaluation."""
     max_new_tokens: int | None = None
@@ -258,17 +262,13 @@ class SoftMaskConfig(ProgressSetting):
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared parts' checks
         _check_fraction(self.fraction)
-        seeds = check_seeds("random_seeds", self.random_seeds)
         if not self.random_seeds:
             raise InputError("random_seeds is empty: the experiment needs at least one random mask")
-        object.__setattr__(self, "random_seeds", seeds)
         check_int("n_train", self.n_train, minimum=1)
         check_int("n_eval", self.n_eval, minimum=1)
         check_int("batch_size", self.batch_size, minimum=1)
         if self.epochs is not None:
             check_int("epochs", self.epochs, minimum=1)
-        if self.split_seed is not None:
-            check_int("split_seed", self.split_seed)
         if self.max_new_tokens is not None:
             check_int("max_new_tokens", self.max_new_tokens, minimum=1)
         base = self.base()

@@ -16,6 +16,12 @@ from typing import Any
 
 from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
+from lens_heads.core.settings import (
+    AblationsSetting,
+    CheckpointSetting,
+    MasksSetting,
+    PrecisionSetting,
+)
 
 __all__ = ["DTYPES", "GPUS", "JOBS", "GpuSpec", "PlanConfig"]
 
@@ -62,7 +68,9 @@ DEFAULTS: dict[str, dict[str, int]] = {
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class PlanConfig:
+class PlanConfig(
+    PrecisionSetting, CheckpointSetting, AblationsSetting, MasksSetting.with_defaults(n_masks=4)
+):
     """What a plan describes (:func:`lens_heads.plan`, ``lens-heads plan``). A field left at
     None takes the job's typical value (:data:`DEFAULTS`)."""
 
@@ -83,25 +91,17 @@ class PlanConfig:
     """Atlas: first tokens every prompt shares (run once per head when that pays)."""
     n_eval: int = 40
     """Atlas and eval: the prompts evaluated (the atlas's time per head covers them all)."""
-    n_masks: int = 4
-    """Roles: masks trained together, one per seed (rows: batch size x masks)."""
-    ablations: tuple[str, ...] = ("zero", "mean")
-    """Atlas: the ablations whose effects are computed (each a pass over every head)."""
     dtype: str = "auto"
     """Weights dtype: auto (bfloat16 on a GPU, float32 on a CPU), float32, bfloat16, float16."""
-    precision: str = "auto"
-    """Training precision: auto (bf16 autocast where the device computes it natively), bfloat16
-    or float32."""
     device: str = "cpu"
     """Where the model runs: cpu, cuda or cuda:N."""
     gpu: str = "auto"
     """Which GPU a cuda plan assumes: auto (the visible one, else an H100), h100, h200, a100, l4."""
-    checkpoint_activations: bool = False
-    """Training: recompute each block in the backward pass instead of keeping its activations."""
     offload_layers: int = 0
     """Decoder layers whose weights stay in CPU memory and move to the GPU for each forward."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared parts' checks
         if self.job not in JOBS:
             raise InputError(f"unknown job {self.job!r}; the jobs are {', '.join(JOBS)}")
         for name in ("batch_size", "seq_len", "answer_tokens", "max_new_tokens"):
@@ -109,12 +109,9 @@ class PlanConfig:
                 check_int(name, getattr(self, name), minimum=0 if name != "seq_len" else 1)
         check_int("prefix_len", self.prefix_len, minimum=0)
         check_int("n_eval", self.n_eval, minimum=1)
-        check_int("n_masks", self.n_masks, minimum=1)
         check_int("offload_layers", self.offload_layers, minimum=0)
         if self.dtype not in DTYPES:
             raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
-        if self.precision not in ("auto", "bfloat16", "float32"):
-            raise InputError(f"precision must be auto, bfloat16 or float32, got {self.precision!r}")
         if not (self.device == "cpu" or self.device.split(":")[0] == "cuda"):
             raise InputError(f"device must be cpu, cuda or cuda:N, got {self.device!r}")
         if self.gpu != "auto" and self.gpu not in GPUS:
@@ -123,8 +120,6 @@ class PlanConfig:
             raise InputError("offload_layers moves layers off a GPU: plan with device='cuda'")
         if self.batch_size == 0 and self.job != "sweep":
             raise InputError("batch_size must be at least 1 (0 is the sweep's own choice)")
-        if not isinstance(self.ablations, tuple) or not self.ablations:
-            raise InputError(f"ablations must name at least one ablation, got {self.ablations!r}")
 
     @property
     def training(self) -> bool:

@@ -295,12 +295,8 @@ def test_lazy_packages_export_what_they_list(package):
 #: holds a shared part (a ``TrainingConfig``, as ``RolesConfig`` and ``SoftMaskConfig`` do)
 #: instead of copying its fields, and a class that stops copying one leaves this list.
 DECLARED_TWICE = {
-    "batch_size": 15, "n_eval": 9, "max_new_tokens": 7, "seed": 6,
-    "ablation": 6, "precision": 5, "shots": 4, "bootstrap": 4, "k": 3, "instructed": 3,
-    "ablations": 3, "split_seed": 3, "random_seeds": 3, "dtype": 2, "n_masks": 3, "shot_seed": 2,
-    "permutations": 2, "level": 2, "task": 2, "n_sequences": 2, "length": 2, "sweep": 2,
-    "separator": 2, "checkpoint_activations": 2, "sizes": 2, "ig_steps": 2, "position": 2,
-    "training": 3, "evaluate": 2, "n_docs": 2, "source": 2, "device": 2,
+    "batch_size": 15, "n_eval": 9, "max_new_tokens": 7, "ablation": 5, "training": 3,
+    "task": 2, "sweep": 2, "evaluate": 2, "n_docs": 2, "source": 2, "device": 2, "dtype": 2,
 }  # fmt: skip
 
 
@@ -320,16 +316,27 @@ def _declared_twice(classes) -> dict[str, list[str]]:
 
 
 def _shared_parts() -> list[type]:
-    """The shared parts of settings classes (``lens_heads.core.settings``)."""
+    """The shared parts of settings classes: each ``*Setting`` dataclass built on
+    ``lens_heads.core.settings.SharedPart`` (most live in that module, a research line's own in
+    its subpackage)."""
     import dataclasses
+    import pkgutil
 
-    from lens_heads.core import settings
+    from lens_heads.core.settings import SharedPart
 
-    return [
-        getattr(settings, name)
-        for name in settings.__all__
-        if name.endswith("Setting") and dataclasses.is_dataclass(getattr(settings, name))
-    ]
+    found = []
+    for info in pkgutil.walk_packages(lh.__path__, "lens_heads."):
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if (
+                isinstance(obj, type)
+                and dataclasses.is_dataclass(obj)
+                and obj.__module__ == module.__name__
+                and name.endswith("Setting")
+                and issubclass(obj, SharedPart)
+            ):
+                found.append(obj)
+    return found
 
 
 def test_no_settings_field_is_copied_into_a_new_class():
@@ -374,25 +381,60 @@ def test_the_copy_check_sees_a_copied_field():
     assert len(found["noise"]) > DECLARED_TWICE.get("noise", 1)
 
 
-def test_every_class_holding_a_shared_part_runs_its_checks():
-    """A settings class that takes a shared part as a base (``ChatSetting``, ``ProgressSetting``)
-    checks the part's fields with the part's one error: its ``__post_init__`` hands on to the
-    part's (a class that forgot ``super().__post_init__()`` would accept ``chat="no"``)."""
-    from lens_heads.core.errors import InputError
-    from lens_heads.core.settings import ChatSetting, ProgressSetting
+#: for each shared part: a field, a value its checks refuse, and the error's message
+BAD_VALUES = {
+    "AblationsSetting": ("ablations", ("noise",), r"ablations must be some of .*"),
+    "BootstrapSetting": ("bootstrap", 5, "bootstrap must be at least 10, got 5"),
+    "ChatSetting": ("chat", "no", r"chat must be True, False or None \(auto\), got 'no'"),
+    "CheckpointSetting": ("checkpoint_activations", "no", "checkpoint_activations must be .*"),
+    "CircuitSetting": ("sizes", (0.5, 0.1), "sizes must be at least two increasing .*"),
+    "InstructedSetting": ("instructed", "no", "instructed must be True or False, got 'no'"),
+    "IntegratedGradientsSetting": ("ig_steps", 0, "ig_steps must be at least 1, got 0"),
+    "LevelSetting": ("level", 1.5, r"level must lie in \(0, 1\), got 1.5"),
+    "MasksSetting": ("n_masks", 0, "n_masks must be at least 1, got 0"),
+    "PermutationsSetting": ("permutations", 5, "permutations must be at least 10, got 5"),
+    "PositionSetting": ("position", 1.5, "position must be an integer, got 1.5"),
+    "PrecisionSetting": ("precision", "float16", "precision must be 'auto', 'bfloat16' .*"),
+    "ProgressSetting": ("progress", "no", "progress must be True or False, got 'no'"),
+    "RandomBlockSetting": ("length", 1, "length must be at least 2, got 1"),
+    "RandomControlsSetting": ("random_seeds", "01", "random_seeds must be a list of .*"),
+    "SeedSetting": ("seed", 1.5, "seed must be an integer, got 1.5"),
+    "SeparatorSetting": ("separator", 2, "separator must be a string, got 2"),
+    "ShotSeedSetting": ("shot_seed", 1.5, "shot_seed must be an integer, got 1.5"),
+    "ShotsSetting": ("shots", -1, "shots must be at least 0, got -1"),
+    "SplitSetting": ("split_seed", 1.5, "split_seed must be an integer, got 1.5"),
+    "TopKSetting": ("k", 0, "k must be at least 1, got 0"),
+}
 
-    bad = {
-        ChatSetting: ("chat", "no", r"chat must be True, False or None \(auto\), got 'no'"),
-        ProgressSetting: ("progress", "no", "progress must be True or False, got 'no'"),
-    }
-    holders = {part: [c for c in _settings_classes() if issubclass(c, part)] for part in bad}
-    assert len(holders[ChatSetting]) == 7 and len(holders[ProgressSetting]) == 9, holders
-    for part, classes in holders.items():
-        name, value, message = bad[part]
-        for kind in classes:
+
+def test_every_class_holding_a_shared_part_runs_its_checks():
+    """A settings class that takes a shared part as a base (``ChatSetting``, ``SeedSetting``,
+    ...) checks the part's fields with the part's one error: its ``__post_init__`` hands on to
+    the part's (a class that forgot ``super().__post_init__()`` would accept ``chat="no"``).
+    A part taken with other defaults (``BootstrapSetting.with_defaults(bootstrap=2000)``) keeps
+    the part's type and help: only the default differs."""
+    import dataclasses
+
+    from lens_heads.core.errors import InputError
+    from lens_heads.core.settings import field_docs
+
+    parts = {part.__name__: part for part in _shared_parts()}
+    assert set(parts) == set(BAD_VALUES), "give each shared part a refused value in BAD_VALUES"
+    held = 0
+    for part_name, part in parts.items():
+        name, value, message = BAD_VALUES[part_name]
+        holders = [c for c in _settings_classes() if issubclass(c, part)]
+        assert holders, f"{part_name} is held by no settings class"
+        for kind in holders:
+            held += 1
             with pytest.raises(InputError, match=f"^{message}$"):
                 kind(**{name: value})
             assert name not in vars(kind).get("__annotations__", {}), kind.__name__
+            types = {f.name: f.type for f in dataclasses.fields(kind)}
+            for field in dataclasses.fields(part):
+                assert types[field.name] == field.type, (kind.__name__, field.name)
+                assert field_docs(kind)[field.name] == field_docs(part)[field.name]
+    assert held >= 50, held
 
 
 #: imports by analyses/, scripts/ and the notebooks of a lens_heads name that no public namespace

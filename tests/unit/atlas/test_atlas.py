@@ -397,7 +397,9 @@ def test_the_blocks_before_a_heads_layer_are_not_computed(gqa):
         for i, block in enumerate(gqa.blocks)
     ]
     try:
-        single_head_effects(gqa, PROMPTS[:2], ANSWERS[:2], config=EffectsConfig(("zero",), 8))
+        single_head_effects(
+            gqa, PROMPTS[:2], ANSWERS[:2], config=EffectsConfig(ablations=("zero",), batch_size=8)
+        )
     finally:
         for handle in handles:
             handle.remove()

@@ -385,7 +385,7 @@ def test_checkpoints_are_written_atomically_every_n_steps(model, upper_task, tmp
         ({"noise": "token"}, "noise must be 'example'"),
         ({"precision": "float16"}, "precision must be 'auto', 'bfloat16'"),
         ({"sparsity": -1.0}, "sparsity must be >= 0"),
-        ({"shots": -1}, "shots must be >= 0"),
+        ({"shots": -1}, "shots must be at least 0"),
         ({"trajectory_every": 0}, "trajectory_every must be positive"),
     ],
 )

@@ -131,7 +131,7 @@ def test_the_sets_found_are_evaluated() -> None:
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"n_masks": 0}, "n_masks must be a positive integer"),
+        ({"n_masks": 0}, "n_masks must be at least 1, got 0"),
         ({"pull": 0.0}, "pull must be positive"),
         ({"threshold": 1.0}, "threshold must lie in"),
     ],
