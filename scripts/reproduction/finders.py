@@ -12,6 +12,7 @@ from reproduction import Load, NotMeasured
 FINDER_RUNS = {
     "SmolLM2-135M-Instruct": "head_finders/smollm2-135m-instruct",
     "Gemma 3 270M": "head_finders/gemma-3-270m",
+    "SmolLM2-135M-Instruct, toolkit tasks": "head_finders/smollm2-135m-instruct-tasks",
 }
 #: the verdict's rule: the faithfulness-trained mask's CMD is at least this much lower (relative)
 #: than integrated gradients' (NAP-IG), in the same run
