@@ -21,7 +21,7 @@ Resumable (the atlas's stages); writes ``atlas/`` (``lh.HeadAtlas.load``), ``num
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +148,7 @@ def write_page(atlas: HeadAtlas, out: str | Path, table: Any) -> None:
 def run(config: Config) -> HeadAtlas:
     record_precisions(config)
     model = lh.load_model(config.model)
-    settings = {name: getattr(config, name) for name in AtlasConfig.__dataclass_fields__}
+    settings = {f.name: getattr(config, f.name) for f in fields(AtlasConfig)}
     atlas = head_atlas(model, AtlasConfig(**settings), out=config.out, progress=config.progress)
     table = atlas.agreement()
     answers = questions(atlas)

@@ -25,7 +25,7 @@ from lens_heads.core.guards import verify_model
 from lens_heads.core.models import known_fingerprint, load_model, model_name
 from lens_heads.core.prompts import INSTRUCTION_TEMPLATE, has_chat_template
 from lens_heads.core.random_models import refuse_random_weights
-from lens_heads.core.settings import ProgressSetting, composed, configure
+from lens_heads.core.settings import NewTokensSetting, ProgressSetting, composed, configure
 from lens_heads.core.storage import Stages, write_atomic
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.demo_outputs import DemoReport, write_report
@@ -56,7 +56,7 @@ def _demo_training() -> TrainingConfig:
 @composed
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class DemoConfig(ProgressSetting):
+class DemoConfig(ProgressSetting, NewTokensSetting.with_defaults(max_new_tokens=10)):
     """What the demo runs: the model and task, the mask's training (a
     :class:`~lens_heads.engine.TrainingConfig`), the removal sweep. The trainer's fields are
     keywords of their own too.
@@ -66,6 +66,8 @@ class DemoConfig(ProgressSetting):
     >>> DemoConfig().training.batch_size
     8
     """
+
+    MIN_NEW_TOKENS = 0  # a sweep without continuations
 
     model: str | Any = "smollm2-135m-instruct"
     """The model: an alias, a .gguf file, a checkpoint folder, a hub id or a loaded model."""
@@ -78,8 +80,6 @@ class DemoConfig(ProgressSetting):
     ``n_eval`` held-out examples (never trained on) are the ones the demo evaluates."""
     sweep_every: int = 2
     """Evaluate every k-th step of the removal sweep."""
-    max_new_tokens: int = 10
-    """Greedy tokens generated at each step of the sweep."""
 
     RENAMED: ClassVar[dict[str, str]] = {"generate_tokens": "max_new_tokens"}
     #: the trainer's fields the command line shows
@@ -92,7 +92,6 @@ class DemoConfig(ProgressSetting):
                 f"training must be a TrainingConfig, got {type(self.training).__name__}"
             )
         check_int("sweep_every", self.sweep_every, minimum=1)
-        check_int("max_new_tokens", self.max_new_tokens, minimum=0)
 
 
 _STAGES = ("training", "eval", "sweep", "similarity", "logit_lens")

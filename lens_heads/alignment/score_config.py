@@ -14,9 +14,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from lens_heads.core.checks import check_int, own_checks
+from lens_heads.core.checks import own_checks
 from lens_heads.core.errors import InputError
-from lens_heads.core.settings import ChatSetting, ProgressSetting, ShotSeedSetting, ShotsSetting
+from lens_heads.core.settings import (
+    BatchSetting,
+    ChatSetting,
+    HeldOutSetting,
+    NewTokensSetting,
+    ProgressSetting,
+    ShotSeedSetting,
+    ShotsSetting,
+)
 
 __all__ = ["CHOICES", "ScoreConfig"]
 
@@ -32,9 +40,16 @@ CHOICES: dict[str, tuple[str, ...]] = {
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
 class ScoreConfig(
-    ChatSetting, ProgressSetting, ShotSeedSetting, ShotsSetting.with_defaults(shots=2)
+    ChatSetting,
+    ProgressSetting,
+    ShotSeedSetting,
+    ShotsSetting.with_defaults(shots=2),
+    BatchSetting.with_defaults(batch_size=None),
+    HeldOutSetting.with_defaults(n_eval=None),
+    NewTokensSetting.with_defaults(max_new_tokens=64),
 ):
-    """How translation scores are computed."""
+    """How translation scores are computed (``batch_size``: sentences scored together, None:
+    16; the scores do not depend on it)."""
 
     decoding: str = "teacher_forced"
     """teacher_forced (the reference translation) or greedy (the model's own output)."""
@@ -44,12 +59,6 @@ class ScoreConfig(
     """Where the attention argmax is taken: the whole sequence or the source span only."""
     average: str = "per_sentence"
     """per_sentence (each sentence's score, then their mean) or pooled (over all queries)."""
-    n_eval: int | None = None
-    """Score the first N sentence pairs (default: all)."""
-    max_new_tokens: int = 64
-    """Greedy tokens per translation (greedy decoding only)."""
-    batch_size: int | None = None
-    """Sentences scored together (default 16; the scores do not depend on it)."""
 
     RENAMED: ClassVar[dict[str, str]] = {"n": "n_eval"}
 
@@ -60,10 +69,6 @@ class ScoreConfig(
                 raise InputError(
                     f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
                 )
-        check_int("max_new_tokens", self.max_new_tokens, minimum=1)
-        for name in ("n_eval", "batch_size"):
-            if getattr(self, name) is not None:
-                check_int(name, getattr(self, name), minimum=1)
 
     def stored(self) -> dict[str, Any]:
         values = asdict(self)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,9 @@ from lens_heads.core.model_shape import TokenizerOnly
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.settings import (
     AblationsSetting,
+    BatchSetting,
     BootstrapSetting,
+    HeldOutSetting,
     InstructedSetting,
     PermutationsSetting,
     SeedSetting,
@@ -83,13 +85,13 @@ class AtlasConfig(
     SeedSetting,
     TopKSetting,
     InstructedSetting.with_defaults(instructed=True),
+    BatchSetting.with_defaults(batch_size=8),
+    HeldOutSetting.with_defaults(n_eval=40),
 ):
     """What goes into an atlas."""
 
     task: str | None = "capitalize"
     """Task whose held-out prompts give the single-head effects (none: no effects)."""
-    n_eval: int = 40
-    """Held-out prompts of the task (its last ones)."""
     n_reference: int = 40
     """Training prompts of the task whose mean head outputs are the mean-ablation baseline."""
     masks: str | None = None
@@ -100,13 +102,10 @@ class AtlasConfig(
     """Saved token-alignment translation scores."""
     language_heads: str | None = None
     """Saved LAHIS language heads: importance per language and specificity."""
-    batch_size: int = 8
-    """Prompts per forward pass."""
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared parts' checks
-        for name in ("n_eval", "n_reference", "batch_size"):
-            check_int(name, getattr(self, name), minimum=1)
+        check_int("n_reference", self.n_reference, minimum=1)
         if self.task is not None and not isinstance(self.task, str):
             raise InputTypeError(
                 f"task must be a task name or file (or None for no effects), got "
@@ -362,7 +361,7 @@ def head_atlas(
     folder = Path(out) if out is not None else None
     fingerprint = Fingerprint.of(
         model,
-        {name: getattr(config, name) for name in AtlasConfig.__dataclass_fields__},
+        {field.name: getattr(config, field.name) for field in fields(AtlasConfig)},
         {"task": task, **{name: getattr(config, name) for name in _LINES}},
     )
     stages = Stages(folder, fingerprint) if folder is not None else None

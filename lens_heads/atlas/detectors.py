@@ -40,7 +40,7 @@ from lens_heads.core.capture import capture
 from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
 from lens_heads.core.models import ModelLike, head_shape
-from lens_heads.core.settings import SeedSetting, SharedPart
+from lens_heads.core.settings import BatchSetting, SeedSetting, SharedPart
 
 __all__ = [
     "DETECTORS",
@@ -82,17 +82,13 @@ class RandomBlockSetting(SharedPart):
 
 @own_checks
 @dataclass(frozen=True)
-class DetectorConfig(RandomBlockSetting, SeedSetting):
+class DetectorConfig(RandomBlockSetting, SeedSetting, BatchSetting):
     """The generated inputs of the detectors: ``n_sequences`` sequences ``BOS R R`` with ``R`` a
     block of ``length`` random non-special tokens (seeded by ``seed``), run ``batch_size`` at a
     time."""
 
-    batch_size: int = 16
-    """Sequences per forward."""
-
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared parts' checks
-        check_int("batch_size", self.batch_size, minimum=1)
 
 
 def _ordinary_token_ids(model: ModelLike) -> Tensor:

@@ -48,12 +48,11 @@ from tqdm.auto import tqdm
 
 from lens_heads.core.ablation import ABLATIONS, donor_prompts, mean_head_outputs, right_padded
 from lens_heads.core.capture import PromptLike, encode_prompt, lens_logits, target_token_ids
-from lens_heads.core.checks import check_int
 from lens_heads.core.errors import InputError
 from lens_heads.core.hooks import head_outputs, mask_hooks
 from lens_heads.core.models import ModelLike, head_shape
 from lens_heads.core.prompts import pad_token_id
-from lens_heads.core.settings import AblationsSetting
+from lens_heads.core.settings import AblationsSetting, BatchSetting
 
 __all__ = [
     "ABLATIONS",
@@ -69,19 +68,16 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class EffectsConfig(AblationsSetting):
+class EffectsConfig(AblationsSetting, BatchSetting.with_defaults(batch_size=8)):
     """``ablations``: which of :data:`ABLATIONS`; ``batch_size``: prompts per forward (each
     carries one row per head of a layer)."""
 
-    batch_size: int = 8
-    """Prompts per forward (each carries one row per head of a layer)."""
     shared_prefix: bool | None = None
     """Compute the prompts' common first tokens once per head (a KV cache) and only the rest per
     prompt: True, False, or None to choose whichever costs fewer token-layers."""
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared parts' checks
-        check_int("batch_size", self.batch_size, minimum=1)
         if self.shared_prefix is not None and not isinstance(self.shared_prefix, bool):
             raise InputError(
                 f"shared_prefix must be True, False or None, got {self.shared_prefix!r}"

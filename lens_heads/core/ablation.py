@@ -35,7 +35,7 @@ from lens_heads.core.capture import PromptLike, encode_prompt
 from lens_heads.core.errors import InputError
 from lens_heads.core.models import ModelLike, head_shape
 from lens_heads.core.prompts import pad_token_id
-from lens_heads.core.settings import ABLATIONS
+from lens_heads.core.setting_parts import ABLATIONS, FIXED, check_ablation
 
 __all__ = [
     "ABLATIONS",
@@ -48,26 +48,8 @@ __all__ = [
     "right_padded",
 ]
 
-#: the types with one baseline vector per head, usable at any position and length
-FIXED = ("zero", "mean")
 #: reference prompts of a mean baseline when an analysis takes them from a task's training split
 REFERENCE_SIZE = 64
-
-
-def check_ablation(value: object, *, allowed: Sequence[str] = ABLATIONS, where: str) -> str:
-    """``value`` if it is one of ``allowed``, else an :class:`InputError` naming the choices
-    (and, for ``resample`` where it cannot apply, why and where it can)."""
-    if value in allowed:
-        return str(value)
-    choices = " or ".join(repr(a) for a in allowed)
-    if value == "resample":
-        raise InputError(
-            f"{where} takes ablation {choices}, not 'resample': a resampled head needs a donor "
-            "prompt of the same token length at every position, and this analysis generates or "
-            "batches prompts of different lengths; resample ablation is in the atlas's "
-            "single-head effects, removal sweeps without continuations and estimate_errors"
-        )
-    raise InputError(f"{where} takes ablation {choices}, got {value!r}")
 
 
 def right_padded(tokens: Sequence[Sequence[int]], pad: int) -> tuple[Tensor, Tensor]:

@@ -19,35 +19,35 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
-from lens_heads.core.checks import check_int, check_number, check_seeds, own_checks
+from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
 
 __all__ = [
     "ABLATIONS",
-    "MAX_RESAMPLES",
+    "FIXED",
     "PRECISIONS",
+    "AblationSetting",
     "AblationsSetting",
-    "BootstrapSetting",
+    "BatchSetting",
     "ChatSetting",
     "CheckpointSetting",
+    "HeldOutSetting",
     "InstructedSetting",
     "IntegratedGradientsSetting",
-    "LevelSetting",
     "MasksSetting",
-    "PermutationsSetting",
+    "NewTokensSetting",
     "PositionSetting",
     "PrecisionSetting",
     "ProgressSetting",
-    "RandomControlsSetting",
     "SeedSetting",
     "SeparatorSetting",
     "SharedPart",
     "ShotSeedSetting",
     "ShotsSetting",
     "SplitSetting",
-    "TopKSetting",
+    "check_ablation",
 ]
 
 
@@ -68,10 +68,10 @@ class SharedPart:
         differs.
 
         >>> @dataclasses.dataclass(frozen=True)
-        ... class Example(BootstrapSetting.with_defaults(bootstrap=2000)):
+        ... class Example(BatchSetting.with_defaults(batch_size=8)):
         ...     pass
-        >>> Example().bootstrap, BootstrapSetting().bootstrap
-        (2000, 1000)
+        >>> Example().batch_size, BatchSetting().batch_size
+        (8, 16)
         """
         return _with_defaults(cls, tuple(sorted(defaults.items())))
 
@@ -142,6 +142,8 @@ class ProgressSetting(SharedPart):
 
 #: every ablation type (what a removed head outputs; :mod:`lens_heads.core.ablation` builds them)
 ABLATIONS = ("zero", "mean", "resample")
+#: the types with one baseline vector per head, usable at any position and length
+FIXED = ("zero", "mean")
 
 #: accepted spellings of a precision and the name each stands for
 PRECISIONS = {
@@ -151,11 +153,6 @@ PRECISIONS = {
     "float32": "float32",
     "fp32": "float32",
 }
-
-#: the most resamples (bootstrap, permutations) a settings object asks for: each costs time, and
-#: 2,000 already resolve a p-value to 1/2,001
-MAX_RESAMPLES = 100_000
-_RESAMPLES_WHY = "each resample costs time, and 2,000 already resolve p-values to 1/2,001"
 
 
 @own_checks
@@ -179,6 +176,94 @@ class PrecisionSetting(SharedPart):
                 f"{self.precision!r}"
             )
         object.__setattr__(self, "precision", PRECISIONS[self.precision])
+        super().__post_init__()
+
+
+@own_checks
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BatchSetting(SharedPart):
+    """The part of a settings class that runs several inputs through the model together. None
+    is accepted where it is the class's default: that class sizes its batches itself (its
+    docstring says how). ``MIN_BATCH`` is the smallest size a class accepts.
+
+    >>> BatchSetting(batch_size=0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.errors.InputError: batch_size must be at least 1, got 0
+    >>> BatchSetting.with_defaults(batch_size=None)().batch_size is None
+    True
+    """
+
+    batch_size: int | None = 16
+    """Inputs run through the model together (prompts, sequences, documents or rows): memory
+    and speed depend on it, results do not, except in mask training, where it is a step's
+    examples. None, where it is the default: sized automatically."""
+
+    MIN_BATCH: ClassVar[int] = 1
+
+    def __post_init__(self) -> None:
+        _check_count(self, "batch_size", self.MIN_BATCH)
+        super().__post_init__()
+
+
+def _check_count(settings: Any, name: str, minimum: int) -> None:
+    """Check the count ``name`` of ``settings``: an integer of at least ``minimum``, or None
+    where None is the class's default (the class then chooses the count itself)."""
+    value = getattr(settings, name)
+    if value is not None:
+        check_int(name, value, minimum=minimum)
+        return
+    default = {field.name: field.default for field in dataclasses.fields(settings)}[name]
+    if default is not None:
+        raise InputError(
+            f"{name} must be an integer here (None is accepted only where it is the default), "
+            f"got None; pass {name}={default}"
+        )
+
+
+@own_checks
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NewTokensSetting(SharedPart):
+    """The part of a settings class that generates text greedily. ``MIN_NEW_TOKENS`` is the
+    fewest a class accepts (0 where its work can also run without continuations).
+
+    >>> NewTokensSetting(max_new_tokens=0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.errors.InputError: max_new_tokens must be at least 1, got 0
+    """
+
+    max_new_tokens: int | None = None
+    """Greedy tokens generated per output (0, where a class allows it: no continuations).
+    None, where it is the default: the task's (10 for words, 50 for sentences) or the job's."""
+
+    MIN_NEW_TOKENS: ClassVar[int] = 1
+
+    def __post_init__(self) -> None:
+        _check_count(self, "max_new_tokens", self.MIN_NEW_TOKENS)
+        super().__post_init__()
+
+
+@own_checks
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HeldOutSetting(SharedPart):
+    """The part of a settings class that evaluates a task's held-out examples. ``MIN_EVAL`` is
+    the fewest a class accepts (0 where its work can also use every example).
+
+    >>> HeldOutSetting(n_eval=0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.errors.InputError: n_eval must be at least 1, got 0
+    """
+
+    n_eval: int | None = 100
+    """Examples evaluated: a task's or corpus's last ones, held out of any training (translation
+    scores, which train nothing, take the corpus's first). None, where it is the default: all."""
+
+    MIN_EVAL: ClassVar[int] = 1
+
+    def __post_init__(self) -> None:
+        _check_count(self, "n_eval", self.MIN_EVAL)
         super().__post_init__()
 
 
@@ -280,23 +365,6 @@ class InstructedSetting(SharedPart):
 
 @own_checks
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class RandomControlsSetting(SharedPart):
-    """The part of a settings class that compares heads with random heads of the same number.
-
-    >>> RandomControlsSetting(random_seeds=[3, 4]).random_seeds
-    (3, 4)
-    """
-
-    random_seeds: Sequence[int] = (0, 1, 2)
-    """Seeds of the random controls (as many random heads as those tested): one run per seed."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "random_seeds", check_seeds("random_seeds", self.random_seeds))
-        super().__post_init__()
-
-
-@own_checks
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class MasksSetting(SharedPart):
     """The part of a settings class that trains several masks, one per seed.
 
@@ -317,26 +385,6 @@ class MasksSetting(SharedPart):
 
 @own_checks
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class TopKSetting(SharedPart):
-    """The part of a settings class that compares the top sets of two head scores.
-
-    >>> TopKSetting(k=0)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    lens_heads.core.errors.InputError: k must be at least 1, got 0
-    """
-
-    k: int = 10
-    """Size of the top sets compared (at most half of the heads: larger sets overlap whatever
-    they measure)."""
-
-    def __post_init__(self) -> None:
-        check_int("k", self.k, minimum=1)
-        super().__post_init__()
-
-
-@own_checks
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class ShotSeedSetting(SharedPart):
     """The part of a settings class that draws demonstrations for its prompts.
 
@@ -349,72 +397,6 @@ class ShotSeedSetting(SharedPart):
 
     def __post_init__(self) -> None:
         check_int("shot_seed", self.shot_seed)
-        super().__post_init__()
-
-
-@own_checks
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class BootstrapSetting(SharedPart):
-    """The part of a settings class that gives intervals by resampling (a percentile bootstrap).
-
-    >>> BootstrapSetting(bootstrap=5)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    lens_heads.core.errors.InputError: bootstrap must be at least 10, got 5
-    """
-
-    bootstrap: int = 1000
-    """Bootstrap resamples behind each 95 % interval."""
-
-    def __post_init__(self) -> None:
-        check_int(
-            "bootstrap", self.bootstrap, minimum=10, maximum=MAX_RESAMPLES, why=_RESAMPLES_WHY
-        )
-        super().__post_init__()
-
-
-@own_checks
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PermutationsSetting(SharedPart):
-    """The part of a settings class that tests by permutation.
-
-    >>> PermutationsSetting().permutations
-    2000
-    """
-
-    permutations: int = 2000
-    """Permutations behind each p-value (a table of ``m`` tests needs at least ``2 m / level``
-    for its smallest p-value to pass Holm)."""
-
-    def __post_init__(self) -> None:
-        check_int(
-            "permutations",
-            self.permutations,
-            minimum=10,
-            maximum=MAX_RESAMPLES,
-            why=_RESAMPLES_WHY,
-        )
-        super().__post_init__()
-
-
-@own_checks
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class LevelSetting(SharedPart):
-    """The part of a settings class that decides several tests together (Holm's method).
-
-    >>> LevelSetting(level=1.5)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    lens_heads.core.errors.InputError: level must lie in (0, 1), got 1.5
-    """
-
-    level: float = 0.01
-    """Family-wise level of the tests, after Holm's correction."""
-
-    def __post_init__(self) -> None:
-        check_number("level", self.level)
-        if not 0 < self.level < 1:
-            raise InputError(f"level must lie in (0, 1), got {self.level}")
         super().__post_init__()
 
 
@@ -473,6 +455,55 @@ class PositionSetting(SharedPart):
 
     def __post_init__(self) -> None:
         check_int("position", self.position)
+        super().__post_init__()
+
+
+def check_ablation(value: object, *, allowed: Sequence[str] = ABLATIONS, where: str) -> str:
+    """``value`` if it is one of ``allowed``, else an :class:`InputError` naming the choices
+    (and, for ``resample`` where it cannot apply, why and where it can).
+
+    >>> check_ablation("median", allowed=FIXED, where="evaluation")
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.errors.InputError: evaluation takes ablation 'zero' or 'mean', got 'median'
+    """
+    if value in allowed:
+        return str(value)
+    choices = " or ".join(repr(a) for a in allowed)
+    if value == "resample":
+        raise InputError(
+            f"{where} takes ablation {choices}, not 'resample': a resampled head needs a donor "
+            "prompt of the same token length at every position, and this analysis generates or "
+            "batches prompts of different lengths; resample ablation is in the atlas's "
+            "single-head effects, removal sweeps without continuations and estimate_errors"
+        )
+    raise InputError(f"{where} takes ablation {choices}, got {value!r}")
+
+
+@own_checks
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AblationSetting(SharedPart):
+    """The part of a settings class that removes heads: what a removed head outputs. A class
+    lists the ablations its work can apply in ``ALLOWED_ABLATIONS`` (default: zero and mean)
+    and names its work in the error with ``ABLATION_WHERE``.
+
+    >>> AblationSetting(ablation="resample")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.errors.InputError: this analysis takes ablation 'zero' or 'mean', not ...
+    """
+
+    ablation: str = "zero"
+    """What a removed head outputs: zero; mean (its mean output over reference prompts, the
+    task's first 64 training examples); resample (its output on a reference prompt of the same
+    length); counterfactual (its output on the example's counterfactual prompt, as MIB patches).
+    Each analysis takes the ones it can apply (the flag's choices)."""
+
+    ALLOWED_ABLATIONS: ClassVar[tuple[str, ...]] = FIXED
+    ABLATION_WHERE: ClassVar[str] = "this analysis"
+
+    def __post_init__(self) -> None:
+        check_ablation(self.ablation, allowed=self.ALLOWED_ABLATIONS, where=self.ABLATION_WHERE)
         super().__post_init__()
 
 

@@ -45,42 +45,54 @@ from typing import Any, TypeVar
 from lens_heads.core.errors import InputError, InputTypeError
 from lens_heads.core.setting_parts import (
     ABLATIONS,
-    MAX_RESAMPLES,
+    FIXED,
     PRECISIONS,
+    AblationSetting,
     AblationsSetting,
-    BootstrapSetting,
+    BatchSetting,
     ChatSetting,
     CheckpointSetting,
+    HeldOutSetting,
     InstructedSetting,
     IntegratedGradientsSetting,
-    LevelSetting,
     MasksSetting,
-    PermutationsSetting,
+    NewTokensSetting,
     PositionSetting,
     PrecisionSetting,
     ProgressSetting,
-    RandomControlsSetting,
     SeedSetting,
     SeparatorSetting,
     SharedPart,
     ShotSeedSetting,
     ShotsSetting,
     SplitSetting,
+)
+from lens_heads.core.statistics_parts import (
+    MAX_RESAMPLES,
+    BootstrapSetting,
+    LevelSetting,
+    PermutationsSetting,
+    RandomControlsSetting,
     TopKSetting,
 )
 
 __all__ = [
     "ABLATIONS",
+    "FIXED",
     "MAX_RESAMPLES",
     "PRECISIONS",
+    "AblationSetting",
     "AblationsSetting",
+    "BatchSetting",
     "BootstrapSetting",
     "ChatSetting",
     "CheckpointSetting",
+    "HeldOutSetting",
     "InstructedSetting",
     "IntegratedGradientsSetting",
     "LevelSetting",
     "MasksSetting",
+    "NewTokensSetting",
     "PermutationsSetting",
     "PositionSetting",
     "PrecisionSetting",
@@ -256,7 +268,7 @@ def field_docs(kind: type) -> dict[str, str]:
     a field without one gets ``""``.
 
     >>> from lens_heads.engine import EvaluationConfig
-    >>> field_docs(EvaluationConfig)["n_eval"].startswith("Evaluate the last")
+    >>> field_docs(EvaluationConfig)["first_line"].startswith("Score the output's first line")
     True
     """
     docs: dict[str, str] = {}

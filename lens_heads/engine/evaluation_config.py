@@ -17,11 +17,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lens_heads.core.ablation import FIXED, check_ablation
-from lens_heads.core.checks import check_int, own_checks
+from lens_heads.core.checks import own_checks
 from lens_heads.core.errors import InputError
 from lens_heads.core.settings import (
+    AblationSetting,
+    BatchSetting,
     ChatSetting,
+    HeldOutSetting,
+    NewTokensSetting,
     ProgressSetting,
     RandomControlsSetting,
     SeparatorSetting,
@@ -49,30 +52,24 @@ class EvaluationConfig(
     ShotSeedSetting,
     ShotsSetting,
     RandomControlsSetting,
+    AblationSetting,
+    BatchSetting,
+    HeldOutSetting,
+    NewTokensSetting,
 ):
-    """How a task is evaluated: which examples, which prompts, how decoding runs."""
+    """How a task is evaluated: which examples, which prompts, how decoding runs. A removed
+    head outputs zero or its mean (``ablation``; the mean over the bare prompts of the first 64
+    training examples, the held-out ones when the split has none)."""
 
-    n_eval: int = 100
-    """Evaluate the last N examples of the task (held out of training)."""
-    batch_size: int = 16
-    """Prompts decoded together."""
-    max_new_tokens: int | None = None
-    """Greedy tokens per output (default: the task's, 10 for words and 50 for sentences)."""
+    ABLATION_WHERE = "evaluation"
+
     first_line: bool = True
     """Score the output's first line and stop decoding at a newline."""
     stack_masks: bool = False
     """Decode the runs that share a prompt set in one pass, one mask per row."""
-    ablation: str = "zero"
-    """What a removed head outputs: zero, or mean (its mean output over the bare prompts of the
-    first 64 training examples; the held-out ones when the split has none)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared parts' checks
-        check_int("n_eval", self.n_eval, minimum=1)
-        check_int("batch_size", self.batch_size, minimum=1)
-        if self.max_new_tokens is not None:
-            check_int("max_new_tokens", self.max_new_tokens, minimum=1)
-        check_ablation(self.ablation, allowed=FIXED, where="evaluation")
         for name in ("first_line", "stack_masks"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")

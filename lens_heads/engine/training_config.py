@@ -18,15 +18,18 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from lens_heads.core.ablation import FIXED, check_ablation
 from lens_heads.core.checks import check_numeric_fields, own_checks
 from lens_heads.core.devices import native_bf16
 from lens_heads.core.errors import InputError
 from lens_heads.core.masks import parse_head
 from lens_heads.core.prompts import ANSWER_ENDS
 from lens_heads.core.settings import (
+    FIXED,
+    AblationSetting,
+    BatchSetting,
     ChatSetting,
     CheckpointSetting,
+    HeldOutSetting,
     InstructedSetting,
     MasksSetting,
     PrecisionSetting,
@@ -59,8 +62,13 @@ class TrainingConfig(
     ShotsSetting,
     InstructedSetting,
     MasksSetting,
+    AblationSetting,
+    BatchSetting,
+    HeldOutSetting,
 ):
     """Hyper-parameters of :func:`train_mask`; the defaults are the paper's (6,250 steps).
+    ``batch_size`` is a step's examples; ``ablation`` may also be ``counterfactual``: each
+    example's counterfactual prompt, given as ``train_mask(..., counterfactuals=...)``.
 
     On a 2-core CPU use :meth:`short` (200 steps, batch 8, lr 0.1; see ``docs/training.md``).
     ``precision="auto"`` trains under bfloat16 autocast where the device computes bf16 natively
@@ -93,10 +101,12 @@ class TrainingConfig(
     lens_heads.core.errors.InputError: tau_end (1.0) must not exceed tau_begin (0.1): ...
     """
 
+    ALLOWED_ABLATIONS = (*FIXED, "counterfactual")
+    MIN_EVAL = 0  # train on every example
+    ABLATION_WHERE = "mask training"
+
     steps: int = 6250
     """Training steps."""
-    batch_size: int = 16
-    """Examples per step."""
     lr: float = 1e-2
     """Peak learning rate (AdamW, warm-up then cosine decay)."""
     min_lr: float = 1e-4
@@ -119,8 +129,6 @@ class TrainingConfig(
     """Gumbel noise drawn per example (the paper's, the default) or once per batch"""
     sparsity: float = 0.0
     """Weight of a penalty on the mean sigmoid(W) (fewer heads kept)."""
-    n_eval: int = 100
-    """Examples held out of training at the task's end (0: train on every example)."""
     answer_end: str = "auto"
     """What closes each training target after the answer: auto (the chat template's
     end-of-turn token for chat models, EOS for base models), turn, eos, separator or none (the
@@ -143,10 +151,6 @@ class TrainingConfig(
     the gates towards 0, < 0 towards 1."""
     pull_clamp: float = 4.0
     """Sigmoid gates: the pull stops acting on a gate logit beyond +-pull_clamp."""
-    ablation: str = "zero"
-    """What a removed head outputs: zero, mean (its mean output over the prompts of the first
-    64 training examples) or counterfactual (its output on each example's counterfactual
-    prompt, given to the trainer: ``train_mask(..., counterfactuals=...)``)."""
     objective: str = "answer"
     """What the masked model is trained towards: answer (the cross-entropy of the task's answer
     tokens, the paper's) or model (the KL divergence from the unmasked model's own next-token
@@ -174,7 +178,6 @@ class TrainingConfig(
             isinstance(self.steps, int) and self.steps > 0,
             f"steps must be a positive integer, got {self.steps}",
         )
-        need(self.batch_size > 0, f"batch_size must be positive, got {self.batch_size}")
         need(self.lr > 0, f"lr must be positive, got {self.lr}")
         need(
             self.lr <= MAX_LR,
@@ -212,10 +215,8 @@ class TrainingConfig(
             f"noise must be 'example' (per example, the paper's) or 'batch', got {self.noise!r}",
         )
         need(self.sparsity >= 0, f"sparsity must be >= 0, got {self.sparsity}")
-        need(self.n_eval >= 0, f"n_eval must be >= 0, got {self.n_eval}")
         _check_soft(self)
         _check_gates(self)
-        check_ablation(self.ablation, allowed=(*FIXED, "counterfactual"), where="mask training")
         need(
             self.objective in OBJECTIVES,
             f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}",

@@ -30,6 +30,7 @@ from lens_heads.core.models import ModelLike, model_name
 from lens_heads.core.prompts import has_chat_template
 from lens_heads.core.settings import (
     BootstrapSetting,
+    HeldOutSetting,
     InstructedSetting,
     LevelSetting,
     SeedSetting,
@@ -70,17 +71,18 @@ class BenchmarkConfig(
     LevelSetting,
     SeedSetting,
     InstructedSetting.with_defaults(instructed=True),
+    HeldOutSetting.with_defaults(n_eval=200),
 ):
     """The settings of :func:`head_finder_benchmark`; ``seed`` draws the pairs and the
     resamples, ``level`` is the family-wise level of each task's comparisons with the best
     gradient method."""
 
+    MIN_EVAL = 2  # the pairs are drawn among them
+
     n_pairs: int = 40
     """Held-out prompt pairs each ranking's faithfulness is measured on."""
     n_train_pairs: int = 40
     """Training prompt pairs the effect and gradient methods read."""
-    n_eval: int = 200
-    """Examples of each task held out of every method (the pairs are drawn among them)."""
     method_settings: MethodConfig = field(default_factory=MethodConfig)
     """The head finders' own settings."""
 
@@ -88,7 +90,6 @@ class BenchmarkConfig(
         super().__post_init__()  # the shared parts' checks
         for name in ("n_pairs", "n_train_pairs"):
             check_int(name, getattr(self, name), minimum=2)
-        check_int("n_eval", self.n_eval, minimum=2)
         if not isinstance(self.method_settings, MethodConfig):
             raise InputError("method_settings must be a MethodConfig")
 

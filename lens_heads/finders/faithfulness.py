@@ -40,13 +40,13 @@ from jaxtyping import Float
 from torch import Tensor
 
 from lens_heads.core.ablation import mean_head_outputs, right_padded
-from lens_heads.core.checks import check_int, own_checks
+from lens_heads.core.checks import own_checks
 from lens_heads.core.errors import InputError
 from lens_heads.core.hooks import head_outputs, mask_hooks
 from lens_heads.core.logits import answer_logits
 from lens_heads.core.models import ModelLike, head_shape
 from lens_heads.core.prompts import pad_token_id
-from lens_heads.core.settings import BootstrapSetting, SeedSetting, SharedPart
+from lens_heads.core.settings import AblationSetting, BatchSetting, BootstrapSetting, SeedSetting
 from lens_heads.core.storage import FolderResult
 from lens_heads.finders.counterfactuals import CounterfactualSet
 
@@ -70,7 +70,7 @@ ABLATIONS = ("counterfactual", "mean", "zero")
 
 @own_checks
 @dataclass(frozen=True, kw_only=True)
-class CircuitSetting(SharedPart):
+class CircuitSetting(AblationSetting.with_defaults(ablation="counterfactual")):
     """The part of a settings class that measures circuits: their sizes, and what the heads left
     out of a circuit output.
 
@@ -80,11 +80,11 @@ class CircuitSetting(SharedPart):
     lens_heads.core.errors.InputError: sizes must be at least two increasing fractions ...
     """
 
+    ALLOWED_ABLATIONS = ABLATIONS
+    ABLATION_WHERE = "faithfulness"
+
     sizes: tuple[float, ...] = SIZES
     """Circuit sizes as fractions of the heads (MIB's: 0.1 % to 100 %)."""
-    ablation: str = "counterfactual"
-    """What a head outside the circuit outputs: its output on the counterfactual prompt
-    (counterfactual, as MIB patches), its mean output over the prompts (mean) or zero."""
 
     def __post_init__(self) -> None:
         try:
@@ -96,24 +96,18 @@ class CircuitSetting(SharedPart):
                 f"sizes must be at least two increasing fractions in (0, 1], got {self.sizes!r}"
             )
         object.__setattr__(self, "sizes", sizes)
-        if self.ablation not in ABLATIONS:
-            raise InputError(
-                f"ablation must be one of {', '.join(ABLATIONS)}, got {self.ablation!r}"
-            )
         super().__post_init__()
 
 
 @own_checks
 @dataclass(frozen=True)
-class FaithfulnessConfig(CircuitSetting, BootstrapSetting, SeedSetting):
+class FaithfulnessConfig(
+    CircuitSetting, BootstrapSetting, SeedSetting, BatchSetting.with_defaults(batch_size=64)
+):
     """How a ranking's faithfulness is measured."""
-
-    batch_size: int = 64
-    """Rows (pairs times circuits) per forward pass."""
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared parts' checks
-        check_int("batch_size", self.batch_size, minimum=1)
 
 
 def head_counts(sizes: Sequence[float], n_heads: int) -> list[int]:

@@ -51,7 +51,12 @@ from lens_heads.core.hooks import head_outputs, mask_hooks
 from lens_heads.core.logits import answer_logits
 from lens_heads.core.models import ModelLike, head_shape
 from lens_heads.core.prompts import pad_token_id
-from lens_heads.core.settings import IntegratedGradientsSetting, MasksSetting, PrecisionSetting
+from lens_heads.core.settings import (
+    BatchSetting,
+    IntegratedGradientsSetting,
+    MasksSetting,
+    PrecisionSetting,
+)
 from lens_heads.core.tasks import Task
 from lens_heads.finders.counterfactuals import CounterfactualSet
 from lens_heads.finders.faithfulness import SIZES
@@ -62,7 +67,10 @@ __all__ = ["CONTROLS", "GRADIENT_METHODS", "METHODS", "MethodConfig", "MethodSco
 @own_checks
 @dataclass(frozen=True)
 class MethodConfig(
-    IntegratedGradientsSetting, PrecisionSetting, MasksSetting.with_defaults(n_masks=3)
+    IntegratedGradientsSetting,
+    PrecisionSetting,
+    MasksSetting.with_defaults(n_masks=3),
+    BatchSetting.with_defaults(batch_size=64),
 ):
     """The settings of the head finders the benchmark runs (small CPU defaults)."""
 
@@ -76,15 +84,12 @@ class MethodConfig(
     """Training prompts (with their answers) of the LAHIS importance."""
     detector_sequences: int = 16
     """Generated sequences of the pattern detectors."""
-    batch_size: int = 64
-    """Rows per forward pass of the effects and gradients."""
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared parts' checks
         for name in ("mask_steps", "chg_steps", "chg_masks", "lahis_documents"):
             check_int(name, getattr(self, name), minimum=1)
         check_int("detector_sequences", self.detector_sequences, minimum=1, maximum=10_000)
-        check_int("batch_size", self.batch_size, minimum=1)
 
 
 @dataclass

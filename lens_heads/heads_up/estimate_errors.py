@@ -39,7 +39,7 @@ from scipy import stats
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from lens_heads.core.ablation import check_ablation, donor_prompts
+from lens_heads.core.ablation import ABLATIONS, donor_prompts
 from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
 from lens_heads.core.hooks import ablated, head_outputs
@@ -47,7 +47,9 @@ from lens_heads.core.masks import format_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.prompts import has_chat_template
 from lens_heads.core.settings import (
+    AblationSetting,
     ChatSetting,
+    HeldOutSetting,
     IntegratedGradientsSetting,
     ProgressSetting,
     TopKSetting,
@@ -67,12 +69,18 @@ ESTIMATES = ("first order", "integrated gradients")
 @own_checks
 @dataclass(frozen=True)
 class EstimateErrorsConfig(
-    ChatSetting, ProgressSetting, IntegratedGradientsSetting.with_defaults(ig_steps=32), TopKSetting
+    ChatSetting,
+    ProgressSetting,
+    IntegratedGradientsSetting.with_defaults(ig_steps=32),
+    TopKSetting,
+    AblationSetting,
+    HeldOutSetting.with_defaults(n_eval=10),
 ):
     """Settings of :func:`estimate_errors`."""
 
-    n_eval: int = 10
-    """Held-out examples of the task (its last ones) whose sweeps are estimated."""
+    ALLOWED_ABLATIONS = ABLATIONS
+    ABLATION_WHERE = "estimate_errors"
+
     max_heads: int | None = None
     """Estimate the first N heads of the order only (None: every head)."""
     saturation: float = 0.9
@@ -80,20 +88,15 @@ class EstimateErrorsConfig(
     path_points: int = 41
     """Points at which the answer logit is read along integrated gradients' straight path (from
     every head kept to the order's heads all removed), to show how rough the integrand is."""
-    ablation: str = "zero"
-    """What a removed head outputs: zero, mean (over the bare prompts of the task's first 64
-    training examples) or resample (its output on a training prompt of the same length)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared parts' checks
-        check_int("n_eval", self.n_eval, minimum=1)
         why = "each point is a forward pass per prompt"
         check_int("path_points", self.path_points, minimum=1, maximum=10_000, why=why)
         if self.max_heads is not None:
             check_int("max_heads", self.max_heads, minimum=2)
         if not 0 < self.saturation <= 1:
             raise InputError(f"saturation must lie in (0, 1], got {self.saturation}")
-        check_ablation(self.ablation, where="estimate_errors")
 
 
 @dataclass

@@ -23,11 +23,17 @@ from lens_heads.core.capture import (
     cosine_by_layer,
     layer_activations,
 )
-from lens_heads.core.checks import check_int, check_prompts, own_checks
+from lens_heads.core.checks import check_prompts, own_checks
 from lens_heads.core.errors import InputError
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import ModelLike, model_name
-from lens_heads.core.settings import ChatSetting, PositionSetting, ProgressSetting, configure
+from lens_heads.core.settings import (
+    BatchSetting,
+    ChatSetting,
+    PositionSetting,
+    ProgressSetting,
+    configure,
+)
 from lens_heads.core.storage import FolderResult, write_atomic
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import Task, get_task
@@ -272,17 +278,14 @@ def _prompt_list(
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class ReadoutConfig(ChatSetting, ProgressSetting, PositionSetting):
+class ReadoutConfig(ChatSetting, ProgressSetting, PositionSetting, BatchSetting):
     """Where hidden states are read and how the prompts run (Figure 4 over many prompts)."""
 
     hooks: Sequence[str] = DEFAULT_HOOKS
     """The hooks read in every layer (the paired test needs hook_resid_post)."""
-    batch_size: int = 16
-    """Prompts run together."""
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared parts' checks
-        check_int("batch_size", self.batch_size, minimum=1)
         if isinstance(self.hooks, str) or not self.hooks:
             raise InputError("no hooks given; e.g. hooks=('hook_resid_post', 'hook_attn_out')")
         if "hook_resid_post" not in self.hooks:

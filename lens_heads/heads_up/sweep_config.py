@@ -14,10 +14,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from lens_heads.core.ablation import check_ablation
 from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
-from lens_heads.core.settings import ChatSetting, ProgressSetting
+from lens_heads.core.settings import (
+    ABLATIONS,
+    AblationSetting,
+    BatchSetting,
+    ChatSetting,
+    NewTokensSetting,
+    ProgressSetting,
+)
 
 __all__ = ["ENGINES", "SweepConfig"]
 
@@ -27,22 +33,27 @@ ENGINES = ("batched", "naive")
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class SweepConfig(ChatSetting, ProgressSetting):
-    """How a removal sweep runs."""
+class SweepConfig(
+    ChatSetting,
+    ProgressSetting,
+    AblationSetting,
+    BatchSetting.with_defaults(batch_size=None),
+    NewTokensSetting.with_defaults(max_new_tokens=20),
+):
+    """How a removal sweep runs (``ablation``: zero, mean or resample; resample needs no
+    continuations; ``batch_size``: steps evaluated together, None: as many as fit)."""
+
+    MIN_NEW_TOKENS = 0  # no continuations
+
+    ALLOWED_ABLATIONS = ABLATIONS
+    ABLATION_WHERE = "removal_sweep"
 
     track_top_k: int = 5
     """How many of the full model's most likely next tokens to track besides the target."""
-    max_new_tokens: int = 20
-    """Greedy tokens generated at each step (0: no continuations)."""
     every: int = 1
     """Evaluate every k-th step only (plus the last)."""
-    batch_size: int | None = None
-    """Steps evaluated together (default: as many as fit; results do not depend on it)."""
     influential_k: int | None = None
     """Re-order the first k heads by the gain in the target's rank each causes alone."""
-    ablation: str = "zero"
-    """What a removed head outputs: zero, mean (its mean output over reference prompts) or
-    resample (its output on a reference prompt of the same length; no continuations)."""
     engine: str = "batched"
     """batched (default) or naive: the reference loop, one step at a time (for checking)."""
 
@@ -52,16 +63,12 @@ class SweepConfig(ChatSetting, ProgressSetting):
         super().__post_init__()  # the shared parts' checks
         if self.engine not in ENGINES:
             raise InputError(f"engine must be 'batched' or 'naive', got {self.engine!r}")
-        check_ablation(self.ablation, where="removal_sweep")
         if self.ablation == "resample" and self.max_new_tokens:
             raise InputError(
                 "resample ablation has no donor for generated tokens: pass max_new_tokens=0"
             )
         check_int("every", self.every, minimum=1)
         check_int("track_top_k", self.track_top_k, minimum=0)
-        check_int("max_new_tokens", self.max_new_tokens, minimum=0)
-        if self.batch_size is not None:
-            check_int("batch_size", self.batch_size, minimum=1)
         if self.influential_k is not None:
             check_int("influential_k", self.influential_k, minimum=1)
 

@@ -44,7 +44,7 @@ from lens_heads.core.logits import answer_logits, partial_unembed_works
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.prompts import pad_token_id
-from lens_heads.core.settings import PrecisionSetting, ProgressSetting, configure
+from lens_heads.core.settings import BatchSetting, PrecisionSetting, ProgressSetting, configure
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
 
@@ -336,13 +336,14 @@ def document_losses(
 # -- the computation -----------------------------------------------------------------------
 @own_checks
 @dataclass(frozen=True)
-class ImportanceConfig(ProgressSetting, PrecisionSetting):
-    """How :func:`head_importance` scores the heads."""
+class ImportanceConfig(
+    ProgressSetting, PrecisionSetting, BatchSetting.with_defaults(batch_size=None)
+):
+    """How :func:`head_importance` scores the heads (``batch_size``: documents per pass; None
+    groups them by length, about ``TOKEN_BUDGET`` tokens a pass)."""
 
     method: str = "lahis"
     """The score from each head's gradient: lahis (the paper's), abs_grad or taylor."""
-    batch_size: int | None = None
-    """Documents per pass (None: documents grouped by length, about TOKEN_BUDGET tokens each)."""
     max_tokens: int | None = None
     """Cut longer documents to this many tokens (None: keep them whole)."""
 
@@ -353,13 +354,6 @@ class ImportanceConfig(ProgressSetting, PrecisionSetting):
         if self.method not in METHODS:
             raise ImportanceInputError(
                 f"method must be one of {list(METHODS)}, got {self.method!r}"
-            )
-        if self.batch_size is not None and (
-            isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int)
-            or self.batch_size < 1
-        ):  # fmt: skip
-            raise ImportanceInputError(
-                f"batch_size must be positive (or None), got {self.batch_size!r}"
             )
         if self.max_tokens is not None:  # the language-model loss needs two tokens
             check_int("max_tokens", self.max_tokens, minimum=2)

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import pandas as pd
 import torch
 
-from lens_heads.core.checks import check_int, check_number, own_checks
+from lens_heads.core.checks import check_number, own_checks
 from lens_heads.core.generation import generate
 from lens_heads.core.language_id import identify_language
 from lens_heads.core.masks import HeadMask, MaskShapeError
@@ -28,6 +28,9 @@ from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.prompts import PromptFormat, sample_shots
 from lens_heads.core.scales import HeadScale
 from lens_heads.core.settings import (
+    BatchSetting,
+    HeldOutSetting,
+    NewTokensSetting,
     PrecisionSetting,
     ProgressSetting,
     RandomControlsSetting,
@@ -38,7 +41,7 @@ from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import ParallelCorpus, Task, parallel_corpus
 from lens_heads.lahis.importance import ImportanceInputError, document_losses
-from lens_heads.lahis.languages import LanguageHeads, load_texts_by_language
+from lens_heads.lahis.languages import DocumentsSetting, LanguageHeads, load_texts_by_language
 
 __all__ = [
     "PerplexityConfig",
@@ -186,17 +189,19 @@ def _random_removal(
 
 @own_checks
 @dataclass(frozen=True)
-class PerplexityConfig(PrecisionSetting, RandomControlsSetting):
-    """What :func:`perplexity_experiment` measures."""
+class PerplexityConfig(
+    PrecisionSetting,
+    RandomControlsSetting,
+    DocumentsSetting.with_defaults(n_docs=20),
+    BatchSetting.with_defaults(batch_size=None),
+):
+    """What :func:`perplexity_experiment` measures (``batch_size``: documents per pass; None
+    groups them by length, about ``TOKEN_BUDGET`` tokens a pass)."""
 
     languages: Sequence[str] | None = None
     """The languages whose heads are removed and whose texts are scored (None: the heads')."""
-    n_docs: int = 20
-    """Documents of each language scored."""
     skip: int = 0
     """Documents skipped first (those the heads were found on), so the scoring is held out."""
-    batch_size: int | None = None
-    """Documents per pass (None: about TOKEN_BUDGET tokens each)."""
 
     RENAMED: ClassVar[dict[str, str]] = {"seeds": "random_seeds", "dtype": "precision"}
 
@@ -217,8 +222,9 @@ def perplexity_experiment(
     outside that language's selected set, one draw per seed); ``config`` is a
     :class:`PerplexityConfig` (its fields also as keywords).
 
-    ``texts_by_language[lang][skip : skip + n_docs]`` are scored: pass ``skip`` past the
-    documents the heads were found on so the evaluation is held out.
+    ``texts_by_language[lang][skip : skip + n_docs]`` (all after ``skip`` with ``n_docs=None``)
+    are scored: pass ``skip`` past the documents the heads were found on so the evaluation is
+    held out.
     """
     config = configure(PerplexityConfig, config, overrides, "perplexity_experiment")
     languages, n_docs, skip = config.languages, config.n_docs, config.skip
@@ -238,9 +244,10 @@ def perplexity_experiment(
             )
     if not seeds:
         raise ImportanceInputError("seeds is empty: give at least one seed for the random heads")
-    if n_docs < 1 or skip < 0:
-        raise ImportanceInputError(f"n_docs must be >= 1 and skip >= 0, got {n_docs}, {skip}")
-    docs = {lang: texts[lang][skip : skip + n_docs] for lang in chosen}
+    if skip < 0:
+        raise ImportanceInputError(f"skip must be >= 0, got {skip}")
+    end = None if n_docs is None else skip + n_docs
+    docs = {lang: texts[lang][skip:end] for lang in chosen}
     empty = [lang for lang, values in docs.items() if not values]
     if empty:
         raise ImportanceInputError(
@@ -400,7 +407,13 @@ MAX_TRANSFER_FACTOR = 100.0
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class TransferConfig(ProgressSetting, ShotsSetting):
+class TransferConfig(
+    ProgressSetting,
+    ShotsSetting,
+    BatchSetting.with_defaults(batch_size=8),
+    HeldOutSetting.with_defaults(n_eval=20),
+    NewTokensSetting.with_defaults(max_new_tokens=32),
+):
     """The settings of :func:`attention_transfer`."""
 
     source: str = "en"
@@ -411,12 +424,6 @@ class TransferConfig(ProgressSetting, ShotsSetting):
     """The language whose specific heads are zeroed: source (the default), a language, or None."""
     factors: Sequence[float] = (3.0, 5.0)
     """The scales of the target's specific heads, one run each (LAHIS: x3 and x5)."""
-    n_eval: int = 20
-    """Translate the last N sentences of the corpus."""
-    max_new_tokens: int = 32
-    """Greedy tokens per translation."""
-    batch_size: int = 8
-    """Prompts decoded together."""
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared parts' checks
@@ -437,9 +444,6 @@ class TransferConfig(ProgressSetting, ShotsSetting):
                     "scaled further swamps the residual stream (LAHIS strengthens x3 and x5)"
                 )
         object.__setattr__(self, "factors", tuple(float(f) for f in self.factors))
-        check_int("n_eval", self.n_eval, minimum=1)
-        check_int("max_new_tokens", self.max_new_tokens, minimum=1)
-        check_int("batch_size", self.batch_size, minimum=1)
 
     @property
     def weakened(self) -> str | None:

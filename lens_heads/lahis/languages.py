@@ -27,17 +27,18 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from lens_heads.core.checks import read_text_file
+from lens_heads.core.checks import check_int, own_checks, read_text_file
 from lens_heads.core.errors import MissingFileError, UnknownNameError
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import ModelLike, model_name
-from lens_heads.core.settings import configure
+from lens_heads.core.settings import SharedPart, configure
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import ParallelCorpus, load_parallel_tsv, parallel_corpus
 from lens_heads.lahis.importance import ImportanceConfig, ImportanceInputError, head_importance
 
 __all__ = [
+    "DocumentsSetting",
     "LanguageHeads",
     "LanguageHeadsConfig",
     "check_rule",
@@ -303,23 +304,41 @@ def _labels(selected: Tensor) -> list[str]:
     return [format_head(int(layer), int(h)) for layer, h in selected.nonzero().tolist()]
 
 
+@own_checks
+@dataclass(frozen=True, kw_only=True)
+class DocumentsSetting(SharedPart):
+    """The part of a settings class that scores each language's documents.
+
+    >>> DocumentsSetting(n_docs=0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lens_heads.core.errors.InputError: n_docs must be at least 1, got 0
+    """
+
+    n_docs: int | None = None
+    """Documents of each language scored, the first ones (after any skipped; None: all)."""
+
+    def __post_init__(self) -> None:
+        if self.n_docs is not None:
+            check_int("n_docs", self.n_docs, minimum=1)
+        super().__post_init__()
+
+
+@own_checks
 @dataclass(frozen=True)
-class LanguageHeadsConfig:
+class LanguageHeadsConfig(DocumentsSetting):
     """What :func:`language_heads` computes: the selection rule and each language's importance."""
 
     quantile: float = 0.96
     """A head is among a language's top heads above this quantile of its scores."""
     min_languages: int = 4
     """A head among the top heads of at least this many languages is general."""
-    n_docs: int | None = None
-    """The first documents of each language scored (None: all)."""
     importance: ImportanceConfig = field(default_factory=ImportanceConfig)
     """How each language's importance is computed (:func:`head_importance`)."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared parts' checks
         check_rule(self.quantile, self.min_languages, None)
-        if self.n_docs is not None and (not isinstance(self.n_docs, int) or self.n_docs < 1):
-            raise ImportanceInputError(f"n_docs must be positive (or None), got {self.n_docs}")
 
 
 def language_heads(

@@ -28,6 +28,9 @@ from lens_heads.core.masks import MaskShapeError, format_head, parse_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
 from lens_heads.core.scales import HeadScale
 from lens_heads.core.settings import (
+    BatchSetting,
+    HeldOutSetting,
+    NewTokensSetting,
     ProgressSetting,
     RandomControlsSetting,
     SplitSetting,
@@ -237,7 +240,12 @@ def _epoch_losses(history: pd.DataFrame, per_epoch: int) -> tuple[float, float]:
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
 class SoftMaskConfig(
-    ProgressSetting, SplitSetting, RandomControlsSetting.with_defaults(random_seeds=(0, 1))
+    ProgressSetting,
+    SplitSetting,
+    RandomControlsSetting.with_defaults(random_seeds=(0, 1)),
+    BatchSetting,
+    HeldOutSetting.with_defaults(n_eval=20),
+    NewTokensSetting,
 ):
     """The settings of :func:`soft_mask_experiment`."""
 
@@ -250,12 +258,6 @@ class SoftMaskConfig(
     training: TrainingConfig | None = None
     """The soft training schedule (default: soft_mask_config(); its trainable heads are set per
     condition)."""
-    n_eval: int = 20
-    """Held-out examples evaluated (the same for every condition)."""
-    batch_size: int = 16
-    """Prompts decoded together in the evaluation."""
-    max_new_tokens: int | None = None
-    """Greedy tokens per output (default: the task's)."""
 
     RENAMED: ClassVar[dict[str, str]] = {"eval_batch_size": "batch_size"}
 
@@ -265,12 +267,8 @@ class SoftMaskConfig(
         if not self.random_seeds:
             raise InputError("random_seeds is empty: the experiment needs at least one random mask")
         check_int("n_train", self.n_train, minimum=1)
-        check_int("n_eval", self.n_eval, minimum=1)
-        check_int("batch_size", self.batch_size, minimum=1)
         if self.epochs is not None:
             check_int("epochs", self.epochs, minimum=1)
-        if self.max_new_tokens is not None:
-            check_int("max_new_tokens", self.max_new_tokens, minimum=1)
         base = self.base()
         if not base.soft:
             raise InputError(

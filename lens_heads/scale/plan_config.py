@@ -18,8 +18,11 @@ from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
 from lens_heads.core.settings import (
     AblationsSetting,
+    BatchSetting,
     CheckpointSetting,
+    HeldOutSetting,
     MasksSetting,
+    NewTokensSetting,
     PrecisionSetting,
 )
 
@@ -69,28 +72,32 @@ DEFAULTS: dict[str, dict[str, int]] = {
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
 class PlanConfig(
-    PrecisionSetting, CheckpointSetting, AblationsSetting, MasksSetting.with_defaults(n_masks=4)
+    PrecisionSetting,
+    CheckpointSetting,
+    AblationsSetting,
+    MasksSetting.with_defaults(n_masks=4),
+    BatchSetting.with_defaults(batch_size=None),
+    HeldOutSetting.with_defaults(n_eval=40),
+    NewTokensSetting,
 ):
     """What a plan describes (:func:`lens_heads.plan`, ``lens-heads plan``). A field left at
-    None takes the job's typical value (:data:`DEFAULTS`)."""
+    None takes the job's typical value (:data:`DEFAULTS`). ``batch_size`` is the rows of a
+    forward: a training step's examples (roles: per seed), a sweep chunk's steps (0: as the
+    sweep chooses), an atlas forward's prompts or an evaluation batch."""
+
+    MIN_BATCH = 0
+    MIN_NEW_TOKENS = 0  # jobs that generate nothing
 
     job: str = "train-mask"
     """The job: train-mask, roles (three gate fits), sweep (a removal sweep), atlas (every
     single-head effect), eval (an evaluation table) or generate."""
-    batch_size: int | None = None
-    """Rows per forward: examples per training step (roles: per seed), steps per sweep chunk
-    (default: as the sweep chooses), prompts per atlas forward or evaluation batch."""
     seq_len: int | None = None
     """Tokens per row: prompt and answer for training, the prompt elsewhere (default: the job's
     typical length; translation prompts for training)."""
     answer_tokens: int | None = None
     """Answer tokens per row whose loss training computes."""
-    max_new_tokens: int | None = None
-    """Greedy tokens generated per row (sweep, eval, generate)."""
     prefix_len: int = 0
     """Atlas: first tokens every prompt shares (run once per head when that pays)."""
-    n_eval: int = 40
-    """Atlas and eval: the prompts evaluated (the atlas's time per head covers them all)."""
     dtype: str = "auto"
     """Weights dtype: auto (bfloat16 on a GPU, float32 on a CPU), float32, bfloat16, float16."""
     device: str = "cpu"
@@ -104,11 +111,10 @@ class PlanConfig(
         super().__post_init__()  # the shared parts' checks
         if self.job not in JOBS:
             raise InputError(f"unknown job {self.job!r}; the jobs are {', '.join(JOBS)}")
-        for name in ("batch_size", "seq_len", "answer_tokens", "max_new_tokens"):
+        for name in ("seq_len", "answer_tokens"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), minimum=0 if name != "seq_len" else 1)
         check_int("prefix_len", self.prefix_len, minimum=0)
-        check_int("n_eval", self.n_eval, minimum=1)
         check_int("offload_layers", self.offload_layers, minimum=0)
         if self.dtype not in DTYPES:
             raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")

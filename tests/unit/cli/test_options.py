@@ -31,7 +31,7 @@ def test_a_nested_settings_class_is_a_section_with_the_librarys_defaults():
     assert config.importance == ImportanceConfig(method="taylor", max_tokens=64)
     flags = [a.option_strings[0] for a in parser._actions if a.option_strings]
     assert flags.count("--batch-size") == 1 and "--progress" not in flags
-    with pytest.raises(InputError, match="--batch-size: must be positive"):
+    with pytest.raises(InputError, match="--batch-size: must be at least 1, got 0"):
         settings_from(parser.parse_args(["--batch-size", "0"]), LanguageHeadsConfig)
 
 

@@ -376,7 +376,7 @@ def test_checkpoints_are_written_atomically_every_n_steps(model, upper_task, tmp
         ({"tau_begin": 0.5, "tau_end": 1.0}, "tau_end .* must not exceed tau_begin"),
         ({"steps": 0}, "steps must be a positive integer"),
         ({"steps": -5}, "steps must be a positive integer"),
-        ({"batch_size": 0}, "batch_size must be positive"),
+        ({"batch_size": 0}, "batch_size must be at least 1, got 0"),
         ({"lr": 0.0}, "lr must be positive"),
         ({"min_lr": 1.0}, "min_lr must lie in"),
         ({"warmup_fraction": 1.0}, "warmup_fraction"),

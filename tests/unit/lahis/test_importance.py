@@ -138,7 +138,7 @@ def test_bad_texts(model, texts, match):
 def test_bad_method_and_batch(model):
     with pytest.raises(ImportanceInputError, match="method must be one of"):
         head_importance(model, TEXTS, method="fisher", progress=False)
-    with pytest.raises(ImportanceInputError, match="batch_size must be positive"):
+    with pytest.raises(lh.LensHeadsError, match="batch_size must be at least 1, got 0"):
         head_importance(model, TEXTS, batch_size=0, progress=False)
     with pytest.raises(ImportanceInputError, match="k must lie"):
         HeadImportance.example().top(99)
