@@ -222,7 +222,8 @@ def test_the_entry_points_take_their_settings_as_keyword_overrides(model, tmp_pa
             call(**{typo: 3})
 
 
-def _settings_classes() -> list[type]:
+def _dataclasses_named(suffix: str) -> list[type]:
+    """Every dataclass of the package whose name ends with ``suffix``, where it is defined."""
     import dataclasses
     import pkgutil
 
@@ -234,10 +235,14 @@ def _settings_classes() -> list[type]:
                 isinstance(obj, type)
                 and dataclasses.is_dataclass(obj)
                 and obj.__module__ == module.__name__
-                and name.endswith("Config")
+                and name.endswith(suffix)
             ):
                 found.append(obj)
     return found
+
+
+def _settings_classes() -> list[type]:
+    return _dataclasses_named("Config")
 
 
 def test_every_settings_field_is_documented_and_every_settings_class_frozen():
@@ -327,26 +332,11 @@ def _declared_twice(classes) -> dict[str, list[str]]:
 
 def _shared_parts() -> list[type]:
     """The shared parts of settings classes: each ``*Setting`` dataclass built on
-    ``lens_heads.core.settings.SharedPart`` (most live in that module, a research line's own in
-    its subpackage)."""
-    import dataclasses
-    import pkgutil
-
+    ``SharedPart`` (most live in ``lens_heads.core.setting_parts``, a research line's own in its
+    subpackage)."""
     from lens_heads.core.settings import SharedPart
 
-    found = []
-    for info in pkgutil.walk_packages(lh.__path__, "lens_heads."):
-        module = importlib.import_module(info.name)
-        for name, obj in vars(module).items():
-            if (
-                isinstance(obj, type)
-                and dataclasses.is_dataclass(obj)
-                and obj.__module__ == module.__name__
-                and name.endswith("Setting")
-                and issubclass(obj, SharedPart)
-            ):
-                found.append(obj)
-    return found
+    return [kind for kind in _dataclasses_named("Setting") if issubclass(kind, SharedPart)]
 
 
 def test_no_settings_field_is_copied_into_a_new_class():
