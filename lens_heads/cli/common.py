@@ -143,7 +143,6 @@ _JOBS = {
     "train-mask": "train-mask", "roles": "roles", "sweep": "sweep", "sweep-estimates": "sweep",
     "atlas": "atlas", "eval": "eval", "generate": "generate",
 }  # fmt: skip
-_PRECISIONS = {"bf16": "bfloat16", "fp32": "float32"}
 #: the values of a training-precision flag (the short spellings stored as the long ones)
 PRECISION_CHOICES = ("auto", "bf16", "fp32", "bfloat16", "float32")
 
@@ -169,7 +168,7 @@ def check_plan(args: argparse.Namespace) -> Any:
         fields["batch_size"] = batch
     precision = getattr(args, "precision", None)
     if job in ("train-mask", "roles") and isinstance(precision, str):
-        fields["precision"] = _PRECISIONS.get(precision, precision)
+        fields["precision"] = precision  # PlanConfig reads bf16/fp32 as training does
     if job == "roles" and isinstance(getattr(args, "n_masks", None), int):
         fields["n_masks"] = args.n_masks
     if job in ("train-mask", "roles") and getattr(args, "checkpoint_activations", None):

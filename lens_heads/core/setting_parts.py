@@ -51,10 +51,6 @@ __all__ = [
 ]
 
 
-# -- shared parts: a field that means one thing wherever it appears, declared and checked once --
-# A settings class takes a part as a base class (its fields stay flat: the same attribute, flag
-# and stored key); its own ``__post_init__`` calls ``super().__post_init__()``, which checks the
-# part's fields and hands on to the next part. Keyword-only, so a part's field can sit anywhere.
 class SharedPart:
     """The base of every shared part, and the end of the parts' ``__post_init__`` chain."""
 
