@@ -29,8 +29,14 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.lahis import LanguageHeads, TransferResult, attention_transfer, language_heads
-from lens_heads.lahis.language_experiments import PerplexityExperiment, perplexity_experiment
+from lens_heads.lahis import (
+    LanguageHeads,
+    PerplexityExperiment,
+    TransferResult,
+    attention_transfer,
+    language_heads,
+    perplexity_experiment,
+)
 
 
 @dataclass

@@ -110,8 +110,7 @@ def table(result: GridResult) -> pd.DataFrame:
 
 def to_markdown(rows: pd.DataFrame, model: str, config: GridConfig, failures: pd.DataFrame) -> str:
     schedule = next(iter(config.schedules.values()))
-    evaluate = config.evaluate or {}
-    seeds = evaluate.get("random_seeds", [])
+    seeds = config.evaluate.random_seeds if config.evaluate is not None else ()
     precision = _precisions(rows)[0] if len(rows) else schedule.precision
     lines = [
         f"# Head masks per task on {model}",

@@ -25,7 +25,13 @@ from lens_heads.core.guards import verify_model
 from lens_heads.core.models import known_fingerprint, load_model, model_name
 from lens_heads.core.prompts import INSTRUCTION_TEMPLATE, has_chat_template
 from lens_heads.core.random_models import refuse_random_weights
-from lens_heads.core.settings import NewTokensSetting, ProgressSetting, composed, configure
+from lens_heads.core.settings import (
+    NewTokensSetting,
+    ProgressSetting,
+    TaskSetting,
+    composed,
+    configure,
+)
 from lens_heads.core.storage import Stages, write_atomic
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.demo_outputs import DemoReport, write_report
@@ -56,8 +62,9 @@ def _demo_training() -> TrainingConfig:
 @composed
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
-class DemoConfig(ProgressSetting, NewTokensSetting.with_defaults(max_new_tokens=10)):
-    """What the demo runs: the model and task, the mask's training (a
+class DemoConfig(ProgressSetting, NewTokensSetting.with_defaults(max_new_tokens=10), TaskSetting):
+    """What the demo runs: the model and task (the mask is trained on it; it needs an
+    instruction, which the demo compares with), the mask's training (a
     :class:`~lens_heads.engine.TrainingConfig`), the removal sweep. The trainer's fields are
     keywords of their own too.
 
@@ -71,9 +78,6 @@ class DemoConfig(ProgressSetting, NewTokensSetting.with_defaults(max_new_tokens=
 
     model: str | Any = "smollm2-135m-instruct"
     """The model: an alias, a .gguf file, a checkpoint folder, a hub id or a loaded model."""
-    task: str | Task = "capitalize"
-    """The task the mask is trained on: a built-in task or a data file (it needs an
-    instruction: the demo compares with it)."""
     training: TrainingConfig = field(default_factory=_demo_training)
     """The mask's training: the short CPU schedule (batch 8) at 100 ``steps`` and ``lr`` 0.2,
     its ``seed``, ``answer_end`` and ``precision`` (auto, float32 or bfloat16); its

@@ -51,7 +51,7 @@ from lens_heads.atlas.readouts import (
 )
 from lens_heads.core.capture import encode_prompt
 from lens_heads.core.checks import check_int, own_checks
-from lens_heads.core.errors import InputError, InputTypeError, LensHeadsError
+from lens_heads.core.errors import InputError, LensHeadsError
 from lens_heads.core.fingerprints import Fingerprint, claim_folder
 from lens_heads.core.masks import MaskShapeError, format_head, parse_head
 from lens_heads.core.model_shape import TokenizerOnly
@@ -64,6 +64,7 @@ from lens_heads.core.settings import (
     InstructedSetting,
     PermutationsSetting,
     SeedSetting,
+    TaskSetting,
     TopKSetting,
     configure,
 )
@@ -87,11 +88,13 @@ class AtlasConfig(
     InstructedSetting.with_defaults(instructed=True),
     BatchSetting.with_defaults(batch_size=8),
     HeldOutSetting.with_defaults(n_eval=40),
+    TaskSetting,
 ):
-    """What goes into an atlas."""
+    """What goes into an atlas; the held-out prompts of ``task`` (a name or file, recorded in
+    the atlas's fingerprint; None: no effects) give the single-head effects."""
 
-    task: str | None = "capitalize"
-    """Task whose held-out prompts give the single-head effects (none: no effects)."""
+    TASK_OBJECTS = False
+    TASK_OPTIONAL = True
     n_reference: int = 40
     """Training prompts of the task whose mean head outputs are the mean-ablation baseline."""
     masks: str | None = None
@@ -106,11 +109,6 @@ class AtlasConfig(
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared parts' checks
         check_int("n_reference", self.n_reference, minimum=1)
-        if self.task is not None and not isinstance(self.task, str):
-            raise InputTypeError(
-                f"task must be a task name or file (or None for no effects), got "
-                f"{type(self.task).__name__}"
-            )
         _ = self.agreement  # checks k against the agreement's rules
         for name in ("masks", "sweep", "scores", "language_heads"):
             path = getattr(self, name)

@@ -10,7 +10,8 @@ from typing import Any
 
 from lens_heads.cli import common
 from lens_heads.cli.options import add_settings, settings_from
-from lens_heads.scale.plan_config import DTYPES, GPUS, JOBS, PlanConfig
+from lens_heads.core.settings import DTYPES
+from lens_heads.scale.plan_config import GPUS, JOBS, PlanConfig
 
 __all__ = ["COMMANDS", "EXAMPLES"]
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch befo
     from lens_heads.core.settings import configure, field_docs
     from lens_heads.core.storage import write_atomic
     from lens_heads.core.tables import markdown_table
-    from lens_heads.core.tasks import Task, get_task, list_tasks
+    from lens_heads.core.tasks import Task, get_task, list_tasks, parallel_corpus
 
 _EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, __file__)
 
@@ -65,6 +65,7 @@ __all__ = [
     "load_model",
     "markdown_table",
     "mask_hooks",
+    "parallel_corpus",
     "random_model",
     "tiny_model",
     "verify_model",

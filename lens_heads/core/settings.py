@@ -43,6 +43,7 @@ from functools import cache
 from typing import Any, TypeVar
 
 from lens_heads.core.errors import InputError, InputTypeError
+from lens_heads.core.loading_parts import DEVICES, DTYPES, LoadingSetting, TaskSetting
 from lens_heads.core.setting_parts import (
     ABLATIONS,
     FIXED,
@@ -78,6 +79,8 @@ from lens_heads.core.statistics_parts import (
 
 __all__ = [
     "ABLATIONS",
+    "DEVICES",
+    "DTYPES",
     "FIXED",
     "MAX_RESAMPLES",
     "PRECISIONS",
@@ -91,6 +94,7 @@ __all__ = [
     "InstructedSetting",
     "IntegratedGradientsSetting",
     "LevelSetting",
+    "LoadingSetting",
     "MasksSetting",
     "NewTokensSetting",
     "PermutationsSetting",
@@ -104,6 +108,7 @@ __all__ = [
     "ShotSeedSetting",
     "ShotsSetting",
     "SplitSetting",
+    "TaskSetting",
     "TopKSetting",
     "composed",
     "configure",

@@ -35,6 +35,7 @@ from lens_heads.heads_up.mask_stats import (
 from lens_heads.heads_up.pathways import (
     PathwaysResult,
     functional_pathways,
+    pathway_heads,
     train_family_masks,
 )
 from lens_heads.heads_up.roles import HeadRoles, RolesConfig, head_roles
@@ -80,6 +81,7 @@ __all__ = [
     "load_masks",
     "logit_lens",
     "mask_statistics",
+    "pathway_heads",
     "plot_sweeps",
     "removal_sweep",
     "sweep_estimates",

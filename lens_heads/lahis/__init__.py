@@ -11,11 +11,18 @@ It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another
 from lens_heads.lahis.importance import HeadImportance, ImportanceConfig, head_importance
 from lens_heads.lahis.language_experiments import (
     PerplexityConfig,
+    PerplexityExperiment,
     TransferConfig,
     TransferResult,
     attention_transfer,
+    perplexity_experiment,
 )
-from lens_heads.lahis.languages import LanguageHeads, LanguageHeadsConfig, language_heads
+from lens_heads.lahis.languages import (
+    LanguageHeads,
+    LanguageHeadsConfig,
+    language_heads,
+    load_texts_by_language,
+)
 from lens_heads.lahis.soft_mask_experiment import (
     SoftMaskConfig,
     SoftMaskExperiment,
@@ -29,6 +36,7 @@ __all__ = [
     "LanguageHeads",
     "LanguageHeadsConfig",
     "PerplexityConfig",
+    "PerplexityExperiment",
     "SoftMaskConfig",
     "SoftMaskExperiment",
     "TransferConfig",
@@ -36,6 +44,8 @@ __all__ = [
     "attention_transfer",
     "head_importance",
     "language_heads",
+    "load_texts_by_language",
+    "perplexity_experiment",
     "soft_mask_config",
     "soft_mask_experiment",
 ]

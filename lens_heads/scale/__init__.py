@@ -5,6 +5,7 @@ removal sweep after training).
 
 * grid -- ``run_grid``: every model x task x seed x schedule cell, resumable, claimed per folder
 * grid_config -- ``GridConfig``: the TOML/YAML config, validated before any cell starts
+* cell_analyses -- ``GridEvaluationConfig``, ``GridSweepConfig``: its ``[evaluate]`` and ``[sweep]``
 * planning, plan_config, plan_result -- ``plan``: a job's peak memory per device and its time, from
   the configuration alone (``PlanConfig``, ``Plan``, ``PlanDoesNotFitError``)
 """
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 from lens_heads.core.lazy import lazy_exports
 
 if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch before it is needed
+    from lens_heads.scale.cell_analyses import GridEvaluationConfig, GridSweepConfig
     from lens_heads.scale.grid import GridResult, run_grid
     from lens_heads.scale.grid_config import GridConfig, GridConfigError
     from lens_heads.scale.plan_config import PlanConfig
@@ -25,7 +27,9 @@ _EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, __file__)
 __all__ = [
     "GridConfig",
     "GridConfigError",
+    "GridEvaluationConfig",
     "GridResult",
+    "GridSweepConfig",
     "Plan",
     "PlanConfig",
     "PlanDoesNotFitError",

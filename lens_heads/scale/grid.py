@@ -162,8 +162,8 @@ def _cell_fingerprint(config: GridConfig, cell: Cell) -> Fingerprint:
     settings = {
         "cell": cell.to_dict(),
         "training": config.training_config(cell).to_dict(),
-        "evaluate": config.evaluate,
-        "sweep": config.sweep,
+        "evaluate": config.to_dict()["evaluate"],
+        "sweep": config.to_dict()["sweep"],
     }
     return Fingerprint.of(model, settings, {"task": task})
 
@@ -221,13 +221,9 @@ def _compute(config: GridConfig, cell: Cell, folder: Path) -> dict[str, Any]:
             evaluation = evaluate(
                 model,
                 task,
-                config.evaluate["settings"],
+                config.evaluate.settings,
                 mask=training.mask,
-                n_eval=config.evaluate["n_eval"],
-                split_seed=wanted.split_seed,
-                random_seeds=config.evaluate["random_seeds"],
-                batch_size=config.evaluate.get("batch_size", 16),
-                progress=False,
+                config=config.evaluate.evaluation(split_seed=wanted.split_seed),
             )
             evaluation.config["seconds"] = round(time.perf_counter() - started, 1)
             evaluation.save(folder / "eval")
@@ -237,7 +233,6 @@ def _compute(config: GridConfig, cell: Cell, folder: Path) -> dict[str, Any]:
 
 def _sweeps(model: Any, task: Any, training: Any, config: GridConfig, folder: Path) -> list[float]:
     """Removal sweeps (ascending mask weight) on the first held-out examples; switch steps."""
-    from lens_heads.core.prompts import has_chat_template
     from lens_heads.heads_up import sweep as sweeps
     from lens_heads.heads_up.sweep import SweepResult
 
@@ -245,21 +240,13 @@ def _sweeps(model: Any, task: Any, training: Any, config: GridConfig, folder: Pa
     n_eval = training.config.n_eval or len(task)
     _, held_out = task.split(n_eval, training.config.split_seed)
     switches = []
-    for index, example in enumerate(held_out.examples[: config.sweep["examples"]]):
+    for index, example in enumerate(held_out.examples[: config.sweep.examples]):
         target = folder / "sweep" / str(index)
         if (target / "result.json").is_file():
             sweep = SweepResult.load(target)
         else:
             sweep = sweeps.removal_sweep(
-                model,
-                example.input,
-                training.W,
-                target=example.output,
-                every=config.sweep["every"],
-                max_new_tokens=config.sweep["max_new_tokens"],
-                track_top_k=config.sweep.get("track_top_k", 5),
-                chat=has_chat_template(model.tokenizer),
-                progress=False,
+                model, example.input, training.W, target=example.output, config=config.sweep.sweep()
             )
             sweep.save(target)
         switch = sweep.switch_step(3)

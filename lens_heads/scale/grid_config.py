@@ -20,18 +20,19 @@ lens_heads.scale.grid_config.GridConfigError: <config> line 2: unknown task 'cap
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lens_heads.core.checks import read_text_file
-from lens_heads.core.errors import LensHeadsError, MissingFileError
-from lens_heads.core.settings import warn_renamed
+from lens_heads.core.errors import InputError, LensHeadsError, MissingFileError
+from lens_heads.core.settings import LoadingSetting, warn_renamed
 from lens_heads.engine import TrainingConfig
+from lens_heads.scale.cell_analyses import GridEvaluationConfig, GridSweepConfig
 
 __all__ = ["Cell", "GridConfig", "GridConfigError"]
 
@@ -47,12 +48,9 @@ _TOP_KEYS = {
     "model",
     "checkpoint_every",
 }
-_EVALUATE_KEYS = {"settings", "n_eval", "random_seeds", "batch_size"}
-_SWEEP_KEYS = {"examples", "every", "max_new_tokens", "generate_tokens", "track_top_k"}
 _RESOURCE_KEYS = {"num_cpus", "num_gpus", "retries", "stale_after"}
 _MODEL_KEYS = {"device", "dtype"}
 _TINY = re.compile(r"^tiny-(\d+)x(\d+)(?:-seed(\d+))?$")
-_DTYPES = ("float32", "bfloat16", "float16", "auto")
 
 
 class GridConfigError(LensHeadsError, ValueError):
@@ -85,9 +83,10 @@ class Cell:
 
 
 @dataclass(frozen=True)
-class GridConfig:
+class GridConfig(LoadingSetting):
     """A validated grid: models x schedules x seeds x tasks, each cell a training, then its
-    evaluation and optional sweep."""
+    evaluation and optional sweep; each cell's model loads on ``device`` in ``dtype`` (the
+    ``[model]`` table of the file)."""
 
     models: list[str]
     """Model aliases, .gguf files, checkpoint folders or Hugging Face ids."""
@@ -97,24 +96,20 @@ class GridConfig:
     """Training seeds; each cell sets its schedule's ``seed``."""
     schedules: dict[str, TrainingConfig]
     """Named training schedules (a :class:`TrainingConfig` each, its seed set per cell)."""
-    evaluate: dict[str, Any] | None = field(default_factory=dict)
-    """Arguments of each cell's evaluation (None: no evaluation)."""
-    sweep: dict[str, Any] | None = None
-    """Arguments of each cell's removal sweep (None: no sweep)."""
+    evaluate: GridEvaluationConfig | None = field(default_factory=GridEvaluationConfig)
+    """Each cell's evaluation after training (None: no evaluation)."""
+    sweep: GridSweepConfig | None = None
+    """Each cell's removal sweeps (None: no sweep)."""
     resources: dict[str, Any] = field(default_factory=dict)
     """Per cell: ``num_cpus``, ``num_gpus``, ``retries``, ``stale_after``."""
-    device: str = "cpu"
-    """Where each cell's model runs: cpu, cuda, cuda:N or auto."""
-    dtype: str = "float32"
-    """Each cell's weights dtype."""
     checkpoint_every: int = 50
     """Training checkpoint interval in steps."""
     task_files: dict[str, str] = field(default_factory=dict)
     """The name of each task given as a file -> that file."""
     name: str = "grid"
     """The grid's name (its results' title)."""
-    source: str = "<config>"
-    """The config file it was read from (error messages name it)."""
+    config_file: str = "<config>"
+    """The file the grid was read from (error messages name it)."""
 
     # -- derived ------------------------------------------------------------------------------
     @property
@@ -164,22 +159,27 @@ class GridConfig:
             "tasks": self.tasks,
             "seeds": self.seeds,
             "schedules": {k: v.to_dict() for k, v in self.schedules.items()},
-            "evaluate": self.evaluate,
-            "sweep": self.sweep,
+            "evaluate": None if self.evaluate is None else self.evaluate.to_dict(),
+            "sweep": None if self.sweep is None else self.sweep.to_dict(),
             "resources": self.resources,
             "device": self.device,
             "dtype": self.dtype,
             "checkpoint_every": self.checkpoint_every,
             "task_files": self.task_files,
-            "source": self.source,
+            "config_file": self.config_file,
         }
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> GridConfig:
         values = dict(values)
+        if "source" in values:  # a grid.json written before config_file had its name
+            values["config_file"] = values.pop("source")
         values["schedules"] = {
             k: TrainingConfig.from_dict(v) for k, v in values["schedules"].items()
         }
+        for key, kind in (("evaluate", GridEvaluationConfig), ("sweep", GridSweepConfig)):
+            if isinstance(values.get(key), dict):
+                values[key] = kind(**values[key])
         return cls(**values)
 
     # -- parsing ------------------------------------------------------------------------------
@@ -341,17 +341,15 @@ class _Validator:
             ):
                 self.fail(f"resources.{key} must be a number >= 0", key=key)
         loading = self.section(values, "model", _MODEL_KEYS)
-        dtype = str(loading.get("dtype", "float32"))
-        if dtype not in _DTYPES:
-            self.fail(f"model.dtype {dtype!r} is not one of {', '.join(_DTYPES)}", key="dtype")
-        device = str(loading.get("device", "cpu"))
-        if not re.fullmatch(r"cpu|auto|cuda(:\d+)?|mps", device):
-            self.fail(f"model.device {device!r}: use cpu, cuda, cuda:N, mps or auto", key="device")
+        try:
+            LoadingSetting(**{key: str(value) for key, value in loading.items()})
+        except InputError as error:
+            self.fail(f"model.{error}", key=next(k for k in loading if str(error).startswith(k)))
         if evaluate is not None:
             for name, schedule in schedules.items():
-                if schedule.n_eval and evaluate["n_eval"] > schedule.n_eval:
+                if schedule.n_eval and evaluate.n_eval > schedule.n_eval:
                     self.fail(
-                        f"evaluate.n_eval = {evaluate['n_eval']} exceeds the {schedule.n_eval} "
+                        f"evaluate.n_eval = {evaluate.n_eval} exceeds the {schedule.n_eval} "
                         f"examples schedule {name!r} holds out of training (n_eval): evaluation "
                         "would score trained examples; lower evaluate.n_eval or raise the "
                         "schedule's n_eval",
@@ -368,12 +366,11 @@ class _Validator:
             evaluate=evaluate,
             sweep=sweep,
             resources=resources,
-            device=device,
-            dtype=dtype,
+            **{key: str(value) for key, value in loading.items()},
             checkpoint_every=every,
             task_files=task_files,
             name=str(values.get("name", "grid")),
-            source=self.source,
+            config_file=self.source,
         )
 
     def model(self, spec: str) -> str:
@@ -481,39 +478,37 @@ class _Validator:
             schedules[name] = schedule
         return schedules
 
-    def evaluate(self, values: dict[str, Any]) -> dict[str, Any] | None:
+    def evaluate(self, values: dict[str, Any]) -> GridEvaluationConfig | None:
         if values.get("evaluate") is False:
             return None
-        section = self.section(values, "evaluate", _EVALUATE_KEYS)
-        from lens_heads.engine import SETTINGS
+        return self.group(values, "evaluate", GridEvaluationConfig)
 
-        settings = section.setdefault("settings", ["original", "instruction", "random", "mask"])
-        for setting in settings:
-            if setting not in SETTINGS or setting == "other_mask":
-                allowed = [s for s in SETTINGS if s != "other_mask"]
-                self.fail(
-                    f"unknown evaluation setting {setting!r}; use {', '.join(allowed)}", setting
-                )
-        n_eval = section.setdefault("n_eval", 40)
-        if not isinstance(n_eval, int) or n_eval < 1:
-            self.fail("evaluate.n_eval must be a positive integer", key="n_eval")
-        section["random_seeds"] = [int(s) for s in section.get("random_seeds", [0, 1])]
-        return section
-
-    def sweep(self, values: dict[str, Any]) -> dict[str, Any] | None:
+    def sweep(self, values: dict[str, Any]) -> GridSweepConfig | None:
         if not values.get("sweep"):
             return None
-        section = self.section(values, "sweep", _SWEEP_KEYS)
-        if "generate_tokens" in section:  # the name before 0.2.0
-            warnings.warn(
-                "sweep.generate_tokens is now sweep.max_new_tokens; the old name goes away in "
-                "lens_heads 0.3.0",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            section.setdefault("max_new_tokens", section.pop("generate_tokens"))
-        for key, default in (("examples", 1), ("every", 1), ("max_new_tokens", 0)):
-            value = section.setdefault(key, default)
-            if not isinstance(value, int) or value < (0 if key == "max_new_tokens" else 1):
-                self.fail(f"sweep.{key} must be a positive integer", key=key)
-        return section
+        return self.group(values, "sweep", GridSweepConfig)
+
+    def group(self, values: dict[str, Any], key: str, kind: type) -> Any:
+        """The ``[key]`` table as a ``kind`` settings group: its keys are the group's fields
+        but those it sets itself; an old name warns and is read as the new one."""
+        allowed = {f.name for f in dataclasses.fields(kind)} - set(kind.NOT_HERE)
+        section = values.get(key) or {}
+        if isinstance(section, dict):
+            section = dict(section)
+            for old in set(section) & set(getattr(kind, "RENAMED", {})):
+                warn_renamed(f"{key}.{old}", kind.RENAMED[old])
+                section.setdefault(kind.RENAMED[old], section.pop(old))
+            for name in set(section) & set(kind.NOT_HERE):
+                self.fail(f"{key}.{name} cannot be set: {kind.NOT_HERE[name]}", key=name)
+        section = self.section({key: section}, key, allowed)
+        try:
+            return kind(**section)
+        except (ValueError, TypeError) as error:
+            named = [name for name in section if name in str(error)]
+            quoted = [  # the key whose value (or one of its items) the message quotes
+                name
+                for name, value in section.items()
+                for item in (value if isinstance(value, list) else [value])
+                if repr(item) in str(error)
+            ]
+            self.fail(f"{key}: {error}", key=(named or quoted or [key])[0])

@@ -21,18 +21,16 @@ from lens_heads.core.settings import (
     BatchSetting,
     CheckpointSetting,
     HeldOutSetting,
+    LoadingSetting,
     MasksSetting,
     NewTokensSetting,
     PrecisionSetting,
 )
 
-__all__ = ["DTYPES", "GPUS", "JOBS", "GpuSpec", "PlanConfig"]
+__all__ = ["GPUS", "JOBS", "GpuSpec", "PlanConfig"]
 
 #: what a plan can describe: the commands that load a model and compute with it
 JOBS = ("train-mask", "roles", "sweep", "atlas", "eval", "generate")
-
-#: weights dtypes a plan knows (``auto``: bfloat16 on a GPU, float32 on a CPU)
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -72,6 +70,7 @@ DEFAULTS: dict[str, dict[str, int]] = {
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
 @dataclass(frozen=True)
 class PlanConfig(
+    LoadingSetting.with_defaults(dtype="auto"),
     PrecisionSetting,
     CheckpointSetting,
     AblationsSetting,
@@ -87,6 +86,7 @@ class PlanConfig(
 
     MIN_BATCH = 0
     MIN_NEW_TOKENS = 0  # jobs that generate nothing
+    ALLOWED_DEVICES = ("cpu", "cuda")  # the GPUs a plan knows are CUDA ones
 
     job: str = "train-mask"
     """The job: train-mask, roles (three gate fits), sweep (a removal sweep), atlas (every
@@ -98,10 +98,6 @@ class PlanConfig(
     """Answer tokens per row whose loss training computes."""
     prefix_len: int = 0
     """Atlas: first tokens every prompt shares (run once per head when that pays)."""
-    dtype: str = "auto"
-    """Weights dtype: auto (bfloat16 on a GPU, float32 on a CPU), float32, bfloat16, float16."""
-    device: str = "cpu"
-    """Where the model runs: cpu, cuda or cuda:N."""
     gpu: str = "auto"
     """Which GPU a cuda plan assumes: auto (the visible one, else an H100), h100, h200, a100, l4."""
     offload_layers: int = 0
@@ -116,10 +112,6 @@ class PlanConfig(
                 check_int(name, getattr(self, name), minimum=0 if name != "seq_len" else 1)
         check_int("prefix_len", self.prefix_len, minimum=0)
         check_int("offload_layers", self.offload_layers, minimum=0)
-        if self.dtype not in DTYPES:
-            raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
-        if not (self.device == "cpu" or self.device.split(":")[0] == "cuda"):
-            raise InputError(f"device must be cpu, cuda or cuda:N, got {self.device!r}")
         if self.gpu != "auto" and self.gpu not in GPUS:
             raise InputError(f"gpu must be auto or one of {', '.join(GPUS)}, got {self.gpu!r}")
         if self.offload_layers and self.device == "cpu":

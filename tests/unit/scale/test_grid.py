@@ -79,8 +79,12 @@ def test_yaml_is_the_same_config():
         ("seeds = [0]", "seedz = [0]", "line 4: unknown key 'seedz' (did you mean 'seeds'?)"),
         ("n_eval = 4", "n_eval = 40", "evaluate.n_eval = 40 exceeds the 8 examples"),
         ("batch_size = 4", "batch_sise = 4", "unknown TrainingConfig field(s) ['batch_sise']"),
-        ('"mask"]', '"masked"]', "line 14: unknown evaluation setting 'masked'"),
+        ('"mask"]', '"masked"]', "line 14: evaluate: unknown evaluation setting 'masked'"),
         ("[schedules.tiny]", "[schedules.tiny]\nseed = 1", "sets 'seed'; list seeds"),
+        ("n_eval = 4", "n_eval = 4\nsplit_seed = 2", "line 14: evaluate.split_seed cannot be"),
+        ("n_eval = 4", "n_eval = 4\nshots = -1", "line 14: evaluate: shots must be at least"),
+        ("n_eval = 4", "n_eval = 4\nshotz = 1", "line 14: unknown key 'shotz' in [evaluate]"),
+        ("random_seeds = [0]", "random_seeds = [0]\n[sweep]\nevery = 0", "line 17: sweep: every"),
     ],
 )
 def test_bad_configs_fail_with_the_line_and_the_fix(old, new, message):
@@ -88,6 +92,29 @@ def test_bad_configs_fail_with_the_line_and_the_fix(old, new, message):
     with pytest.raises(GridConfigError, match=r"^grid\.toml") as caught:
         _config(GOOD.replace(old, new))
     assert message in str(caught.value)
+
+
+def test_the_evaluate_and_sweep_tables_are_settings_groups_stored_as_before():
+    """Issue 45: ``[evaluate]`` is an ``EvaluationConfig`` and ``[sweep]`` a ``SweepConfig``
+    (each with the field the grid adds), so they take every field of those settings; a grid
+    that sets only the keys of lens_heads 0.2 stores (and fingerprints) exactly what it did."""
+    config = _config(GOOD + "\n[sweep]\nevery = 4\n")
+    assert config.to_dict()["evaluate"] == {
+        "settings": ["original", "mask"],
+        "n_eval": 4,
+        "random_seeds": [0],
+    }
+    assert config.to_dict()["sweep"] == {"examples": 1, "every": 4, "max_new_tokens": 0}
+    assert lh.GridConfig.from_dict(config.to_dict()) == config
+    richer = _config(GOOD.replace("n_eval = 4", "n_eval = 4\nshots = 1\nablation = 'mean'"))
+    evaluation = richer.evaluate.evaluation(split_seed=7)
+    assert type(evaluation) is lh.EvaluationConfig
+    assert (evaluation.shots, evaluation.ablation, evaluation.split_seed) == (1, "mean", 7)
+    assert not evaluation.progress
+    assert richer.to_dict()["evaluate"]["shots"] == 1
+    with pytest.warns(DeprecationWarning, match="sweep.generate_tokens is now max_new_tokens"):
+        old = _config(GOOD + "\n[sweep]\ngenerate_tokens = 2\n")
+    assert old.sweep.sweep().max_new_tokens == 2
 
 
 def test_a_schedules_old_precision_key_still_works_with_a_warning():
