@@ -56,6 +56,8 @@ class GridEvaluationConfig(EvaluationConfig.with_defaults(n_eval=40, random_seed
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the evaluation's checks
+        if self.split_seed is not None:  # else it would be set and silently not used
+            raise InputError(f"split_seed cannot be set: {self.NOT_HERE['split_seed']}")
         if isinstance(self.settings, str) or not isinstance(self.settings, Sequence):
             raise InputError(f"settings must be a list of settings, got {self.settings!r}")
         allowed = [s for s in SETTINGS if s != "other_mask"]

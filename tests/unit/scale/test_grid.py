@@ -12,6 +12,7 @@ import pytest
 import lens_heads as lh
 from lens_heads.cli import main
 from lens_heads.core.locks import CLAIM, claim, release
+from lens_heads.scale import GridEvaluationConfig
 from lens_heads.scale.grid import DONE, GridConfigError, run_cell, run_grid
 
 GOOD = """\
@@ -112,6 +113,8 @@ def test_the_evaluate_and_sweep_tables_are_settings_groups_stored_as_before():
     assert (evaluation.shots, evaluation.ablation, evaluation.split_seed) == (1, "mean", 7)
     assert not evaluation.progress
     assert richer.to_dict()["evaluate"]["shots"] == 1
+    with pytest.raises(lh.LensHeadsError, match="split_seed cannot be set: the held-out split"):
+        GridEvaluationConfig(split_seed=3)  # set, it would go unused: the schedule's is
     with pytest.warns(DeprecationWarning, match="sweep.generate_tokens is now max_new_tokens"):
         old = _config(GOOD + "\n[sweep]\ngenerate_tokens = 2\n")
     assert old.sweep.sweep().max_new_tokens == 2
