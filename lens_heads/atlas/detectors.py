@@ -87,9 +87,6 @@ class DetectorConfig(RandomBlockSetting, SeedSetting, BatchSetting):
     block of ``length`` random non-special tokens (seeded by ``seed``), run ``batch_size`` at a
     time."""
 
-    def __post_init__(self) -> None:
-        super().__post_init__()  # the shared parts' checks
-
 
 def _ordinary_token_ids(model: ModelLike) -> Tensor:
     tokenizer = model.tokenizer

@@ -106,9 +106,6 @@ class FaithfulnessConfig(
 ):
     """How a ranking's faithfulness is measured."""
 
-    def __post_init__(self) -> None:
-        super().__post_init__()  # the shared parts' checks
-
 
 def head_counts(sizes: Sequence[float], n_heads: int) -> list[int]:
     """The heads in each circuit: ``int(s * n)``, rounded down as MIB rounds.

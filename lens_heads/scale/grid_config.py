@@ -340,9 +340,9 @@ class _Validator:
                 not isinstance(resources[key], (int, float)) or resources[key] < 0
             ):
                 self.fail(f"resources.{key} must be a number >= 0", key=key)
-        loading = self.section(values, "model", _MODEL_KEYS)
+        loading = {k: str(v) for k, v in self.section(values, "model", _MODEL_KEYS).items()}
         try:
-            LoadingSetting(**{key: str(value) for key, value in loading.items()})
+            LoadingSetting(**loading)
         except InputError as error:
             self.fail(f"model.{error}", key=next(k for k in loading if str(error).startswith(k)))
         if evaluate is not None:
@@ -366,7 +366,7 @@ class _Validator:
             evaluate=evaluate,
             sweep=sweep,
             resources=resources,
-            **{key: str(value) for key, value in loading.items()},
+            **loading,
             checkpoint_every=every,
             task_files=task_files,
             name=str(values.get("name", "grid")),
