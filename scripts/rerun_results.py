@@ -67,19 +67,20 @@ def _roles(out: str, *flags: str, steps: int = 200, masks: int = 4) -> str:
 
 
 DEMO_MASK = "runs/demo-mask-float32"
-#: the head finders of the stored benchmarks (issue 46): the exact effects, the gradient
-#: estimates, the three trained circuit masks (faithful, matching, warm-started from integrated
-#: gradients), the Heads up! mask, two controls and three random
-#: each stored head-finder leaderboard: its name under ``results/head_finders``, model and tasks
-#: (about 50 minutes per task for SmolLM2 on a 2-core CPU; issue 46 asks for IOI and three toolkit
-#: tasks on each model). A task added to a run resumes the others only when the code that
-#: computed their stages is unchanged (``Stages`` recomputes a stage of other code), so the
-#: toolkit tasks are a run of their own beside IOI's.
+#: each stored head-finder leaderboard: its name under ``results/head_finders``, model and
+#: tasks (on a 2-core CPU, about 50 minutes of methods for IOI and 100 for ``capitalize`` on
+#: SmolLM2; issue 46 asks for IOI and three toolkit tasks on each model). A task added to a run
+#: resumes the others only when the code that computed their stages is unchanged (``Stages``
+#: recomputes a stage of other code), so the toolkit tasks are a run of their own beside IOI's.
 FINDER_RUNS = {
     "smollm2-135m-instruct": ("smollm2-135m-instruct", "ioi"),
     "gemma-3-270m": ("gemma-3-270m", "ioi"),
     "smollm2-135m-instruct-tasks": ("smollm2-135m-instruct", "capitalize"),
+    "gemma-3-270m-tasks": ("gemma-3-270m", "capitalize"),
 }
+#: the head finders of the stored benchmarks (issue 46): the exact effects, the gradient
+#: estimates, the three trained circuit masks (faithful, matching, warm-started from integrated
+#: gradients), the Heads up! mask, two controls and three random
 FINDER_METHODS = (
     "effects-counterfactual,effects-zero,attribution,integrated,faithful-mask,matching-mask,"
     "warm-mask,heads-up,induction,previous-token,random-0,random-1,random-2"
