@@ -28,11 +28,17 @@ from pathlib import Path
 from typing import Any
 
 import lens_heads as lh
-from lens_heads.cli.options import add_settings, settings_from
-from lens_heads.core import markdown_table, write_atomic
-from lens_heads.core.fingerprints import Fingerprint, claim_folder
-from lens_heads.core.provenance import code_version, machine
-from lens_heads.core.storage import Stages, save_figures
+from lens_heads.cli import add_settings, settings_from
+from lens_heads.core import (
+    Fingerprint,
+    Stages,
+    claim_folder,
+    code_version,
+    machine,
+    markdown_table,
+    save_figures,
+    write_atomic,
+)
 from lens_heads.engine import MaskTrainingResult, train_or_resume
 
 DEFAULT_MODEL = "smollm2-135m-instruct"

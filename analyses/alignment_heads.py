@@ -33,9 +33,7 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.alignment import AblationResult
-from lens_heads.alignment.ablation import CATEGORIES
-from lens_heads.alignment.consistency import Consistency
+from lens_heads.alignment import CATEGORIES, AblationResult, Consistency
 
 #: Figure 5 takes the top 20 heads of Llama-3.1-8B's 1,024; Figure 1 ablates 30 of them.
 PAPER_TOP_SHARE, PAPER_ABLATION_SHARE = 20 / 1024, 30 / 1024

@@ -24,10 +24,8 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.core import has_chat_template
-from lens_heads.core.prompts import INSTRUCTION_TEMPLATE
-from lens_heads.demo import sweep_example
-from lens_heads.heads_up import SweepResult, removal_sweep
+from lens_heads.core import INSTRUCTION_TEMPLATE, has_chat_template
+from lens_heads.heads_up import SweepResult, removal_sweep, sweep_example
 
 
 @dataclass

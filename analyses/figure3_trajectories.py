@@ -28,7 +28,7 @@ from analyses._common import (
     write_outputs,
 )
 from lens_heads.engine import MaskTrainingResult
-from lens_heads.heads_up.trajectories import dependent_changes
+from lens_heads.heads_up import dependent_changes
 
 
 @dataclass

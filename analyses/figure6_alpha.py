@@ -30,11 +30,9 @@ from typing import Any
 
 import lens_heads as lh
 from analyses._common import check_config, note_mask_precision, parse, provenance_of
-from lens_heads.core import HeadMask, write_atomic
-from lens_heads.core.checks import resolve_mask
+from lens_heads.core import HeadMask, resolve_mask, write_atomic
 from lens_heads.engine import train_or_resume
-from lens_heads.heads_up import AlphaCurve, table8
-from lens_heads.heads_up.alpha import DEFAULT_ALPHAS, check_alphas
+from lens_heads.heads_up import DEFAULT_ALPHAS, AlphaCurve, check_alphas, table8
 
 __all__ = ["Config", "Figure6Result", "main", "run"]
 

@@ -25,7 +25,7 @@ from analyses._common import (
     write_outputs,
 )
 from lens_heads.engine import MaskTrainingResult
-from lens_heads.heads_up.kv_groups import kv_groups_removed
+from lens_heads.heads_up import kv_groups_removed
 
 
 @dataclass

@@ -39,8 +39,7 @@ from analyses._common import (
     write_outputs,
 )
 from lens_heads.atlas import AtlasConfig, HeadAtlas, head_atlas
-from lens_heads.core import write_atomic
-from lens_heads.core.storage import write_plotly_js
+from lens_heads.core import write_atomic, write_plotly_js
 
 #: how many top heads the questions compare
 TOP = 5

@@ -24,8 +24,7 @@ from analyses._common import (
     write_outputs,
 )
 from lens_heads.core import has_chat_template
-from lens_heads.demo import sweep_example
-from lens_heads.heads_up import LogitLensResult
+from lens_heads.heads_up import LogitLensResult, sweep_example
 
 
 @dataclass

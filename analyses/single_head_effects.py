@@ -28,9 +28,14 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.core import has_chat_template, write_atomic
-from lens_heads.core.logits import answer_logits
-from lens_heads.core.prompts import collate, encode_example, pad_token_id
+from lens_heads.core import (
+    answer_logits,
+    collate,
+    encode_example,
+    has_chat_template,
+    pad_token_id,
+    write_atomic,
+)
 
 
 @dataclass

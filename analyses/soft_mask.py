@@ -30,10 +30,10 @@ from lens_heads.lahis import (
     HeadImportance,
     SoftMaskConfig,
     SoftMaskExperiment,
+    ranking_documents,
     soft_mask_config,
     soft_mask_experiment,
 )
-from lens_heads.lahis.soft_mask_experiment import ranking_documents
 
 #: the conditions of a stored row, in the order its lists hold them
 _ROW = ("no mask", "soft mask, top heads", "soft mask, random heads")

@@ -30,9 +30,8 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.core.errors import InputError
-from lens_heads.heads_up import EstimateErrors, EstimateErrorsConfig, estimate_errors
-from lens_heads.heads_up.estimate_errors import ESTIMATES
+from lens_heads.core import InputError
+from lens_heads.heads_up import ESTIMATES, EstimateErrors, EstimateErrorsConfig, estimate_errors
 
 
 @dataclass

@@ -42,8 +42,7 @@ from analyses._common import (
     trained_mask,
     write_outputs,
 )
-from lens_heads.core import write_atomic
-from lens_heads.core.prompts import hybrid_few_shot
+from lens_heads.core import hybrid_few_shot, write_atomic
 from lens_heads.engine import EvaluationResult
 
 HOLDOUT = 100  # each task's last examples, never used as training queries or demonstrations

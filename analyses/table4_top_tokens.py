@@ -32,8 +32,13 @@ from analyses._common import (
     trained_mask,
     write_outputs,
 )
-from lens_heads.core import PromptFormat, has_chat_template, write_atomic
-from lens_heads.core.language_id import CORPUS_LANGUAGES, identify_language
+from lens_heads.core import (
+    CORPUS_LANGUAGES,
+    PromptFormat,
+    has_chat_template,
+    identify_language,
+    write_atomic,
+)
 
 
 @dataclass

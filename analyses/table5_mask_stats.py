@@ -32,8 +32,7 @@ from typing import Any
 
 import lens_heads as lh
 from analyses._common import parse
-from lens_heads.core import write_atomic
-from lens_heads.core.errors import InputError
+from lens_heads.core import InputError, write_atomic
 
 #: The folders ``analyses.mask_table``'s documented commands write for the offline models.
 MASK_TABLE_FOLDERS = {

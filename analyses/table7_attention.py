@@ -38,8 +38,7 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.heads_up import AttentionResult
-from lens_heads.heads_up.attention import candidate_words
+from lens_heads.heads_up import AttentionResult, candidate_words
 
 MASKS = Path(__file__).resolve().parents[1] / "data" / "masks"
 
@@ -81,7 +80,7 @@ class Config(MaskedTaskConfig):
 
 def _mask(config: Config, task: str, stages: Any, model: LazyModel) -> lh.HeadMask:
     if config.mask is not None:  # one task: its training folder or mask file
-        from lens_heads.core.checks import resolve_mask
+        from lens_heads.core import resolve_mask
 
         return resolve_mask(note_mask_precision(config.mask), model())
     folder = Path(config.masks) if config.masks else MASKS / Path(config.model).name / "mask-table"

@@ -45,6 +45,7 @@ from lens_heads.engine import (
 from lens_heads.heads_up.lens import LogitLensResult, logit_lens
 from lens_heads.heads_up.similarity import SimilarityResult, figure4_similarity
 from lens_heads.heads_up.sweep import SweepResult, removal_sweep
+from lens_heads.heads_up.sweep_config import sweep_example
 
 __all__ = ["DemoConfig", "DemoReport", "run_demo"]
 
@@ -326,16 +327,3 @@ class _Demo:
         )
         result.save(where, png=True)
         return result
-
-
-def sweep_example(model: Any, held_out: Task, chat: bool) -> Any:
-    """The first held-out example whose answer is one token (so the tracked target is the whole
-    answer), else the first one."""
-    from lens_heads.core.prompts import PromptFormat, encode_example
-
-    for example in held_out.examples:
-        prompt = PromptFormat(chat=chat).render(example.input, model.tokenizer)
-        encoded = encode_example(model.tokenizer, prompt, example.output, chat=chat)
-        if len(encoded.answer_tokens) == 1:
-            return example
-    return held_out.examples[0]

@@ -27,8 +27,7 @@ from typing import Any
 
 import lens_heads as lh
 from lens_heads.alignment import ablate_heads, alignment_heads_across_models
-from lens_heads.core import write_atomic
-from lens_heads.core.storage import save_figures
+from lens_heads.core import save_figures, write_atomic
 
 GEMMA = "gemma-3-270m"
 
@@ -64,9 +63,8 @@ PARTS = {"across_models": across_models, "control": control}
 def numbers_of(out: Path, command: list[str], seconds: float) -> dict[str, Any]:
     """The stored result (``results/alignment_extras/gemma-3-270m``), read back from the two
     parts' folders, with the provenance of the command."""
-    from lens_heads.alignment import AblationResult
-    from lens_heads.alignment.consistency import AcrossModels
-    from lens_heads.core.provenance import code_version, machine
+    from lens_heads.alignment import AblationResult, AcrossModels
+    from lens_heads.core import code_version, machine
 
     rows = AcrossModels.load(out / "across_models").rows
     ablated = AblationResult.load(out / "control")

@@ -97,7 +97,7 @@ def _document_loss(
 ) -> float:
     """Mean next-token cross-entropy of one document with ``o_proj``'s input of ``layer``
     scaled per head by ``factors`` (plain transformers)."""
-    from lens_heads.core.compatibility import output_projection, scale_heads_hook
+    from lens_heads.testing import output_projection, scale_heads_hook
 
     module = output_projection(hf_model, layer)
     d_head = module.in_features // int(hf_model.config.num_attention_heads)
@@ -127,7 +127,7 @@ def finite_difference(loss: Any) -> tuple[float | None, float]:
 
 def check_gradient(model: Any, reference: Any) -> Any:
     from lens_heads import head_importance
-    from lens_heads.core.compatibility import FAIL, PASS, CheckResult
+    from lens_heads.testing import FAIL, PASS, CheckResult
 
     n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
     heads = [(0, 1), (n_layers - 1, n_heads - 1)]
@@ -179,7 +179,7 @@ def _interrupt(step: int, loss: float) -> None:
 def _zeroed_logits(reference: Any, ids: list[int], heads: Sequence[tuple[int, int]]) -> Any:
     """Logits at the last position (and the greedy continuation) in transformers with
     ``heads`` zeroed by pre-hooks on the output projections."""
-    from lens_heads.core.compatibility import output_projection, scale_heads_hook
+    from lens_heads.testing import output_projection, scale_heads_hook
 
     hf = reference.model
     handles = []
@@ -205,11 +205,9 @@ def _zeroed_logits(reference: Any, ids: list[int], heads: Sequence[tuple[int, in
 
 def check_training(model: Any, reference: Any, workdir: Path) -> Any:
     from lens_heads import removal_sweep, train_mask
-    from lens_heads.core import Task, has_chat_template
-    from lens_heads.core.compatibility import FAIL, PASS, TOLERANCE, CheckResult
-    from lens_heads.core.masks import format_head
-    from lens_heads.core.tasks import Example
+    from lens_heads.core import Example, Task, format_head, has_chat_template
     from lens_heads.engine import TrainingConfig
+    from lens_heads.testing import FAIL, PASS, TOLERANCE, CheckResult
 
     task = Task("upper", tuple(Example(word, word.upper()) for word in WORDS))
     config = TrainingConfig(
@@ -268,7 +266,7 @@ def check_training(model: Any, reference: Any, workdir: Path) -> Any:
 
 # -- a row -----------------------------------------------------------------------------------------
 def row_name(key: str, attention: str | None) -> str:
-    from lens_heads.core.families import family
+    from lens_heads.testing import family
 
     name = family(key).name
     return name if attention is None else f"{name} (config asks for {attention})"
@@ -279,15 +277,15 @@ def run_row(key: str, attention: str | None, workdir: Path, device: str = "cpu")
     the bridge in float32 on ``device`` and plain ``transformers`` on the CPU."""
     import transformers
 
-    from lens_heads.core import load_model
-    from lens_heads.core.compatibility import (
+    from lens_heads.core import UnsupportedModelError, load_model
+    from lens_heads.testing import (
         NOT_SUPPORTED,
         CheckResult,
         Reference,
+        family,
         run_checks,
+        tiny_checkpoint,
     )
-    from lens_heads.core.families import family, tiny_checkpoint
-    from lens_heads.core.models import UnsupportedModelError
 
     spec = family(key)
     started = time.perf_counter()
@@ -323,7 +321,7 @@ def run_row(key: str, attention: str | None, workdir: Path, device: str = "cpu")
 
 
 def _guard(name: str, check: Any) -> Any:
-    from lens_heads.core.compatibility import FAIL, CheckResult
+    from lens_heads.testing import FAIL, CheckResult
 
     try:
         return check()
@@ -335,9 +333,8 @@ def unsupported_example(workdir: Path) -> dict[str, str]:
     """What a user gets for an architecture TransformerLens has no adapter for (Helium)."""
     import transformers
 
-    from lens_heads.core import load_model
-    from lens_heads.core.families import family, tiny_tokenizer
-    from lens_heads.core.models import UnsupportedModelError
+    from lens_heads.core import UnsupportedModelError, load_model
+    from lens_heads.testing import family, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(family("llama"))
     config = transformers.HeliumConfig(
@@ -364,8 +361,8 @@ def versions() -> dict[str, str]:
 def run_matrix(
     rows: Sequence[tuple[str, str | None]] = ROWS, device: str = "cpu"
 ) -> dict[str, Any]:
-    from lens_heads.core.compatibility import CHECKS
-    from lens_heads.core.provenance import code_version, machine
+    from lens_heads.core import code_version, machine
+    from lens_heads.testing import CHECKS
 
     transformers_logging()
     workdir = Path(tempfile.mkdtemp(prefix="lens-heads-compat-"))

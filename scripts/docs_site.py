@@ -57,6 +57,8 @@ NAMESPACES = (
     "lens_heads.atlas",
     "lens_heads.scale",
     "lens_heads.finders",
+    "lens_heads.testing",
+    "lens_heads.cli",
 )
 NOTEBOOKS = "notebooks"
 #: stored results the site serves as they are (the atlases' pages, tables and shared plotly.js)

@@ -11,16 +11,24 @@ It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another
 * consistency -- top-k Jaccard across language pairs and models
 """
 
-from lens_heads.alignment.ablation import AblationResult, ablate_heads
+from lens_heads.alignment.ablation import CATEGORIES, AblationResult, ablate_heads
 from lens_heads.alignment.aligners import AlignmentError, EflomalAligner, SimAligner
-from lens_heads.alignment.consistency import alignment_consistency, alignment_heads_across_models
+from lens_heads.alignment.consistency import (
+    AcrossModels,
+    Consistency,
+    alignment_consistency,
+    alignment_heads_across_models,
+)
 from lens_heads.alignment.score_config import ScoreConfig
 from lens_heads.alignment.scores import TranslationScores, translation_scores
 from lens_heads.alignment.trater import TRaterResult, trater_scores
 
 __all__ = [
+    "CATEGORIES",
     "AblationResult",
+    "AcrossModels",
     "AlignmentError",
+    "Consistency",
     "EflomalAligner",
     "ScoreConfig",
     "SimAligner",

@@ -1,7 +1,9 @@
 """The ``lens-heads`` command: one module per research line, each listing its subcommands as
 ``(name, add_arguments, run)`` in ``COMMANDS``; :mod:`lens_heads.cli.common` holds the arguments
-they share. Layer 5: it may import every layer below (and the demo); nothing in it imports
-this module, so there is no import circle.
+they share; :func:`add_settings` and :func:`settings_from` generate a command's flags from its
+settings class and read them back (an analysis's own command is made the same way). Layer 5: it
+may import every layer below (and the demo); nothing in it imports this module, so there is no
+import circle.
 
     lens-heads demo --out demo-report      # the end-to-end demo on the offline default model
     lens-heads models [--prepare ALIAS]
@@ -36,10 +38,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lens_heads.cli import common
+from lens_heads.cli.options import add_settings, settings_from
 from lens_heads.core.checks import InputWarning, each_warning_once
 from lens_heads.core.errors import LensHeadsError
 
-__all__ = ["COMMANDS", "EXAMPLES", "build_parser", "main"]
+__all__ = ["COMMANDS", "EXAMPLES", "add_settings", "build_parser", "main", "settings_from"]
 
 #: the modules of ``lens_heads.cli`` and the subcommands each holds, in the order ``--help``
 #: lists them (a test checks this against each module's ``COMMANDS``): a command imports its

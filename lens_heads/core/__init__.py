@@ -23,51 +23,85 @@ from typing import TYPE_CHECKING
 from lens_heads.core.lazy import lazy_exports
 
 if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch before it is needed
-    from lens_heads.core.errors import LensHeadsError
+    from lens_heads.core.checks import resolve_mask
+    from lens_heads.core.errors import InputError, LensHeadsError
+    from lens_heads.core.fingerprints import Fingerprint, claim_folder
     from lens_heads.core.generation import Generation, generate, greedy_generate
     from lens_heads.core.guards import verify_model
     from lens_heads.core.hooks import ablated, apply_mask, mask_hooks
+    from lens_heads.core.language_id import CORPUS_LANGUAGES, identify_language
     from lens_heads.core.libraries import LibraryMismatchError, library_versions
-    from lens_heads.core.masks import HeadMask, expected_random_jaccard, jaccard
+    from lens_heads.core.logits import answer_logits
+    from lens_heads.core.masks import HeadMask, expected_random_jaccard, format_head, jaccard
+    from lens_heads.core.model_specs import UnsupportedModelError
     from lens_heads.core.models import MODEL_ALIASES, head_shape, load_model
-    from lens_heads.core.prompts import PromptFormat, has_chat_template
+    from lens_heads.core.prompts import (
+        INSTRUCTION_TEMPLATE,
+        PromptFormat,
+        collate,
+        encode_example,
+        has_chat_template,
+        hybrid_few_shot,
+        pad_token_id,
+    )
+    from lens_heads.core.provenance import code_version, machine
     from lens_heads.core.random_models import random_model, tiny_model
     from lens_heads.core.scales import HeadScale
     from lens_heads.core.settings import configure, field_docs
-    from lens_heads.core.storage import write_atomic
+    from lens_heads.core.storage import Stages, save_figures, write_atomic, write_plotly_js
     from lens_heads.core.tables import markdown_table
-    from lens_heads.core.tasks import Task, get_task, list_tasks, parallel_corpus
+    from lens_heads.core.tasks import Example, Task, get_task, list_tasks, parallel_corpus
 
 _EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
+    "CORPUS_LANGUAGES",
+    "INSTRUCTION_TEMPLATE",
     "MODEL_ALIASES",
+    "Example",
+    "Fingerprint",
     "Generation",
     "HeadMask",
     "HeadScale",
+    "InputError",
     "LensHeadsError",
     "LibraryMismatchError",
     "PromptFormat",
+    "Stages",
     "Task",
+    "UnsupportedModelError",
     "ablated",
+    "answer_logits",
     "apply_mask",
+    "claim_folder",
+    "code_version",
+    "collate",
     "configure",
+    "encode_example",
     "expected_random_jaccard",
     "field_docs",
+    "format_head",
     "generate",
     "get_task",
     "greedy_generate",
     "has_chat_template",
     "head_shape",
+    "hybrid_few_shot",
+    "identify_language",
     "jaccard",
     "library_versions",
     "list_tasks",
     "load_model",
+    "machine",
     "markdown_table",
     "mask_hooks",
+    "pad_token_id",
     "parallel_corpus",
     "random_model",
+    "resolve_mask",
+    "save_figures",
     "tiny_model",
     "verify_model",
     "write_atomic",
+    "write_plotly_js",
 ]

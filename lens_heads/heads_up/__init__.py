@@ -4,6 +4,8 @@ It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another
 
 * sweep, sweep_result -- one-by-one head removal: ranks, outputs, similarity (Fig. 2, 5, 8, 9)
 * alpha -- masks scaled by alpha (Fig. 6, Table 8)
+* trajectories -- heads that join or leave a mask in training, and whether together (Fig. 3)
+* kv_groups -- whether a mask removes whole key-value groups (Fig. 7)
 * similarity, similarity_stats -- layer similarity of settings (Fig. 4), over many prompts
 * lens -- logit lens (Table 41) and top tokens (Table 4b)
 * attention -- attention on the target word (Table 7)
@@ -16,13 +18,15 @@ It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another
 * figures -- their plotly figures
 """
 
-from lens_heads.heads_up.alpha import AlphaCurve, alpha_curve, table8
-from lens_heads.heads_up.attention import AttentionResult, attention_on_target
+from lens_heads.heads_up.alpha import DEFAULT_ALPHAS, AlphaCurve, alpha_curve, check_alphas, table8
+from lens_heads.heads_up.attention import AttentionResult, attention_on_target, candidate_words
 from lens_heads.heads_up.estimate_errors import (
+    ESTIMATES,
     EstimateErrors,
     EstimateErrorsConfig,
     estimate_errors,
 )
+from lens_heads.heads_up.kv_groups import KVGroupsRemoved, kv_groups_removed
 from lens_heads.heads_up.lens import LogitLensResult, logit_lens, top_tokens
 from lens_heads.heads_up.lens_config import LensConfig
 from lens_heads.heads_up.mask_stats import (
@@ -47,15 +51,20 @@ from lens_heads.heads_up.similarity import (
 )
 from lens_heads.heads_up.similarity_stats import ReadoutConfig, SimilarityStats, figure4_stats
 from lens_heads.heads_up.sweep import SweepResult, plot_sweeps, removal_sweep
-from lens_heads.heads_up.sweep_config import SweepConfig
+from lens_heads.heads_up.sweep_config import SweepConfig, sweep_example
 from lens_heads.heads_up.sweep_gradients import SweepEstimates, sweep_estimates
+from lens_heads.heads_up.trajectories import DependentChanges, dependent_changes
 
 __all__ = [
+    "DEFAULT_ALPHAS",
+    "ESTIMATES",
     "AlphaCurve",
     "AttentionResult",
+    "DependentChanges",
     "EstimateErrors",
     "EstimateErrorsConfig",
     "HeadRoles",
+    "KVGroupsRemoved",
     "LensConfig",
     "LogitLensResult",
     "MaskStatistics",
@@ -71,12 +80,16 @@ __all__ = [
     "agreement_table",
     "alpha_curve",
     "attention_on_target",
+    "candidate_words",
+    "check_alphas",
     "cohen_kappa",
+    "dependent_changes",
     "estimate_errors",
     "figure4_similarity",
     "figure4_stats",
     "functional_pathways",
     "head_roles",
+    "kv_groups_removed",
     "layer_similarity",
     "load_masks",
     "logit_lens",
@@ -85,6 +98,7 @@ __all__ = [
     "plot_sweeps",
     "removal_sweep",
     "sweep_estimates",
+    "sweep_example",
     "table8",
     "tasks_per_head",
     "top_tokens",

@@ -1,5 +1,6 @@
 """The settings of a removal sweep (:func:`lens_heads.removal_sweep`): what is tracked at each
-step, how the steps are generated and batched -- one object, validated once.
+step, how the steps are generated and batched -- one object, validated once -- and
+:func:`sweep_example`, the held-out example a sweep tracks unless told.
 
 >>> SweepConfig(every=2, max_new_tokens=0).every
 2
@@ -16,6 +17,7 @@ from typing import Any, ClassVar
 
 from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
+from lens_heads.core.prompts import PromptFormat, encode_example
 from lens_heads.core.settings import (
     ABLATIONS,
     AblationSetting,
@@ -24,8 +26,9 @@ from lens_heads.core.settings import (
     NewTokensSetting,
     ProgressSetting,
 )
+from lens_heads.core.tasks import Example, Task
 
-__all__ = ["ENGINES", "SweepConfig"]
+__all__ = ["ENGINES", "SweepConfig", "sweep_example"]
 
 #: how steps are evaluated: batched (default) or the naive reference loop (same results)
 ENGINES = ("batched", "naive")
@@ -77,3 +80,14 @@ class SweepConfig(
         values = asdict(self)
         values.pop("progress")
         return values
+
+
+def sweep_example(model: Any, held_out: Task, chat: bool) -> Example:
+    """The first held-out example whose answer is one token (so the tracked target is the whole
+    answer), else the first one."""
+    for example in held_out.examples:
+        prompt = PromptFormat(chat=chat).render(example.input, model.tokenizer)
+        encoded = encode_example(model.tokenizer, prompt, example.output, chat=chat)
+        if len(encoded.answer_tokens) == 1:
+            return example
+    return held_out.examples[0]

@@ -26,6 +26,7 @@ from lens_heads.lahis.languages import (
 from lens_heads.lahis.soft_mask_experiment import (
     SoftMaskConfig,
     SoftMaskExperiment,
+    ranking_documents,
     soft_mask_config,
     soft_mask_experiment,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "language_heads",
     "load_texts_by_language",
     "perplexity_experiment",
+    "ranking_documents",
     "soft_mask_config",
     "soft_mask_experiment",
 ]

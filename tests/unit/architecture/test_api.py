@@ -20,67 +20,62 @@ MAX_PARAMETERS = 10
 API = {
     "lens_heads": [
         "MODEL_ALIASES", "AblationResult", "AlphaCurve", "AtlasConfig", "DemoConfig", "DemoReport",
-        "EvaluationConfig",
-        "EvaluationResult", "Generation", "GridConfig", "GridResult", "HeadAtlas",
-        "HeadImportance", "HeadMask", "HeadRoles", "HeadScale",
-        "LanguageHeads", "LensConfig", "LensHeadsError", "MaskStatistics", "MaskTrainingResult",
-        "PathwaysResult", "Plan", "PlanConfig", "PromptFormat", "RolesConfig", "ScoreConfig",
-        "SimilarityStats",
-        "SweepConfig",
-        "SweepResult", "TRaterResult", "Task", "TasksPerHead", "TrainingConfig",
+        "EvaluationConfig", "EvaluationResult", "Generation", "GridConfig", "GridResult",
+        "HeadAtlas", "HeadImportance", "HeadMask", "HeadRoles", "HeadScale", "LanguageHeads",
+        "LensConfig", "LensHeadsError", "MaskStatistics", "MaskTrainingResult", "PathwaysResult",
+        "Plan", "PlanConfig", "PromptFormat", "RolesConfig", "ScoreConfig", "SimilarityStats",
+        "SweepConfig", "SweepResult", "TRaterResult", "Task", "TasksPerHead", "TrainingConfig",
         "TranslationScores", "ablate_heads", "ablated", "alpha_curve", "apply_mask",
-        "attention_on_target",
-        "evaluate", "expected_random_jaccard", "figure4_similarity", "functional_pathways",
-        "generate", "get_task", "greedy_generate", "head_atlas", "head_importance", "head_roles",
-        "head_shape",
-        "jaccard",
-        "language_heads", "layer_similarity", "list_tasks", "load_masks", "load_model",
-        "logit_lens", "mask_hooks", "mask_statistics", "plan", "plot_sweeps", "random_model",
-        "removal_sweep", "run_demo",
+        "attention_on_target", "evaluate", "expected_random_jaccard", "figure4_similarity",
+        "functional_pathways", "generate", "get_task", "greedy_generate", "head_atlas",
+        "head_importance", "head_roles", "head_shape", "jaccard", "language_heads",
+        "layer_similarity", "list_tasks", "load_masks", "load_model", "logit_lens", "mask_hooks",
+        "mask_statistics", "plan", "plot_sweeps", "random_model", "removal_sweep", "run_demo",
         "run_grid", "tasks_per_head", "tiny_model", "top_tokens", "train_family_masks",
         "train_mask", "translation_scores", "trater_scores", "verify_model",
     ],
     "lens_heads.core": [
-        "MODEL_ALIASES", "Generation", "HeadMask", "HeadScale", "LensHeadsError",
-        "LibraryMismatchError", "PromptFormat", "Task", "ablated", "apply_mask", "configure",
-        "expected_random_jaccard", "field_docs", "generate", "get_task", "greedy_generate",
-        "has_chat_template", "head_shape", "jaccard", "library_versions", "list_tasks",
-        "load_model", "markdown_table", "mask_hooks", "parallel_corpus", "random_model",
-        "tiny_model",
-        "verify_model", "write_atomic",
+        "CORPUS_LANGUAGES", "INSTRUCTION_TEMPLATE", "MODEL_ALIASES", "Example", "Fingerprint",
+        "Generation", "HeadMask", "HeadScale", "InputError", "LensHeadsError",
+        "LibraryMismatchError", "PromptFormat", "Stages", "Task", "UnsupportedModelError",
+        "ablated", "answer_logits", "apply_mask", "claim_folder", "code_version", "collate",
+        "configure", "encode_example", "expected_random_jaccard", "field_docs", "format_head",
+        "generate", "get_task", "greedy_generate", "has_chat_template", "head_shape",
+        "hybrid_few_shot", "identify_language", "jaccard", "library_versions", "list_tasks",
+        "load_model", "machine", "markdown_table", "mask_hooks", "pad_token_id", "parallel_corpus",
+        "random_model", "resolve_mask", "save_figures", "tiny_model", "verify_model",
+        "write_atomic", "write_plotly_js",
     ],
     "lens_heads.engine": [
         "METRICS", "SETTINGS", "TRANSLATION_METRICS", "WORD_METRICS", "CheckpointError",
         "EvaluationConfig", "EvaluationResult", "EvaluationRun", "MaskTrainer",
-        "MaskTrainingResult", "TrainingConfig", "check_training", "evaluate",
-        "evaluation_figure", "mask_info", "native_bf16", "run_plan", "train_mask",
-        "train_or_resume", "with_overrides",
+        "MaskTrainingResult", "TrainingConfig", "check_training", "evaluate", "evaluation_figure",
+        "mask_info", "native_bf16", "run_plan", "train_mask", "train_or_resume", "with_overrides",
     ],
     "lens_heads.heads_up": [
-        "AlphaCurve", "AttentionResult", "EstimateErrors", "EstimateErrorsConfig", "HeadRoles",
-        "LensConfig", "LogitLensResult", "MaskStatistics",
-        "PathwaysResult", "ReadoutConfig", "RolesConfig", "SimilarityResult", "SimilarityStats",
-        "SweepConfig", "SweepEstimates",
-        "SweepResult", "TasksPerHead", "agreement_table", "alpha_curve", "attention_on_target",
-        "cohen_kappa", "estimate_errors",
+        "DEFAULT_ALPHAS", "ESTIMATES", "AlphaCurve", "AttentionResult", "DependentChanges",
+        "EstimateErrors", "EstimateErrorsConfig", "HeadRoles", "KVGroupsRemoved", "LensConfig",
+        "LogitLensResult", "MaskStatistics", "PathwaysResult", "ReadoutConfig", "RolesConfig",
+        "SimilarityResult", "SimilarityStats", "SweepConfig", "SweepEstimates", "SweepResult",
+        "TasksPerHead", "agreement_table", "alpha_curve", "attention_on_target", "candidate_words",
+        "check_alphas", "cohen_kappa", "dependent_changes", "estimate_errors",
         "figure4_similarity", "figure4_stats", "functional_pathways", "head_roles",
-        "layer_similarity", "load_masks",
-        "logit_lens",
-        "mask_statistics", "pathway_heads", "plot_sweeps", "removal_sweep", "sweep_estimates",
-        "table8",
-        "tasks_per_head", "top_tokens", "train_family_masks",
+        "kv_groups_removed", "layer_similarity", "load_masks", "logit_lens", "mask_statistics",
+        "pathway_heads", "plot_sweeps", "removal_sweep", "sweep_estimates", "sweep_example",
+        "table8", "tasks_per_head", "top_tokens", "train_family_masks",
     ],
     "lens_heads.alignment": [
-        "AblationResult", "AlignmentError", "EflomalAligner", "ScoreConfig", "SimAligner",
-        "TRaterResult", "TranslationScores", "ablate_heads", "alignment_consistency",
-        "alignment_heads_across_models", "translation_scores", "trater_scores",
+        "CATEGORIES", "AblationResult", "AcrossModels", "AlignmentError", "Consistency",
+        "EflomalAligner", "ScoreConfig", "SimAligner", "TRaterResult", "TranslationScores",
+        "ablate_heads", "alignment_consistency", "alignment_heads_across_models",
+        "translation_scores", "trater_scores",
     ],
     "lens_heads.lahis": [
         "HeadImportance", "ImportanceConfig", "LanguageHeads", "LanguageHeadsConfig",
         "PerplexityConfig", "PerplexityExperiment", "SoftMaskConfig", "SoftMaskExperiment",
         "TransferConfig", "TransferResult", "attention_transfer", "head_importance",
-        "language_heads", "load_texts_by_language", "perplexity_experiment", "soft_mask_config",
-        "soft_mask_experiment",
+        "language_heads", "load_texts_by_language", "perplexity_experiment", "ranking_documents",
+        "soft_mask_config", "soft_mask_experiment",
     ],
     "lens_heads.scale": [
         "GridConfig", "GridConfigError", "GridEvaluationConfig", "GridResult", "GridSweepConfig",
@@ -98,6 +93,14 @@ API = {
         "detect_patterns", "head_atlas", "mean_head_outputs", "ov_readout",
         "plain_single_head_effects", "relation_scores", "repeated_half_loss",
         "single_head_effects", "top_k_overlap",
+    ],
+    "lens_heads.testing": [
+        "CHECKS", "FAIL", "FAMILIES", "NOT_SUPPORTED", "PASS", "TOLERANCE", "CheckResult",
+        "DoctorReport", "Family", "Reference", "doctor", "family", "output_projection",
+        "run_checks", "scale_heads_hook", "tiny_checkpoint", "tiny_tokenizer",
+    ],
+    "lens_heads.cli": [
+        "COMMANDS", "EXAMPLES", "add_settings", "build_parser", "main", "settings_from",
     ],
 }  # fmt: skip
 
@@ -435,13 +438,6 @@ def test_every_class_holding_a_shared_part_runs_its_checks():
     assert held >= 50, held
 
 
-#: imports by analyses/ and scripts/ of a lens_heads name that no public namespace (``API``)
-#: exports from the module imported (issue 45: they should use the public API only; the
-#: notebooks, which users copy from, already do). The number may only shrink: export a name that
-#: a user needs, or import it from its namespace.
-IMPLEMENTATION_IMPORTS = 66
-
-
 def implementation_imports(sources: dict[str, str]) -> list[str]:
     """``file: module.name`` for each ``from lens_heads... import name`` of ``sources`` (file ->
     code) that does not come from a public namespace exporting ``name``."""
@@ -484,17 +480,11 @@ def _user_sources() -> dict[str, str]:
     return sources
 
 
-def test_analyses_scripts_and_notebooks_import_public_names_more_and_more():
+def test_analyses_scripts_and_notebooks_import_only_public_names():
+    """analyses/, scripts/ and the notebooks use the toolkit as a user would: each name comes
+    from a public namespace (``API``) that exports it, never from the module that defines it."""
     found = implementation_imports(_user_sources())
-    notebooks = [line for line in found if line.startswith("notebooks/")]
-    assert not notebooks, f"notebooks import implementation names: {notebooks}"
-    assert len(found) <= IMPLEMENTATION_IMPORTS, (
-        f"{len(found)} imports of implementation names (at most {IMPLEMENTATION_IMPORTS}); "
-        f"use the public namespaces: {found}"
-    )
-    assert len(found) == IMPLEMENTATION_IMPORTS, (
-        f"only {len(found)} imports of implementation names now: lower IMPLEMENTATION_IMPORTS"
-    )
+    assert not found, f"implementation names imported (use the public namespaces): {found}"
     planted = "from lens_heads.heads_up.sweep import removal_sweep\nfrom lens_heads import evaluate"
     assert implementation_imports({"x.py": planted}) == [
         "x.py: lens_heads.heads_up.sweep.removal_sweep"

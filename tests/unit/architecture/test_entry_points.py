@@ -41,6 +41,14 @@ LOOSE_SETTINGS = {
     "lens_heads.trater_scores", "lens_heads.finders.counterfactual_pairs",
     "lens_heads.atlas.mean_head_outputs",
 }  # fmt: skip
+#: public functions that build an input, not a result (a task, an encoded prompt, a choice of
+#: examples or documents): their ``chat``/``shots``/``n_eval`` describe what they build, so they
+#: are no entry point; each returns one of INPUT_TYPES (checked below)
+INPUT_BUILDERS = {
+    "lens_heads.core.encode_example", "lens_heads.core.hybrid_few_shot",
+    "lens_heads.heads_up.sweep_example", "lens_heads.lahis.ranking_documents",
+}  # fmt: skip
+INPUT_TYPES = ("Task", "Example", "EncodedExample", "list[str]")
 
 
 def public_functions() -> dict[str, Callable[..., Any]]:
@@ -90,6 +98,9 @@ LISTS = {
 @pytest.mark.parametrize("kind", LISTS)
 def test_every_public_function_has_the_entry_point_shape_or_is_listed(kind):
     found = shapes(public_functions())[kind]
+    if kind == "loose settings":
+        assert INPUT_BUILDERS <= found, sorted(INPUT_BUILDERS - found)
+        found -= INPUT_BUILDERS
     assert found <= LISTS[kind], f"{kind}, not listed: {sorted(found - LISTS[kind])}"
     fixed = LISTS[kind] - found
     assert not fixed, f"{kind}: {sorted(fixed)} now have the shape; remove them from the list"
@@ -111,3 +122,16 @@ def test_an_entry_point_of_another_shape_fails_the_walk():
         "no overrides": {"planted"},
         "loose settings": {"loose"},
     }
+
+
+def test_an_input_builder_returns_an_input():
+    """A function listed as an input builder returns an input (a task, an encoding, examples,
+    documents), never a result: a result-returning function with loose settings is an entry
+    point that needs its settings object."""
+    functions = public_functions()
+    for name in sorted(INPUT_BUILDERS):
+        returned = inspect.signature(functions[name]).return_annotation
+        assert str(returned) in INPUT_TYPES, (name, returned)
+    from lens_heads.heads_up import removal_sweep
+
+    assert str(inspect.signature(removal_sweep).return_annotation) not in INPUT_TYPES

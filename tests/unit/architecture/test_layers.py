@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[3] / "lens_heads"
 #: subpackage (or top-level module) -> layer; a module may import only its own layer and below
 LAYERS = {
     "core": 0,
+    "testing": 1,
     "engine": 1,
     "heads_up": 2,
     "alignment": 2,
