@@ -71,12 +71,17 @@ DEMO_MASK = "runs/demo-mask-float32"
 #: tasks (on a 2-core CPU, about 50 minutes of methods for IOI and 100 for ``capitalize`` on
 #: SmolLM2; issue 46 asks for IOI and three toolkit tasks on each model). A task added to a run
 #: resumes the others only when the code that computed their stages is unchanged (``Stages``
-#: recomputes a stage of other code), so the toolkit tasks are a run of their own beside IOI's.
+#: recomputes a stage of other code), so each toolkit task is a run of its own beside IOI's.
 FINDER_RUNS = {
     "smollm2-135m-instruct": ("smollm2-135m-instruct", "ioi"),
     "gemma-3-270m": ("gemma-3-270m", "ioi"),
     "smollm2-135m-instruct-tasks": ("smollm2-135m-instruct", "capitalize"),
     "gemma-3-270m-tasks": ("gemma-3-270m", "capitalize"),
+    **{
+        f"{model}-{task}": (model, task)
+        for model in ("smollm2-135m-instruct", "gemma-3-270m")
+        for task in ("country-capital", "antonym")
+    },
 }
 #: the head finders of the stored benchmarks (issue 46): the exact effects, the gradient
 #: estimates, the three trained circuit masks (faithful, matching, warm-started from integrated
@@ -524,7 +529,7 @@ PLAN: tuple[Entry, ...] = (
 
 
 def native_bf16() -> bool:
-    from lens_heads.core.devices import native_bf16 as native
+    from lens_heads.engine import native_bf16 as native
 
     return native("cpu")
 

@@ -1,6 +1,7 @@
 """The generated block of ``docs/finders.md`` (issue 46): each stored head-finder benchmark's
-leaderboard, the random floor beside MIB's, and the page's verdict on the faithfulness-trained
-mask, computed from the stored numbers by the rule the page states."""
+leaderboard, the random floor beside MIB's, the page's verdict on the faithfulness-trained
+mask, computed from the stored numbers by the rule the page states, and the pattern of the
+trained masks counted over every stored run."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ FINDER_RUNS = {
     "SmolLM2-135M-Instruct": "head_finders/smollm2-135m-instruct",
     "Gemma 3 270M": "head_finders/gemma-3-270m",
     "SmolLM2-135M-Instruct, toolkit tasks": "head_finders/smollm2-135m-instruct-tasks",
+    "Gemma 3 270M, toolkit tasks": "head_finders/gemma-3-270m-tasks",
 }
 #: the verdict's rule: the faithfulness-trained mask's CMD is at least this much lower (relative)
 #: than integrated gradients' (NAP-IG), in the same run
@@ -152,4 +154,39 @@ def leaderboard(load: Load) -> str:
             if explained:
                 lines += ["", explained]
         blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
+    summary = across_runs(load)
+    return "\n\n".join([*blocks, summary] if summary else blocks)
+
+
+def across_runs(load: Load) -> str:
+    """Counted over every stored model and task, so the page's prose states no pattern the runs
+    do not show: for each trained mask, in how many runs the larger part of its CMD lies above
+    f = 1 (circuits that beat the model), and in how many its CMD is higher than integrated
+    gradients' (the mask trails the ranking)."""
+    runs: list[tuple[dict[str, Any], str, dict[str, Any]]] = []
+    for path in FINDER_RUNS.values():
+        try:
+            numbers = load(path)
+        except NotMeasured:
+            continue
+        runs += [(numbers, task, methods) for task, methods in numbers["tasks"].items()]
+    parts = []
+    for name in TRAINED_MASKS:
+        over = trails = counted = 0
+        for numbers, task, methods in runs:
+            curve = numbers.get("curves", {}).get(f"{task}/{name}")
+            mask, integrated = methods.get(name), methods.get("integrated")
+            if not curve or not mask or not integrated:
+                continue
+            counted += 1
+            above, below = cmd_split(curve["sizes"], curve["f absolute"])
+            over += above > below
+            trails += mask["CMD"] > integrated["CMD"]
+        if counted:
+            parts.append(
+                f"{name}: the larger part of its CMD above 1 in {over} of {counted}, a CMD "
+                f"higher than integrated gradients' in {trails} of {counted}"
+            )
+    if not parts:
+        return ""
+    return f"Across the {len(runs)} stored model-task runs (counted): " + "; ".join(parts) + "."

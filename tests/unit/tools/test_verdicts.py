@@ -821,6 +821,37 @@ def test_the_finders_page_splits_cmd_at_one():
     assert why({}, "ioi", ("faithful-mask",)) == ""
 
 
+def test_the_finders_page_counts_the_pattern_over_every_stored_run():
+    """docs/finders.md: the prose's pattern (trained masks above f = 1 and behind integrated
+    gradients) is counted over the stored runs, so a run that breaks it shows in the count."""
+    from reproduction import NotMeasured
+    from reproduction.finders import FINDER_RUNS, across_runs
+
+    sizes = [0.0, 0.5, 1.0]
+    over, under = [0.0, 1.8, 1.0], [0.0, 0.6, 1.0]
+
+    def run(mask_f: list[float], mask_cmd: float) -> dict:
+        return {
+            "tasks": {"ioi": {"faithful-mask": {"CMD": mask_cmd}, "integrated": {"CMD": 0.2}}},
+            "curves": {"ioi/faithful-mask": {"sizes": sizes, "f absolute": mask_f}},
+        }
+
+    paths = list(FINDER_RUNS.values())
+    stored = {paths[0]: run(over, 0.5), paths[1]: run(under, 0.1)}
+
+    def load(path: str) -> dict:
+        if path not in stored:
+            raise NotMeasured(path)
+        return stored[path]
+
+    text = across_runs(load)
+    assert text.startswith("Across the 2 stored model-task runs")
+    assert "faithful-mask: the larger part of its CMD above 1 in 1 of 2" in text
+    assert "higher than integrated gradients' in 1 of 2" in text
+    assert "warm-mask" not in text  # no stored curve: not counted
+    assert across_runs(lambda path: (_ for _ in ()).throw(NotMeasured(path))) == ""
+
+
 def test_the_chg_timing_states_each_precisions_median_range_and_winner():
     """docs/roles.md: the repeated timing gives per precision each tool's median and range and
     the winner the run's rule chose; an unmeasured timing says so with its command."""
