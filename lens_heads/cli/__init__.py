@@ -65,6 +65,12 @@ MODULES: dict[str, tuple[str, ...]] = {
 
 Command = tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], int]]
 
+#: every subcommand as ``(name, add_arguments, run)``, in the order ``--help`` lists them
+#: (gathered from the command modules on first use: declared here, set by ``__getattr__``)
+COMMANDS: list[Command]
+#: every subcommand's valid example call (``common.Examples``), kept beside the command itself
+EXAMPLES: dict[str, common.Examples]
+
 
 def _module(name: str) -> Any:
     return importlib.import_module(f"lens_heads.cli.{name}")

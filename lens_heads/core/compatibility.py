@@ -74,7 +74,12 @@ __all__ = [
     "scale_heads_hook",
 ]
 
-PASS, FAIL, NOT_SUPPORTED = "pass", "fail", "not supported"
+#: a check's status: lens_heads agrees with plain ``transformers``
+PASS = "pass"
+#: a check's status: they differ (the result gives the largest difference)
+FAIL = "fail"
+#: a check's status: the check cannot run on this model (the result says why)
+NOT_SUPPORTED = "not supported"
 
 #: what each check compares (the four ``lens-heads doctor`` runs)
 CHECKS: dict[str, str] = {
