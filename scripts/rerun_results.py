@@ -34,12 +34,14 @@ RUNS = Path("runs/rerun")
 @dataclass(frozen=True)
 class Entry:
     """One stored result: where it goes under ``results/``, the command that makes it (run from
-    the checkout's root), the folder the command writes and whether it needs native bf16."""
+    the checkout's root), the folder the command writes and the kind of CPU it needs."""
 
     result: str
     command: str
     out: str
-    bf16: bool = False
+    bf16: bool = False  # runs only where the CPU computes bf16 natively
+    #: runs only where it does not (a timing that stands for that kind of CPU)
+    without_bf16: bool = False
     after: str = ""  # a shell step once it finished (e.g. linking a mask folder)
     #: cited by the docs before its first run: until it has run, the pages say "not yet
     #: measured" with the command (any other missing result fails the docs' check)
@@ -482,12 +484,17 @@ PLAN: tuple[Entry, ...] = (
         bf16=True,
         pending=True,
     ),
-    Entry(
-        "roles_vs_chg/smollm2-135m-instruct-timing",
-        "python -m benchmarks.bench_roles --timing --precision bfloat16,float32 --repeats 3 "
-        "--updates 3 --out runs/rerun/roles-vs-chg-timing",
-        str(RUNS / "roles-vs-chg-timing"),
-        pending=True,
+    *(
+        Entry(
+            f"roles_vs_chg/smollm2-135m-instruct-timing{suffix}",
+            "python -m benchmarks.bench_roles --timing --precision bfloat16,float32 --repeats 3 "
+            f"--updates 3 --out runs/rerun/roles-vs-chg-timing{out}",
+            str(RUNS / f"roles-vs-chg-timing{out}"),
+            bf16=native,
+            without_bf16=not native,
+            pending=True,
+        )  # one timing per kind of CPU: the docs say which tool is faster on each
+        for suffix, out, native in (("", "", False), ("-native-bf16", "-native", True))
     ),
     *(
         Entry(
@@ -541,6 +548,9 @@ def run(entry: Entry, results: Path, log: Path) -> bool:
     """Run one entry; copy its numbers (and summary) into ``results``; True when stored."""
     if entry.bf16 and not native_bf16():
         print(f"skip {entry.result}: needs a CPU with native bf16", flush=True)
+        return False
+    if entry.without_bf16 and native_bf16():
+        print(f"skip {entry.result}: times a CPU without native bf16, and this one has it")
         return False
     print(f"run  {entry.result}: {entry.command}", flush=True)
     started = time.monotonic()
@@ -596,7 +606,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = [e for e in PLAN if not args.only or any(part in e.result for part in args.only)]
     if args.list:
         for entry in plan:
-            print(f"{entry.result}{'  [bf16]' if entry.bf16 else ''}\n    {entry.command}")
+            needs = "  [bf16]" if entry.bf16 else "  [no native bf16]" if entry.without_bf16 else ""
+            print(f"{entry.result}{needs}\n    {entry.command}")
         return 0
     (ROOT / RUNS).mkdir(parents=True, exist_ok=True)
     log = ROOT / RUNS / "log.txt"

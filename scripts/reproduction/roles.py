@@ -16,8 +16,11 @@ ROLE_RUNS = {
     "Gemma 3 270M, en-fr with two demonstrations": "roles/gemma-3-270m-en-fr-2-shot",
 }
 CHG_RUN = "roles_vs_chg/smollm2-135m-instruct"
-#: the repeated timing of both tools in each precision
-CHG_TIMING = "roles_vs_chg/smollm2-135m-instruct-timing"
+#: the repeated timing of both tools in each precision, one per kind of CPU
+CHG_TIMINGS = {
+    "without native bf16": "roles_vs_chg/smollm2-135m-instruct-timing",
+    "with native bf16": "roles_vs_chg/smollm2-135m-instruct-timing-native-bf16",
+}
 #: the stored runs of the gradient estimates' errors: name -> result path
 ESTIMATE_RUNS = {
     f"{model}, {task}{', ' + part if part else ''}": (
@@ -209,46 +212,55 @@ def roles_vs_chg(load: Load) -> str:
 
 
 def chg_timing(load: Load) -> str:
-    """The repeated timing: per precision the median seconds per update of each tool (three
-    fits summed), the range of the repeats and which tool is faster by the run's rule."""
-    try:
-        numbers = load(CHG_TIMING)
-    except NotMeasured as missing:
-        return f"Repeated timing in each precision: {missing.cell()}."
-    cpu = numbers["machine"]
-    native = "computes bf16 natively" if cpu.get("native_bf16") else "has no native bf16"
+    """The repeated timings, one per kind of CPU: per precision the median seconds per update of
+    each tool (three fits summed), the range of the repeats and which tool is faster by the
+    run's rule; then, per CPU, how much longer bfloat16 takes than float32 and the winners."""
+    measured, missing = {}, []
+    for kind, path in CHG_TIMINGS.items():
+        try:
+            measured[path] = load(path)
+        except NotMeasured as absent:
+            missing.append(f"on a CPU {kind}: {absent.cell()}")
+    if not measured:
+        return "Repeated timing in each precision: " + "; ".join(missing) + "."
+    first = next(iter(measured.values()))
     lines = [
-        f"Repeated timing (`results/{CHG_TIMING}`): {numbers['repeats']} repeats per tool and "
-        f"precision, each in new processes, {numbers['updates per fit']} updates per fit (each "
-        f"fit's set-up included, so these seconds per update are not those of the table above); "
-        f"on {cpu.get('cpu', 'this CPU')}, which {native}. Faster means the slowest repeat of "
-        "one tool beats the fastest of the other.",
+        f"Repeated timing ({', '.join(f'`results/{path}`' for path in measured)}): "
+        f"{first['repeats']} repeats per tool and precision, each in new processes, "
+        f"{first['updates per fit']} updates per fit (each fit's set-up included, so these "
+        "seconds per update are not those of the table above). Faster means the slowest repeat "
+        "of one tool beats the fastest of the other.",
         "",
-        "| precision | lens_heads: median s per update, three fits summed (range) | CHG | "
+        "| CPU | precision | lens_heads: median s per update, three fits summed (range) | CHG | "
         "CHG / lens_heads | faster |",
-        "|---|---|---|---|---|",
+        "|---|---|---|---|---|---|",
     ]
-    for precision, row in numbers["precisions"].items():
-        cells = [
-            f"{row['median'][tool]:.2f} ({row['range'][tool][0]:.2f}-{row['range'][tool][1]:.2f})"
-            for tool in ("lens_heads", "CHG")
-        ]
-        lines.append(
-            f"| {precision} | {cells[0]} | {cells[1]} | "
-            f"{row['CHG / lens_heads (medians)']:.2f} | {row['faster']} |"
-        )
-    runs = numbers["precisions"]
-    if {"bfloat16", "float32"} <= set(runs):
-        slower = [
-            f"{tool} {runs['bfloat16']['median'][tool] / runs['float32']['median'][tool]:.1f}"
-            for tool in ("lens_heads", "CHG")
-        ]
-        lines += [
-            "",
-            "On this CPU bfloat16 takes this many times as long as float32 (medians): "
-            + ", ".join(slower)
-            + ".",
-        ]
+    where = []
+    for numbers in measured.values():
+        cpu = numbers["machine"]
+        native = "native bf16" if cpu.get("native_bf16") else "no native bf16"
+        name = f"{cpu.get('cpu', 'unnamed CPU')} ({native})"
+        runs = numbers["precisions"]
+        for precision, row in runs.items():
+            cells = [
+                f"{row['median'][tool]:.2f} "
+                f"({row['range'][tool][0]:.2f}-{row['range'][tool][1]:.2f})"
+                for tool in ("lens_heads", "CHG")
+            ]
+            lines.append(
+                f"| {name} | {precision} | {cells[0]} | {cells[1]} | "
+                f"{row['CHG / lens_heads (medians)']:.2f} | {row['faster']} |"
+            )
+        winners = ", ".join(f"{row['faster']} in {precision}" for precision, row in runs.items())
+        slower = ""
+        if {"bfloat16", "float32"} <= set(runs):
+            ratios = ", ".join(
+                f"{tool} {runs['bfloat16']['median'][tool] / runs['float32']['median'][tool]:.1f}"
+                for tool in ("lens_heads", "CHG")
+            )
+            slower = f"; bfloat16 takes this many times as long as float32 (medians): {ratios}"
+        where.append(f"on {name}, faster: {winners}{slower}")
+    lines += ["", "Per CPU: " + "; ".join(where + missing) + "."]
     return "\n".join(lines)
 
 

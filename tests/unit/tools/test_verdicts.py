@@ -852,11 +852,12 @@ def test_the_finders_page_counts_the_pattern_over_every_stored_run():
     assert across_runs(lambda path: (_ for _ in ()).throw(NotMeasured(path))) == ""
 
 
-def test_the_chg_timing_states_each_precisions_median_range_and_winner():
-    """docs/roles.md: the repeated timing gives per precision each tool's median and range and
-    the winner the run's rule chose; an unmeasured timing says so with its command."""
+def test_the_chg_timing_states_each_cpus_median_range_and_winner():
+    """docs/roles.md: the repeated timings give, per kind of CPU and precision, each tool's
+    median and range and the winner the run's rule chose, then per CPU the winners; a CPU not
+    yet timed says so with its command, and so does the line when no CPU was."""
     from reproduction import NotMeasured
-    from reproduction.roles import CHG_TIMING, chg_timing
+    from reproduction.roles import CHG_TIMINGS, chg_timing
 
     row = {
         "median": {"lens_heads": 1.0, "CHG": 2.5},
@@ -864,18 +865,37 @@ def test_the_chg_timing_states_each_precisions_median_range_and_winner():
         "CHG / lens_heads (medians)": 2.5,
         "faster": "lens_heads",
     }
-    numbers = {
-        "repeats": 3,
-        "updates per fit": 10,
-        "machine": {"cpu": "Some CPU", "native_bf16": False},
-        "precisions": {"float32": row, "bfloat16": row | {"faster": "neither"}},
+
+    def timing(cpu: str, native: bool, bf16: dict) -> dict:
+        return {
+            "repeats": 3,
+            "updates per fit": 10,
+            "machine": {"cpu": cpu, "native_bf16": native},
+            "precisions": {"float32": row, "bfloat16": bf16},
+        }
+
+    without, native = CHG_TIMINGS.values()
+    stored = {
+        without: timing("Slow CPU", False, row | {"faster": "neither"}),
+        native: timing("Fast CPU", True, row | {"median": {"lens_heads": 0.5, "CHG": 2.5}}),
     }
-    text = chg_timing(lambda path: numbers if path == CHG_TIMING else None)
-    assert "| float32 | 1.00 (0.90-1.20) | 2.50 (2.00-3.00) | 2.50 | lens_heads |" in text
-    assert "| bfloat16 |" in text and "| neither |" in text
-    assert "has no native bf16" in text
 
-    def missing(path):
-        raise NotMeasured(path, "python -m benchmarks.bench_roles --timing")
+    def load(path: str) -> dict:
+        if path not in stored:
+            raise NotMeasured(path, "python -m benchmarks.bench_roles --timing")
+        return stored[path]
 
-    assert "Repeated timing in each precision: not yet measured" in chg_timing(missing)
+    text = chg_timing(load)
+    assert "| Slow CPU (no native bf16) | float32 | 1.00 (0.90-1.20) | 2.50 (2.00-3.00) |" in text
+    assert "| Slow CPU (no native bf16) | bfloat16 |" in text and "| neither |" in text
+    assert "Slow CPU (no native bf16), faster: lens_heads in float32, neither in bfloat16" in text
+    assert "Fast CPU (native bf16), faster: lens_heads in float32, lens_heads in bfloat16" in text
+    assert "as float32 (medians): lens_heads 0.5, CHG 1.0" in text  # the fast CPU's bf16 ratio
+    del stored[native]
+    text = chg_timing(load)
+    assert "on a CPU with native bf16: not yet measured" in text
+    assert "Fast CPU" not in text
+    stored.clear()
+    assert "Repeated timing in each precision: on a CPU without native bf16: not yet measured" in (
+        chg_timing(load)
+    )
