@@ -12,13 +12,15 @@ from benchmarks.harness import BenchmarkResult, compare, time_call
 
 PAIRS = 100
 
+#: run in a child process; the peaks are its own (VmHWM: ru_maxrss would keep the parent's)
 _MEMORY_SCRIPT = """
-import json, resource, lens_heads as lh
+import json, lens_heads as lh
+from benchmarks.harness import peak_rss_mb
 model = lh.load_model("gemma-3-270m")
 lh.translation_scores(model, "en-fr", n=1)  # warm up: lazily built buffers
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+base = peak_rss_mb()
 lh.translation_scores(model, "en-fr", n={n}, batch_size={batch})
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+peak = peak_rss_mb()
 print(json.dumps({{"base": base, "peak": peak}}))
 """
 

@@ -59,6 +59,8 @@ def chg_python() -> Path:
     return python
 
 
+#: how both sides read their peak memory (``benchmarks.harness.peak_rss_mb``)
+PEAK_SOURCE = "VmHWM of each process"
 #: the precisions both tools are timed in (CHG: its CPU autocast on, or off)
 PRECISIONS = ("bfloat16", "float32")
 
@@ -206,6 +208,9 @@ def compare_with_chg(quick: bool) -> dict[str, Any]:
             "lens_heads": round(ours["peak RSS (MiB)"]),
             "CHG": round(theirs["peak RSS (MiB)"]),
         },
+        #: how the peaks were read: each process's own high-water mark (earlier runs read
+        #: ru_maxrss, which included the parent's resident set; the docs do not show those)
+        "peak RSS read from": PEAK_SOURCE,
         "fits": {},
         "other models": {
             name: {"lens_heads": lens_others[name], "CHG": theirs["other models"][name]}

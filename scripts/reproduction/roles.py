@@ -145,13 +145,23 @@ def _like_for_like(numbers: dict, within: dict) -> str:
             "the run stored no gates to compare majorities of equal halves; the next run of "
             "`python -m benchmarks.bench_roles` stores them and a kappa table like for like."
         )
-    words = []
+    lines = [
+        "Like for like: single masks against single masks, and the majority class of half of "
+        "one tool's masks against that of the other half (within a tool) or of half of the "
+        "other tool's (between); a head whose masks tie has no majority. Chance is the "
+        "agreement the compared class shares reach alone; the pairs are the compared pairs "
+        "of masks or halves.",
+        "",
+        "| compared | where | agree | chance | Cohen's kappa | pairs |",
+        "|---|---|---|---|---|---|",
+    ]
+    tools = {"within ours": "within lens_heads", "within theirs": "within CHG"}
     for row in rows:
-        words.append(
-            f"{row['compared']}, {row['where']}: {row['observed']:.0%} against chance "
-            f"{row['chance']:.0%}, kappa {row['kappa']:.2f}"
+        lines.append(
+            f"| {row['compared']} | {tools.get(row['where'], row['where'])} | {row['observed']:.0%} | "
+            f"{row['chance']:.0%} | {row['kappa']:.2f} | {row['pairs']} |"
         )
-    return "Like for like (a tie is no majority): " + "; ".join(words) + "."
+    return "\n".join(lines)
 
 
 def roles_vs_chg(load: Load) -> str:
@@ -184,6 +194,17 @@ def roles_vs_chg(load: Load) -> str:
             f"{held['CHG']:.3f} |"
         )
     memory = numbers["peak RSS (MiB)"]
+    if numbers.get("peak RSS read from"):
+        peaks = (
+            f"Peak memory: {memory['lens_heads']} MiB (lens_heads) and {memory['CHG']} MiB "
+            "(CHG), each process's own."
+        )
+    else:  # read with ru_maxrss, which Linux carries from the parent into each child
+        peaks = (
+            "Peak memory is not shown for this run: it was read with ru_maxrss, which on Linux "
+            "includes the parent process's resident set, so both tools reported at least the "
+            "parent's; the next run reads each process's own."
+        )
     classes = numbers["classes"]
     mine = ", ".join(f"{n} {c}" for c, n in classes["lens_heads"].items() if n)
     theirs = ", ".join(f"{n} {c}" for c, n in classes["CHG"].items() if n)
@@ -192,15 +213,17 @@ def roles_vs_chg(load: Load) -> str:
     faster = "at least as fast as" if ratio >= 1 else "slower than"
     observed = numbers["class agreement"]
     chance = chance_agreement(classes["lens_heads"], classes["CHG"])
+    no_majority = "no majority" in classes["lens_heads"]
+    ties = "a tie is no majority" if no_majority else "a tie going to the class named first"
     lines += [
         "",
         f"Over the three fits lens_heads is {faster} CHG per update (CHG takes {ratio:.2f} times "
-        f"as long). Peak memory: {memory['lens_heads']} MiB (lens_heads) and {memory['CHG']} MiB "
-        f"(CHG). Classes: lens_heads {mine}; CHG {theirs}. The two tools' majority classes "
-        f"(each over its {settings['n_masks']} masks, a tie going to the class named first) "
-        f"agree on {observed:.0%} of the heads, where the two tools' class shares alone would "
-        f"agree on {chance:.0%}: Cohen's kappa {kappa(observed, chance):.2f}. "
-        + _like_for_like(numbers, within),
+        f"as long). {peaks} Classes: lens_heads {mine}; CHG {theirs}. The two tools' majority "
+        f"classes (each over its {settings['n_masks']} masks, {ties}) agree on {observed:.0%} of "
+        f"the heads, where the two tools' class shares alone would agree on {chance:.0%}: "
+        f"Cohen's kappa {kappa(observed, chance):.2f}.",
+        "",
+        _like_for_like(numbers, within),
         "",
         "| model | lens_heads | CHG 0.1.0 |",
         "|---|---|---|",

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from benchmarks.harness import BenchmarkResult, compare, write_summary
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_speedup_ratio_and_verdict():
@@ -103,3 +106,23 @@ def test_a_benchmark_that_cannot_run_here_is_skipped(tmp_path, monkeypatch, caps
     assert run.main(["--only", "bench_gpu", "--out", str(tmp_path / "s.json")]) == 0
     assert "skipped bench_gpu.bench_gpu_training_step_and_sweep" in capsys.readouterr().out
     assert run.main(["--only", "no_such_benchmark", "--out", str(tmp_path / "t.json")]) == 1
+
+
+def test_a_child_process_reports_its_own_peak_not_its_parents():
+    """Issue 47: the side-by-side runs each tool in a child process; Linux keeps ``ru_maxrss``
+    across fork and exec, so a child read that way reports at least its parent's resident set.
+    A parent holding 400 MiB starts a child that allocates almost nothing: the child's peak is
+    far below it."""
+    import subprocess
+    import sys
+
+    from benchmarks.harness import peak_rss_mb
+
+    held = bytearray(400 * 1024 * 1024)  # touched, so resident
+    held[::4096] = b"\x01" * len(held[::4096])
+    assert peak_rss_mb() >= 400
+    code = "from benchmarks.harness import peak_rss_mb; print(peak_rss_mb())"
+    child = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 check=True, cwd=ROOT).stdout)  # fmt: skip
+    assert child < 200, child
+    del held

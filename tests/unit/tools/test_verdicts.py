@@ -800,7 +800,7 @@ def test_the_roles_comparison_states_chance_and_kappa():
     row = {"compared": "single mask", "where": "between", "observed": 0.6, "chance": 0.5,
            "kappa": 0.2, "pairs": 16}  # fmt: skip
     text = _like_for_like({"agreement (kappa)": [row]}, within)
-    assert "single mask, between: 60% against chance 50%, kappa 0.20" in text
+    assert "| single mask | between | 60% | 50% | 0.20 | 16 |" in text
     assert "not comparable" not in text
 
 
