@@ -214,10 +214,10 @@ def ablate_heads(
     model: Any,
     task: Task | str | os.PathLike[str],
     heads: Any,
+    config: EvaluationConfig | None = None,
     *,
     exclude: Any = None,
     control_task: Task | str | None = None,
-    config: EvaluationConfig | None = None,
     **options: Any,
 ) -> AblationResult:
     """Evaluate ``task`` (a translation task, its last ``n_eval`` examples, ``shots``-shot)

@@ -113,9 +113,9 @@ class Consistency(FolderResult):
 def alignment_consistency(
     model: Any,
     languages: Sequence[str] = ("en", "fr", "es", "de", "zh"),
+    config: ScoreConfig | None = None,
     *,
     k: int = 20,
-    config: ScoreConfig | None = None,
     **options: Any,
 ) -> Consistency:
     """Translation scores of every ordered pair of ``languages`` of the built-in corpus (under
@@ -194,9 +194,9 @@ class AcrossModels(FolderResult):
 def alignment_heads_across_models(
     models: Sequence[Any],
     pair: str = "en-fr",
+    config: ScoreConfig | None = None,
     *,
     threshold: float = 0.1,
-    config: ScoreConfig | None = None,
     **options: Any,
 ) -> AcrossModels:
     """Translation scores of ``pair`` on each model (a loaded model or a spec for

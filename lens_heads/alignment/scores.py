@@ -327,12 +327,12 @@ class _Prepared:
 def translation_scores(
     model: Any,
     pairs: PairsLike,
+    config: ScoreConfig | None = None,
     *,
     alignments: Sequence[Any] | str | os.PathLike[str] | None = None,
     src_lang: str | None = None,
     tgt_lang: str | None = None,
     aligner: Aligner | None = None,
-    config: ScoreConfig | None = None,
     **options: Any,
 ) -> TranslationScores:
     """Translation score of every head on ``pairs`` (see the module docstring for the four

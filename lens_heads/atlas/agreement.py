@@ -31,6 +31,7 @@ from lens_heads.core.settings import (
     PermutationsSetting,
     SeedSetting,
     TopKSetting,
+    configure,
 )
 
 __all__ = ["MAX_RESAMPLES", "AgreementConfig", "agreement", "check_top_k", "holm", "top_k_overlap"]
@@ -124,14 +125,13 @@ _CHUNK = 4096
 def agreement(
     frame: pd.DataFrame,
     columns: list[str] | None = None,
-    *,
     config: AgreementConfig | None = None,
     **options: object,
 ) -> pd.DataFrame:
     """One row per pair of ``columns`` (default: every numeric column) over the heads where
     both are defined: ``spearman``, its two-sided permutation ``p``, ``p (Holm)`` across the
     pairs, the bootstrap ``ci low``/``ci high``, ``top-k overlap`` and ``random overlap``."""
-    config = config or AgreementConfig(**options)  # type: ignore[arg-type]
+    config = configure(AgreementConfig, config, options, "agreement")
     columns = columns or [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])]
     rng = np.random.default_rng(config.seed)
     pairs = len(columns) * (len(columns) - 1) // 2

@@ -40,7 +40,7 @@ from lens_heads.core.capture import capture
 from lens_heads.core.checks import check_int, own_checks
 from lens_heads.core.errors import InputError
 from lens_heads.core.models import ModelLike, head_shape
-from lens_heads.core.settings import BatchSetting, SeedSetting, SharedPart
+from lens_heads.core.settings import BatchSetting, SeedSetting, SharedPart, configure
 
 __all__ = [
     "DETECTORS",
@@ -147,10 +147,11 @@ def _score(pattern: Tensor, attention: Tensor) -> Tensor:
 
 
 def detect_patterns(
-    model: ModelLike, config: DetectorConfig | None = None
+    model: ModelLike, config: DetectorConfig | None = None, **overrides: Any
 ) -> dict[str, Float[Tensor, "n_layers n_heads"]]:
-    """Each detector's score for every query head: the mean over the generated sequences."""
-    config = config or DetectorConfig()
+    """Each detector's score for every query head: the mean over the generated sequences
+    (``config``'s fields also as keywords, ``n_sequences=8``)."""
+    config = configure(DetectorConfig, config, overrides, "detect_patterns")
     tokens = repeated_random_tokens(model, config)
     patterns = detection_patterns(tokens)
     n_layers, _ = head_shape(model)
@@ -174,9 +175,11 @@ def detect_patterns(
     return {name: stacked[:, d] for d, name in enumerate(DETECTORS)}
 
 
-def chance_scores(model: ModelLike, config: DetectorConfig | None = None) -> dict[str, float]:
+def chance_scores(
+    model: ModelLike, config: DetectorConfig | None = None, **overrides: Any
+) -> dict[str, float]:
     """Each detector's score for a head that attends uniformly to what it can see."""
-    config = config or DetectorConfig()
+    config = configure(DetectorConfig, config, overrides, "chance_scores")
     tokens = repeated_random_tokens(model, config)
     length = tokens.shape[1]
     uniform = torch.ones(length, length).tril() / torch.arange(1, length + 1)[:, None]
@@ -188,14 +191,14 @@ def chance_scores(model: ModelLike, config: DetectorConfig | None = None) -> dic
 
 
 def repeated_half_loss(
-    model: ModelLike, config: DetectorConfig | None = None, mask: Any = None
+    model: ModelLike, config: DetectorConfig | None = None, mask: Any = None, **overrides: Any
 ) -> Float[Tensor, " n_sequences"]:
     """Each sequence's mean next-token loss over its repeated half (predicting the second ``R``
     from the first), under ``mask`` (a :class:`~lens_heads.HeadMask` or tensor) when given:
     what induction heads lower, so removing them should raise it."""
     from lens_heads.core.hooks import maybe_mask
 
-    config = config or DetectorConfig()
+    config = configure(DetectorConfig, config, overrides, "repeated_half_loss")
     tokens = repeated_random_tokens(model, config)
     start = 1 + config.length  # the first position of the repeated block
     losses = []

@@ -52,7 +52,7 @@ from lens_heads.core.errors import InputError
 from lens_heads.core.hooks import head_outputs, mask_hooks
 from lens_heads.core.models import ModelLike, head_shape
 from lens_heads.core.prompts import pad_token_id
-from lens_heads.core.settings import AblationsSetting, BatchSetting
+from lens_heads.core.settings import AblationsSetting, BatchSetting, configure
 
 __all__ = [
     "ABLATIONS",
@@ -271,17 +271,19 @@ def single_head_effects(
     model: ModelLike,
     prompts: Sequence[PromptLike],
     answers: Sequence[str | int],
+    config: EffectsConfig | None = None,
     *,
     reference: Sequence[PromptLike] | None = None,
-    config: EffectsConfig | None = None,
     against: Sequence[str | int] | None = None,
     progress: bool = False,
+    **options: Any,
 ) -> dict[str, Float[Tensor, "n_layers n_heads"]]:
-    """The mean answer-logit drop of removing each head alone, per ablation of ``config``
-    (``reference``: the prompts of the mean ablation's baseline, required for it; of the
-    resample ablation's donors, matched by length). With ``against`` (one answer per prompt),
-    the drop of the logit difference between each answer and its ``against``."""
-    config = config or EffectsConfig()
+    """The mean answer-logit drop of removing each head alone, per ablation of ``config`` (its
+    fields also as keywords, ``ablations=("zero",)``; ``reference``: the prompts of the mean
+    ablation's baseline, required for it; of the resample ablation's donors, matched by length).
+    With ``against`` (one answer per prompt), the drop of the logit difference between each
+    answer and its ``against``."""
+    config = configure(EffectsConfig, config, options, "single_head_effects")
     if len(prompts) != len(answers) or not prompts:
         raise InputError(f"give one answer per prompt ({len(prompts)} prompts, {len(answers)})")
     n_layers, n_heads = head_shape(model)
@@ -359,14 +361,15 @@ def plain_single_head_effects(
     model: ModelLike,
     prompts: Sequence[PromptLike],
     answers: Sequence[str | int],
+    config: EffectsConfig | None = None,
     *,
     reference: Sequence[PromptLike] | None = None,
-    config: EffectsConfig | None = None,
     against: Sequence[str | int] | None = None,
+    **options: Any,
 ) -> dict[str, Float[Tensor, "n_layers n_heads"]]:
     """The same effects the plain way: for each head and ablation, one hook and a full forward
     of every prompt (the reference of :func:`single_head_effects`)."""
-    config = config or EffectsConfig()
+    config = configure(EffectsConfig, config, options, "plain_single_head_effects")
     n_layers, n_heads = head_shape(model)
     tokens = _encode(model, prompts)
     answer_ids = _answer_ids(model, answers, against)

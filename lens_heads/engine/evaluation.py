@@ -71,11 +71,11 @@ def evaluate(
     model: ModelLike,
     task: Task | str | os.PathLike[str],
     settings: Sequence[str] | str | None = None,
+    config: EvaluationConfig | None = None,
     *,
     mask: HeadMask | str | os.PathLike[str] | None = None,
     other_mask: HeadMask | str | os.PathLike[str] | None = None,
     instruction: str | None = None,
-    config: EvaluationConfig | None = None,
     **options: Any,
 ) -> EvaluationResult:
     """Evaluate ``task`` on its last ``n_eval`` examples under each setting.

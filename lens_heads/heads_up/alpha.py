@@ -355,11 +355,11 @@ def alpha_curve(
     model: ModelLike,
     task: Task | str | os.PathLike[str],
     mask: HeadMask | str | os.PathLike[str],
+    config: EvaluationConfig | None = None,
     *,
     alphas: Sequence[float | int] = DEFAULT_ALPHAS,
     instruction: bool | str = True,
     uninstructed: bool = True,
-    config: EvaluationConfig | None = None,
     **options: Any,
 ) -> AlphaCurve:
     """Evaluate ``task`` on its last ``n_eval`` examples with ``mask`` scaled by each alpha.
@@ -424,12 +424,12 @@ def table8(
     model: ModelLike,
     task: Task | str | os.PathLike[str],
     mask: HeadMask | str | os.PathLike[str],
+    config: EvaluationConfig | None = None,
     *,
     best_alpha: float | int | AlphaCurve | None = None,
     alphas: Sequence[float | int] = DEFAULT_ALPHAS,
     n_select: int | None = None,
     instruction: bool | str = True,
-    config: EvaluationConfig | None = None,
     **options: Any,
 ) -> AlphaCurve:
     """Heads up! Table 8 on the last ``n_eval`` (held-out) examples: instructed original

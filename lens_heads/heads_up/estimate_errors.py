@@ -53,6 +53,7 @@ from lens_heads.core.settings import (
     IntegratedGradientsSetting,
     ProgressSetting,
     TopKSetting,
+    configure,
 )
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tasks import Task, get_task
@@ -274,11 +275,13 @@ def estimate_errors(
     task: Task | str,
     order: OrderLike,
     config: EstimateErrorsConfig | None = None,
+    **overrides: Any,
 ) -> EstimateErrors:
     """The removal sweep of ``order`` (heads, a mask or trained weights, as
     :func:`lens_heads.removal_sweep` takes it) on each of the task's last ``n_eval``
-    examples, exactly and by each gradient estimate; see the module for what is recorded."""
-    config = config or EstimateErrorsConfig()
+    examples, exactly and by each gradient estimate (``config``'s fields also as keywords,
+    ``n_eval=4``); see the module for what is recorded."""
+    config = configure(EstimateErrorsConfig, config, overrides, "estimate_errors")
     task = task if isinstance(task, Task) else get_task(task)
     heads = removal_order(model, order)
     if config.max_heads is not None:

@@ -173,9 +173,9 @@ def functional_pathways(
     model: ModelLike,
     tasks: Sequence[Task | str | os.PathLike[str]],
     masks: Mapping[str, HeadMask] | Sequence[HeadMask] | str | os.PathLike[str],
+    config: EvaluationConfig | None = None,
     *,
     cache_dir: str | os.PathLike[str] | None = None,
-    config: EvaluationConfig | None = None,
     **options: Any,
 ) -> PathwaysResult:
     """Table 6 for a family of related ``tasks`` (two or more) and their ``masks`` (``name ->

@@ -298,10 +298,10 @@ def figure4_stats(
     prompts: Sequence[str] | Task | str | os.PathLike[str],
     instruction: str | None,
     mask: HeadMask | Tensor,
+    config: ReadoutConfig | None = None,
     *,
     n_prompts: int | None = None,
     later_layers: Sequence[int] | range | None = None,
-    config: ReadoutConfig | None = None,
     **options: Any,
 ) -> SimilarityStats:
     """Figure 4 over many prompts (see :func:`figure4_similarity`); ``prompts`` is a list of

@@ -368,11 +368,11 @@ def removal_sweep(
     model: ModelLike,
     prompt: str,
     order: OrderLike,
+    config: SweepConfig | None = None,
     *,
     target: str | int | None = None,
     reference_prompt: str | None = None,
     ablation_prompts: Sequence[str] | None = None,
-    config: SweepConfig | None = None,
     **options: Any,
 ) -> SweepResult:
     """Remove the heads of ``order`` one by one and record what the model predicts at each step.

@@ -486,9 +486,9 @@ class TransferConfig(
 def attention_transfer(
     model: ModelLike,
     heads: LanguageHeads,
+    config: TransferConfig | None = None,
     *,
     corpus: ParallelCorpus | None = None,
-    config: TransferConfig | None = None,
     **options: Any,
 ) -> TransferResult:
     """Translate the last ``n_eval`` sentences of ``corpus`` (the built-in one by default) from

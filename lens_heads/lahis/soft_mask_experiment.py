@@ -390,10 +390,10 @@ def soft_mask_experiment(
     model: ModelLike,
     task: Task | str | os.PathLike[str],
     ranking: HeadImportance | LanguageHeads | Sequence[str],
+    config: SoftMaskConfig | None = None,
     *,
     language: str | None = None,
     out: str | os.PathLike[str] | None = None,
-    config: SoftMaskConfig | None = None,
     **options: Any,
 ) -> SoftMaskExperiment:
     """LAHIS's soft-mask experiment: train a soft mask on the top ``fraction`` of heads of

@@ -107,7 +107,6 @@ _BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 def plan(
     model: Any,
     job: str = "train-mask",
-    *,
     config: PlanConfig | None = None,
     **fields: Any,
 ) -> Plan:

@@ -228,6 +228,43 @@ def test_the_entry_points_take_their_settings_as_keyword_overrides(model, tmp_pa
             call(**{typo: 3})
 
 
+def test_the_last_odd_entry_points_take_config_by_position_and_overrides(model):
+    """Issue 45: the entry points whose config was keyword-only take it after their positional
+    inputs, and those that refused overrides (the single-head effects, the detectors, the
+    estimate errors) take its fields as keywords (a misspelt one names the closest field,
+    before any forward pass)."""
+    import pandas as pd
+
+    from lens_heads.atlas import (
+        AgreementConfig,
+        EffectsConfig,
+        agreement,
+        plain_single_head_effects,
+        single_head_effects,
+    )
+
+    frame = pd.DataFrame({"a": [0.1, 0.5, 0.3, 0.9], "b": [0.2, 0.4, 0.1, 0.8]})
+    by_position = agreement(frame, None, AgreementConfig(permutations=50, bootstrap=20))
+    by_keyword = agreement(frame, permutations=50, bootstrap=20)
+    pd.testing.assert_frame_equal(by_position, by_keyword)
+    prompts, answers = ["the cat sat", "a dog ran"], ["x", "y"]
+    for effects in (single_head_effects, plain_single_head_effects):
+        zero = effects(model, prompts, answers, EffectsConfig(ablations=("zero",)))
+        assert set(zero) == {"zero"}
+        assert set(effects(model, prompts, answers, ablations=("zero",))) == {"zero"}
+        with pytest.raises(lh.LensHeadsError, match="'ablation' \\(did you mean 'ablations'"):
+            effects(model, prompts, answers, ablation=("zero",))
+    from lens_heads.atlas import DetectorConfig, chance_scores, detect_patterns
+    from lens_heads.heads_up import estimate_errors
+
+    small = DetectorConfig(n_sequences=3, length=5)
+    assert chance_scores(model, n_sequences=3, length=5) == chance_scores(model, small)
+    with pytest.raises(lh.LensHeadsError, match="'n_sequence' \\(did you mean 'n_sequences'"):
+        detect_patterns(model, n_sequence=3)
+    with pytest.raises(lh.LensHeadsError, match="'max_head' \\(did you mean 'max_heads'"):
+        estimate_errors(model, "capitalize", ["L0H1"], max_head=1)
+
+
 def _dataclasses_named(suffix: str) -> list[type]:
     """Every dataclass of the package whose name ends with ``suffix``, where it is defined."""
     import dataclasses

@@ -17,23 +17,11 @@ from tests.unit.architecture.test_api import API
 
 #: settings passed as loose keywords instead of a settings object
 LOOSE = ("batch_size", "progress", "chat", "precision", "n_eval", "shots")
-#: entry points whose config is still keyword-only (a third positional is an input there, e.g.
-#: evaluate's settings, and moving it would break positional calls)
-CONFIG_KEYWORD_ONLY = {
-    "lens_heads.ablate_heads", "lens_heads.alpha_curve", "lens_heads.evaluate",
-    "lens_heads.functional_pathways", "lens_heads.plan", "lens_heads.removal_sweep",
-    "lens_heads.translation_scores", "lens_heads.heads_up.figure4_stats",
-    "lens_heads.heads_up.table8", "lens_heads.alignment.alignment_consistency",
-    "lens_heads.alignment.alignment_heads_across_models", "lens_heads.lahis.attention_transfer",
-    "lens_heads.lahis.soft_mask_experiment", "lens_heads.atlas.agreement",
-    "lens_heads.atlas.plain_single_head_effects", "lens_heads.atlas.single_head_effects",
-}  # fmt: skip
-#: entry points that take a config but no keyword overrides of its fields
-NO_OVERRIDES = {
-    "lens_heads.heads_up.estimate_errors", "lens_heads.atlas.chance_scores",
-    "lens_heads.atlas.detect_patterns", "lens_heads.atlas.plain_single_head_effects",
-    "lens_heads.atlas.repeated_half_loss", "lens_heads.atlas.single_head_effects",
-}  # fmt: skip
+#: entry points whose config is keyword-only: none is left (config follows every positional
+#: input, so no positional call changed meaning when it moved), and a new one fails
+CONFIG_KEYWORD_ONLY: set[str] = set()
+#: entry points that take a config but no keyword overrides of its fields: none is left
+NO_OVERRIDES: set[str] = set()
 #: public functions that take settings as loose keywords and have no settings object yet
 LOOSE_SETTINGS = {
     "lens_heads.attention_on_target", "lens_heads.figure4_similarity", "lens_heads.generate",
