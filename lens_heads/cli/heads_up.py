@@ -14,6 +14,7 @@ from lens_heads.core.ablation import ABLATIONS
 from lens_heads.core.errors import InputError
 from lens_heads.core.tables import markdown_table
 from lens_heads.demo import DemoConfig
+from lens_heads.heads_up.attention_config import AttentionConfig
 from lens_heads.heads_up.lens_config import LensConfig
 from lens_heads.heads_up.similarity_stats import ReadoutConfig
 from lens_heads.heads_up.sweep_config import ENGINES, SweepConfig
@@ -344,8 +345,7 @@ def _add_attention(sub: Any) -> None:
     common.deprecated(parser, "--n", "--n-eval", "n_eval", type=common.positive)
     common.add_inputs(parser, "mask", "instruction")
     parser.add_argument("--no-instruction", action="store_true", help="skip the instructed run")
-    common.add_chat_argument(parser)
-    parser.add_argument("--batch-size", type=common.positive, default=16)
+    add_settings(parser, AttentionConfig, skip=("progress",))  # --chat --batch-size
     common.add_out_argument(parser)
 
 
@@ -371,6 +371,7 @@ def _cmd_attention(args: argparse.Namespace) -> int:
             raise InputError(f"--target {missing[0]!r} is not in its --prompt; give a word of it")
     if args.no_instruction:
         instruction = None
+    config = settings_from(args, AttentionConfig, progress=True)
     mask = common.mask_before_model(args.mask, common.check_model(args))
     with common.writing(args.out) as out:
         model = common.load_model(args)
@@ -378,11 +379,9 @@ def _cmd_attention(args: argparse.Namespace) -> int:
             model,
             prompts,
             targets,
+            config,
             mask=common.load_mask(mask, model),
             instruction=instruction,
-            chat=common.chat_choice(args.chat),
-            batch_size=args.batch_size,
-            progress=True,
         )
         written = result.save(out, png=True)
     print(result.to_markdown())

@@ -20,6 +20,7 @@ It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another
 
 from lens_heads.heads_up.alpha import DEFAULT_ALPHAS, AlphaCurve, alpha_curve, check_alphas, table8
 from lens_heads.heads_up.attention import AttentionResult, attention_on_target, candidate_words
+from lens_heads.heads_up.attention_config import AttentionConfig
 from lens_heads.heads_up.estimate_errors import (
     ESTIMATES,
     EstimateErrors,
@@ -59,6 +60,7 @@ __all__ = [
     "DEFAULT_ALPHAS",
     "ESTIMATES",
     "AlphaCurve",
+    "AttentionConfig",
     "AttentionResult",
     "DependentChanges",
     "EstimateErrors",

@@ -46,8 +46,10 @@ from lens_heads.core.checks import check_prompts, warn_input
 from lens_heads.core.errors import ComputationError, InputError
 from lens_heads.core.masks import HeadMask, format_head
 from lens_heads.core.models import ModelLike, head_shape, model_name
+from lens_heads.core.settings import configure
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
+from lens_heads.heads_up.attention_config import AttentionConfig
 
 __all__ = [
     "AttentionResult",
@@ -269,14 +271,13 @@ def attention_on_target(
     model: ModelLike,
     prompts: str | Sequence[str],
     targets: TargetSpec | Sequence[TargetSpec],
+    config: AttentionConfig | None = None,
     *,
     mask: HeadMask | None = None,
     instruction: str | None = None,
     settings: Sequence[str] | None = None,
-    chat: bool | None = None,
     candidates: Sequence[Sequence[str]] | None = None,
-    batch_size: int = 16,
-    progress: bool = False,
+    **overrides: Any,
 ) -> AttentionResult:
     """Attention from each prompt's last position to its target's tokens, per head, in the
     settings ``original`` (bare input), ``instructed`` (with ``instruction``), ``masked``
@@ -288,7 +289,11 @@ def attention_on_target(
     them (chat template when the tokenizer has one); the target is located inside the rendered
     prompt, so instructed prompts attend to the same word. ``candidates`` (one list of words per
     prompt, the target among them) normalises each score over the candidates' tokens (Table 7).
+    ``config`` (an :class:`AttentionConfig`; its fields also as keywords, ``batch_size=4``) says
+    how the prompts run.
     """
+    config = configure(AttentionConfig, config, overrides, "attention_on_target")
+    chat = config.chat
     prompt_list = check_prompts(prompts)
     if isinstance(targets, str) or (
         isinstance(targets, tuple)
@@ -354,8 +359,8 @@ def attention_on_target(
             last,
             names,
             mask=run_mask,
-            batch_size=batch_size,
-            progress=progress,
+            batch_size=config.batch_size,
+            progress=config.progress,
         )
         per_layer = [captured[f"blocks.{layer}.attn.hook_pattern"] for layer in range(n_layers)]
         results.append(torch.stack(per_layer, dim=1))  # [prompt, layer, head]

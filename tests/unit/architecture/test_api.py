@@ -53,7 +53,8 @@ API = {
         "mask_info", "native_bf16", "run_plan", "train_mask", "train_or_resume", "with_overrides",
     ],
     "lens_heads.heads_up": [
-        "DEFAULT_ALPHAS", "ESTIMATES", "AlphaCurve", "AttentionResult", "DependentChanges",
+        "DEFAULT_ALPHAS", "ESTIMATES", "AlphaCurve", "AttentionConfig", "AttentionResult",
+        "DependentChanges",
         "EstimateErrors", "EstimateErrorsConfig", "HeadRoles", "KVGroupsRemoved", "LensConfig",
         "LogitLensResult", "MaskStatistics", "PathwaysResult", "ReadoutConfig", "RolesConfig",
         "SimilarityResult", "SimilarityStats", "SweepConfig", "SweepEstimates", "SweepResult",

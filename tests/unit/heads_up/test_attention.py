@@ -258,8 +258,10 @@ def test_bad_inputs_raise_clear_errors(tiny):
         attention_on_target(tiny, ["pear, dog"], ["pear"], settings=["masked"])
     with pytest.raises(ValueError, match="'instructed' needs instruction="):
         attention_on_target(tiny, ["pear, dog"], ["pear"], settings=["instructed"])
-    with pytest.raises(ValueError, match="batch_size must be positive"):
+    with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
         attention_on_target(tiny, ["pear, dog"], ["pear"], batch_size=0)
+    with pytest.raises(ValueError, match="'batch_siz' \\(did you mean 'batch_size'"):
+        attention_on_target(tiny, ["pear, dog"], ["pear"], batch_siz=4)
 
 
 def test_target_token_span_bad_inputs(tiny):
