@@ -97,7 +97,8 @@ def _machine(numbers: dict[str, Any]) -> str:
     versions = libraries(machine)
     versions = f"; {versions}" if versions else ""
     threads = machine.get("threads", "?")
-    return f"{machine.get('cpu', 'unknown CPU')} ({bf16}, {threads} threads{versions})"
+    plural = "" if threads == 1 else "s"
+    return f"{machine.get('cpu', 'unknown CPU')} ({bf16}, {threads} thread{plural}{versions})"
 
 
 # -- blocks ---------------------------------------------------------------------------------------
