@@ -22,6 +22,7 @@ from lens_heads.alignment.consistency import (
 from lens_heads.alignment.score_config import ScoreConfig
 from lens_heads.alignment.scores import TranslationScores, translation_scores
 from lens_heads.alignment.trater import TRaterResult, trater_scores
+from lens_heads.alignment.trater_config import TRaterConfig
 
 __all__ = [
     "CATEGORIES",
@@ -32,6 +33,7 @@ __all__ = [
     "EflomalAligner",
     "ScoreConfig",
     "SimAligner",
+    "TRaterConfig",
     "TRaterResult",
     "TranslationScores",
     "ablate_heads",

@@ -28,6 +28,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.alignment.ablation import _removal, resolve_heads
+from lens_heads.alignment.trater_config import TRaterConfig
 from lens_heads.core.checks import read_text_file
 from lens_heads.core.decoding import LOGITS_BUDGET_BYTES
 from lens_heads.core.errors import InputError, InputTypeError, LensHeadsError, NonFiniteError
@@ -35,6 +36,7 @@ from lens_heads.core.hooks import maybe_mask
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import head_shape, model_name
 from lens_heads.core.prompts import pad_token_id
+from lens_heads.core.settings import configure
 from lens_heads.core.storage import FolderResult, write_atomic
 from lens_heads.core.tables import markdown_table
 
@@ -181,18 +183,20 @@ def trater_scores(
     model: Any,
     texts: Sequence[str] | pd.DataFrame | str | os.PathLike[str],
     heads: Any,
+    config: TRaterConfig | None = None,
     *,
     languages: Sequence[str] | None = None,
-    batch_size: int | None = None,
-    progress: bool = False,
+    **overrides: Any,
 ) -> TRaterResult:
     """TRater score of each text: ``mean_i [CE(masked, x_i) - CE(model, x_i)]`` over the
     text's predicted tokens, with ``heads`` (labels, a :class:`HeadMask` of the heads to mask,
     or a file) removed through the ``hook_z`` mask. ``texts`` is a list, a DataFrame with a
     ``text`` column (and ``lang``), or a CSV/JSONL/text file (:func:`load_texts`). Texts are
     scored in right-padded batches (no attention mask needed), equal to one at a time; with
-    no heads every score is exactly 0.
+    no heads every score is exactly 0. ``config`` (a :class:`TRaterConfig`; its fields also as
+    keywords, ``batch_size=4``) says how the texts run.
     """
+    config = configure(TRaterConfig, config, overrides, "trater_scores")
     if isinstance(texts, (str, os.PathLike)):
         texts = load_texts(texts)
     if isinstance(texts, pd.DataFrame):
@@ -207,8 +211,6 @@ def trater_scores(
         raise InputError("no texts to score")
     if languages is not None and len(languages) != len(texts):
         raise InputError(f"got {len(languages)} languages for {len(texts)} texts")
-    if batch_size is not None and batch_size < 1:
-        raise InputError(f"batch_size must be positive, got {batch_size}")
     labels = resolve_heads(heads, model)
     tokenizer = model.tokenizer
     encoded = []
@@ -226,8 +228,8 @@ def trater_scores(
             )
         encoded.append(ids)
     n_layers, n_heads = head_shape(model)
-    size = batch_size or 16
-    bar = tqdm(total=2, desc="TRater", disable=not progress, leave=False)
+    size = config.batch_size
+    bar = tqdm(total=2, desc="TRater", disable=not config.progress, leave=False)
     clean = _token_ce(model, encoded, None, size)
     bar.update()
     masked = _token_ce(model, encoded, _removal(labels, n_layers, n_heads), size)

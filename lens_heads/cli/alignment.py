@@ -14,6 +14,7 @@ from typing import Any
 
 from lens_heads.alignment.ablation import ABLATION
 from lens_heads.alignment.score_config import CHOICES, ScoreConfig
+from lens_heads.alignment.trater_config import TRaterConfig
 from lens_heads.cli import common
 from lens_heads.cli.options import add_settings, settings_from
 from lens_heads.core.errors import InputError
@@ -218,7 +219,7 @@ def _add_trater(sub: Any) -> None:
     parser.add_argument(
         "--select", type=common.fraction, default=0.2, help="top fraction per language"
     )
-    parser.add_argument("--batch-size", type=common.positive, default=16)
+    add_settings(parser, TRaterConfig, skip=("progress",))  # --batch-size
     common.add_out_argument(parser)
 
 
@@ -226,13 +227,14 @@ def _cmd_trater(args: argparse.Namespace) -> int:
     from lens_heads.alignment.trater import load_texts, trater_scores
     from lens_heads.core.storage import write_atomic
 
+    config = settings_from(args, TRaterConfig, progress=True)
     shape = common.check_model(args)
     texts = load_texts(args.texts)
     heads = _heads_before_model(args.heads, shape, args.pair, args)
     with common.writing(args.out) as out:
         model = common.load_model(args)
         heads, _ = _heads_argument(heads, model, args.pair, args)
-        result = trater_scores(model, texts, heads, batch_size=args.batch_size, progress=True)
+        result = trater_scores(model, texts, heads, config)
         written = result.save(out, png=True)
         selected = result.select(args.select)
         written.append(write_atomic(out / "selected.csv", selected.to_csv()))

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import lens_heads as lh
+from lens_heads.alignment import TRaterConfig
 from lens_heads.alignment.ablation import (
     AblationResult,
     failure_category,
@@ -116,7 +117,9 @@ def test_trater_is_exactly_zero_for_no_heads(tiny):
 
 def test_trater_batched_equals_one_at_a_time(tiny):
     batched = lh.trater_scores(tiny, TEXTS, ["L0H1", "L1H2"], batch_size=16)
-    single = lh.trater_scores(tiny, TEXTS, ["L0H1", "L1H2"], batch_size=1)
+    single = lh.trater_scores(tiny, TEXTS, ["L0H1", "L1H2"], TRaterConfig(batch_size=1))
+    with pytest.raises(lh.LensHeadsError, match="'batch' \\(did you mean 'batch_size'"):
+        lh.trater_scores(tiny, TEXTS, ["L0H1"], batch=2)
     assert torch.allclose(batched.scores, single.scores, atol=1e-5)
     assert (batched.scores != 0).all()
 

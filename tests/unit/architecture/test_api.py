@@ -67,7 +67,8 @@ API = {
     ],
     "lens_heads.alignment": [
         "CATEGORIES", "AblationResult", "AcrossModels", "AlignmentError", "Consistency",
-        "EflomalAligner", "ScoreConfig", "SimAligner", "TRaterResult", "TranslationScores",
+        "EflomalAligner", "ScoreConfig", "SimAligner", "TRaterConfig", "TRaterResult",
+        "TranslationScores",
         "ablate_heads", "alignment_consistency", "alignment_heads_across_models",
         "translation_scores", "trater_scores",
     ],
