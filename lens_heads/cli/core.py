@@ -7,6 +7,8 @@ import argparse
 from typing import Any
 
 from lens_heads.cli import common
+from lens_heads.cli.options import add_settings, settings_from
+from lens_heads.core.generation_config import GenerationConfig
 
 __all__ = ["COMMANDS"]
 
@@ -41,18 +43,20 @@ def _add_generate(sub: Any) -> None:
         "mask",
         prompt={"action": "append", "required": True, "help": "the input text (repeat: a batch)"},
     )
-    common.add_chat_argument(parser)
-    parser.add_argument("--max-new-tokens", type=common.positive, default=30)
+    # the command's defaults: the chat template when the model has one, longer continuations
+    add_settings(
+        parser, GenerationConfig, skip=("progress",), defaults={"chat": None, "max_new_tokens": 30}
+    )
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
     from lens_heads.core.generation import generate
 
+    config = settings_from(args, GenerationConfig)
     mask = common.mask_before_model(args.mask, common.check_model(args))
     model = common.load_model(args)
     mask = common.load_mask(mask, model)
-    chat = common.resolve_chat(args, model)
-    outputs = generate(model, args.prompt, chat=chat, max_new_tokens=args.max_new_tokens, mask=mask)
+    outputs = generate(model, args.prompt, config, mask=mask)
     for prompt, output in zip(args.prompt, outputs, strict=True):
         print(f"> {prompt}\n{output.text}")
     return 0

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch befo
     from lens_heads.core.errors import InputError, LensHeadsError
     from lens_heads.core.fingerprints import Fingerprint, claim_folder
     from lens_heads.core.generation import Generation, generate, greedy_generate
+    from lens_heads.core.generation_config import DecodingConfig, GenerationConfig
     from lens_heads.core.guards import verify_model
     from lens_heads.core.hooks import ablated, apply_mask, mask_hooks
     from lens_heads.core.language_id import CORPUS_LANGUAGES, identify_language
@@ -58,9 +59,11 @@ __all__ = [
     "CORPUS_LANGUAGES",
     "INSTRUCTION_TEMPLATE",
     "MODEL_ALIASES",
+    "DecodingConfig",
     "Example",
     "Fingerprint",
     "Generation",
+    "GenerationConfig",
     "HeadMask",
     "HeadScale",
     "InputError",

@@ -15,13 +15,15 @@ from typing import Any
 
 import torch
 
-from lens_heads.core.checks import check_context, check_int, check_prompts
+from lens_heads.core.checks import check_context, check_prompts
 from lens_heads.core.decoding import decode_greedy, supports_kv_cache
 from lens_heads.core.errors import InputError
+from lens_heads.core.generation_config import DecodingConfig, GenerationConfig
 from lens_heads.core.hooks import maybe_mask
 from lens_heads.core.masks import HeadMask, MaskShapeError
 from lens_heads.core.models import ModelLike
-from lens_heads.core.prompts import END_OF_TURN_TOKENS, encode_text
+from lens_heads.core.prompts import END_OF_TURN_TOKENS, encode_text, has_chat_template
+from lens_heads.core.settings import configure
 
 __all__ = ["Generation", "generate", "greedy_generate", "stop_token_ids"]
 
@@ -70,12 +72,11 @@ def _batch_masks(
 def greedy_generate(
     model: ModelLike,
     prompts: Sequence[Sequence[int]],
+    config: DecodingConfig | None = None,
     *,
-    max_new_tokens: int = 10,
     mask: HeadMask | torch.Tensor | Sequence[HeadMask] | None = None,
-    batch_size: int = 16,
     stop_tokens: Sequence[int] | None = None,
-    progress: bool = False,
+    **overrides: Any,
 ) -> list[list[int]]:
     """Greedy new tokens for each tokenized prompt: KV cached, batched with left padding, and
     the prefix all prompts share (chat template, instruction) computed once.
@@ -83,10 +84,11 @@ def greedy_generate(
     ``mask`` is one mask for all prompts, or one per prompt (a list of :class:`HeadMask` or a
     ``[n_prompts, n_layers, n_heads]`` tensor). Generation stops at a stop token (excluded from
     the result) or after ``max_new_tokens``. The tokens equal those of generating each prompt
-    alone; prompts are grouped by length to keep padding small.
+    alone; prompts are grouped by length to keep padding small. ``config`` (a
+    :class:`DecodingConfig`; its fields also as keywords, ``max_new_tokens=5``) says how.
     """
-    check_int("max_new_tokens", max_new_tokens, minimum=1)
-    check_int("batch_size", batch_size, minimum=1)
+    config = configure(DecodingConfig, config, overrides, "greedy_generate")
+    max_new_tokens = config.max_new_tokens
     if len(prompts) == 0:
         raise InputError("no prompts to generate from: pass at least one prompt")
     if any(len(prompt) == 0 for prompt in prompts):
@@ -101,9 +103,9 @@ def greedy_generate(
             prompts,
             max_new_tokens=max_new_tokens,
             stops=stops,
-            batch_size=batch_size,
+            batch_size=config.batch_size,
             mask=shared if per_example is None else per_example,
-            progress=progress,
+            progress=config.progress,
         ).new_tokens
     return _generate_legacy(model, prompts, max_new_tokens, shared, per_example, stops)
 
@@ -140,30 +142,24 @@ def _generate_legacy(
 def generate(
     model: ModelLike,
     prompts: str | Sequence[str],
+    config: GenerationConfig | None = None,
     *,
-    chat: bool = False,
-    max_new_tokens: int = 10,
     mask: HeadMask | torch.Tensor | Sequence[HeadMask] | None = None,
-    batch_size: int = 16,
-    progress: bool = False,
+    **overrides: Any,
 ) -> list[Generation]:
-    """Greedy continuations of text prompts (wrapped in the chat template when ``chat``).
+    """Greedy continuations of text prompts (wrapped in the chat template with ``chat=True``;
+    ``config`` a :class:`GenerationConfig`, its fields also as keywords).
 
     >>> import lens_heads as lh
     >>> model = lh.tiny_model()
     >>> [len(g.new_tokens) <= 2 for g in generate(model, ["hi", "hello"], max_new_tokens=2)]
     [True, True]
     """
+    config = configure(GenerationConfig, config, overrides, "generate")
     texts = check_prompts(prompts)
+    chat = has_chat_template(model.tokenizer) if config.chat is None else config.chat
     encoded = [encode_text(model.tokenizer, text, chat=chat) for text in texts]
-    new_tokens = greedy_generate(
-        model,
-        encoded,
-        max_new_tokens=max_new_tokens,
-        mask=mask,
-        batch_size=batch_size,
-        progress=progress,
-    )
+    new_tokens = greedy_generate(model, encoded, config, mask=mask)
     return [
         Generation(prompt, new, model.tokenizer.decode(new, skip_special_tokens=True))
         for prompt, new in zip(encoded, new_tokens, strict=True)

@@ -24,8 +24,7 @@ CONFIG_KEYWORD_ONLY: set[str] = set()
 NO_OVERRIDES: set[str] = set()
 #: public functions that take settings as loose keywords and have no settings object yet
 LOOSE_SETTINGS = {
-    "lens_heads.figure4_similarity", "lens_heads.generate", "lens_heads.greedy_generate",
-    "lens_heads.layer_similarity", "lens_heads.top_tokens",
+    "lens_heads.figure4_similarity", "lens_heads.layer_similarity", "lens_heads.top_tokens",
     "lens_heads.finders.counterfactual_pairs", "lens_heads.atlas.mean_head_outputs",
 }  # fmt: skip
 #: public functions that build an input, not a result (a task, an encoded prompt, a choice of

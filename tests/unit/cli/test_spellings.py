@@ -159,7 +159,7 @@ def test_the_input_check_sees_a_flag_declared_by_hand(monkeypatch):
 #: the calls that generate flags (settings, inputs, deprecated spellings): not hand-written
 GENERATORS = {"lens_heads/cli/options.py", "lens_heads/cli/inputs.py", "lens_heads/cli/common.py"}
 #: hand-written add_argument calls left (issue 45's target: under 40 in all); may only shrink
-HAND_WRITTEN = 32
+HAND_WRITTEN = 31
 
 
 def _hand_written_flags() -> dict[str, int]:

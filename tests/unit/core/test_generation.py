@@ -76,3 +76,22 @@ def test_text_generation_and_errors(tiny):
         lh.generate(tiny, "")
     with pytest.raises(ValueError, match="max_new_tokens"):
         greedy_generate(tiny, [[1, 2]], max_new_tokens=0)
+
+
+def test_generation_takes_its_config_by_position_or_as_keywords(tiny):
+    """Issue 45: ``generate`` and ``greedy_generate`` take a settings object after their
+    prompts, or its fields as keywords (a misspelt one names the closest field before any
+    decoding); the text config is also a decoding config, so ``generate`` hands it on."""
+    from lens_heads.core import DecodingConfig, GenerationConfig
+
+    ids = [encode_text(tiny.tokenizer, "hello", chat=False)]
+    assert greedy_generate(tiny, ids, DecodingConfig(max_new_tokens=2)) == greedy_generate(
+        tiny, ids, max_new_tokens=2
+    )
+    by_config = lh.generate(tiny, ["hello"], GenerationConfig(max_new_tokens=2))
+    assert by_config == lh.generate(tiny, ["hello"], max_new_tokens=2)
+    assert isinstance(GenerationConfig(), DecodingConfig)
+    with pytest.raises(lh.LensHeadsError, match="'max_tokens' \\(did you mean 'max_new_tokens'"):
+        greedy_generate(tiny, ids, max_tokens=2)
+    with pytest.raises(lh.LensHeadsError, match="max_new_tokens must be at least 1, got 0"):
+        lh.generate(tiny, ["hello"], max_new_tokens=0)
