@@ -25,16 +25,18 @@ NO_OVERRIDES: set[str] = set()
 #: public functions that take settings as loose keywords and have no settings object yet
 LOOSE_SETTINGS = {
     "lens_heads.figure4_similarity", "lens_heads.layer_similarity", "lens_heads.top_tokens",
-    "lens_heads.finders.counterfactual_pairs", "lens_heads.atlas.mean_head_outputs",
+    "lens_heads.atlas.mean_head_outputs",
 }  # fmt: skip
 #: public functions that build an input, not a result (a task, an encoded prompt, a choice of
-#: examples or documents): their ``chat``/``shots``/``n_eval`` describe what they build, so they
-#: are no entry point; each returns one of INPUT_TYPES (checked below)
+#: examples or documents, the counterfactual prompt pairs a head finder is measured on): their
+#: ``chat``/``shots``/``n_eval``/``seed`` describe what they build, so they are no entry point;
+#: each returns one of INPUT_TYPES (checked below)
 INPUT_BUILDERS = {
     "lens_heads.core.encode_example", "lens_heads.core.hybrid_few_shot",
     "lens_heads.heads_up.sweep_example", "lens_heads.lahis.ranking_documents",
+    "lens_heads.finders.counterfactual_pairs",
 }  # fmt: skip
-INPUT_TYPES = ("Task", "Example", "EncodedExample", "list[str]")
+INPUT_TYPES = ("Task", "Example", "EncodedExample", "list[str]", "CounterfactualSet")
 
 
 def public_functions() -> dict[str, Callable[..., Any]]:
