@@ -113,8 +113,8 @@ def peak_rss_mb() -> float:
     """Peak resident memory of this process so far, in MiB: ``VmHWM`` of its own address space
     on Linux. Not ``ru_maxrss``: Linux keeps that across fork and exec, so a benchmark's child
     process would report at least the resident set its parent had when it started it (two
-    children of a parent holding a model reported the same 3,966 MiB); ``ru_maxrss`` only where
-    there is no ``/proc`` (macOS counts it in bytes)."""
+    children of a parent holding a model reported the same peak); ``ru_maxrss`` only where there
+    is no ``/proc`` (macOS counts it in bytes)."""
     status = Path("/proc/self/status")
     if status.is_file():
         for line in status.read_text().splitlines():
