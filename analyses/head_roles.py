@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import pandas as pd
+
 import lens_heads as lh
 from analyses._common import DEFAULT_MODEL, command_line, help_of, markdown_table, write_outputs
 from lens_heads.heads_up import HeadRoles, RolesConfig, head_roles
@@ -63,11 +65,16 @@ def run(config: Config) -> HeadRoles:
     )
     counts = roles.counts()
     effect = removing_interference(roles)
+    agreement = roles.mask_agreement()
     lines = [
         f"{sum(counts.values())} heads: "
         + ", ".join(f"{n} {name}" for name, n in counts.items())
-        + f" ({config.training.n_masks} masks per fit, "
-        f"agreement {float(roles.agreement.mean()):.2f}).",
+        + f" ({config.training.n_masks} masks per fit).",
+        "",
+        "How far the masks agree on a head's class, beside the agreement the class shares "
+        "alone give:",
+        "",
+        markdown_table(pd.DataFrame(agreement), floatfmt=".3f", index=False),
         "",
     ]
     if roles.evaluation is not None:
@@ -91,6 +98,7 @@ def run(config: Config) -> HeadRoles:
             "counts": counts,
             "heads": {name: roles.heads(name) for name in ("facilitating", "interfering")},
             "mean agreement": float(roles.agreement.mean()),
+            "agreement between masks (kappa)": agreement,
             "gates": roles.gates.float().round(decimals=4).tolist(),  # [fit, mask, layer, head]
             "final loss": roles.settings.get("final loss"),
             "fit seconds": roles.seconds,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from lens_heads.core.errors import FingerprintError, InputError, MissingFileError
+from lens_heads.core.png_export import figure_png
 
 __all__ = [
     "PLOTLY_JS",
@@ -121,48 +122,13 @@ def save_figures(
     if png and _png_failure is None:
         try:
             for name, figure in figures.items():
-                written.append(write_atomic(folder / f"{name}.png", _png(figure)))
-        except Exception as error:  # kaleido without Chrome, or no kaleido at all
+                written.append(write_atomic(folder / f"{name}.png", figure_png(figure)))
+        except Exception as error:  # kaleido without Chrome, no kaleido, or a stalled export
             _note_png_failure(error)
     return written
 
 
 _png_failure: str | None = None
-#: the process whose kaleido sync server (one Chromium kept open) exports the PNGs
-_png_server: int | None = None
-
-
-def _png(figure: Any) -> bytes:
-    """The figure as PNG bytes. The first export of a process runs on its own (kaleido starts
-    a Chromium for it, about 3 s); once one has worked, kaleido's sync server keeps one Chromium
-    open for the later exports (about 0.2 s each), until the process exits."""
-    global _png_server
-    if _png_server != os.getpid():
-        data = figure.to_image(format="png")  # shows that kaleido and a Chrome work here
-        import kaleido
-
-        kaleido.start_sync_server(silence_warnings=True)
-        _png_server = os.getpid()
-        return data
-    import warnings
-
-    with warnings.catch_warnings():  # plotly passes options a running server does not take
-        warnings.simplefilter("ignore", UserWarning)
-        return bytes(figure.to_image(format="png"))
-
-
-def _forget_png_server() -> None:
-    """In a forked child: the parent's server thread does not exist here, so close its record
-    (kaleido's own call) and let the child start its own."""
-    global _png_server
-    if _png_server is not None:
-        _png_server = None
-        import kaleido
-
-        kaleido.stop_sync_server(silence_warnings=True)
-
-
-os.register_at_fork(after_in_child=_forget_png_server)
 
 
 def _note_png_failure(error: Exception) -> None:

@@ -44,7 +44,7 @@ from lens_heads.heads_up.pathways import (
     train_family_masks,
 )
 from lens_heads.heads_up.roles import HeadRoles, RolesConfig, head_roles
-from lens_heads.heads_up.roles_agreement import agreement_table, cohen_kappa
+from lens_heads.heads_up.roles_agreement import agreement_table, agreement_within, cohen_kappa
 from lens_heads.heads_up.similarity import (
     SimilarityResult,
     figure4_similarity,
@@ -80,6 +80,7 @@ __all__ = [
     "SweepResult",
     "TasksPerHead",
     "agreement_table",
+    "agreement_within",
     "alpha_curve",
     "attention_on_target",
     "candidate_words",

@@ -18,7 +18,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-__all__ = ["agreement_table", "cohen_kappa", "majority", "split_halves"]
+__all__ = ["agreement_table", "agreement_within", "cohen_kappa", "majority", "split_halves"]
 
 
 def cohen_kappa(a: Tensor, b: Tensor, n_classes: int) -> dict[str, float]:
@@ -69,6 +69,40 @@ def _mean(found: list[dict[str, float]]) -> dict[str, float]:
     return {key: sum(f[key] for f in found) / len(found) for key in keys} | {"pairs": len(found)}
 
 
+def _single_pairs(per_mask: Tensor, n_classes: int) -> list[dict[str, float]]:
+    return [
+        cohen_kappa(per_mask[i], per_mask[j], n_classes)
+        for i, j in itertools.combinations(range(len(per_mask)), 2)
+    ]
+
+
+def _half_majorities(per_mask: Tensor, n_classes: int) -> list[tuple[Tensor, Tensor]]:
+    return [
+        (majority(per_mask[list(a)], n_classes), majority(per_mask[list(b)], n_classes))
+        for a, b in split_halves(len(per_mask))
+    ]
+
+
+def agreement_within(per_mask: Int[Tensor, "masks ..."], n_classes: int) -> list[dict[str, Any]]:
+    """How far the masks of one fit agree with each other, like for like: every pair of single
+    masks, and (with an even number of masks) the majority classes of every split into equal
+    halves (a tie: no majority). Each row: the mean observed agreement, chance agreement and
+    kappa over its pairs.
+
+    >>> rows = agreement_within(torch.tensor([[0, 1, 1, 0], [0, 1, 0, 0]]), n_classes=2)
+    >>> [(r["compared"], r["observed"], r["pairs"]) for r in rows]
+    [('single mask', 0.75, 1)]
+    """
+    rows: list[dict[str, Any]] = []
+    if len(per_mask) >= 2:
+        rows.append({"compared": "single mask", **_mean(_single_pairs(per_mask, n_classes))})
+    if len(per_mask) >= 4 and len(per_mask) % 2 == 0:  # two halves of one are single masks
+        halves = _half_majorities(per_mask, n_classes)
+        found = [cohen_kappa(a, b, n_classes + 1) for a, b in halves]
+        rows.append({"compared": "majority of half the masks", **_mean(found)})
+    return rows
+
+
 def agreement_table(
     ours: Int[Tensor, "masks ..."], theirs: Int[Tensor, "masks ..."], n_classes: int
 ) -> list[dict[str, Any]]:
@@ -79,14 +113,8 @@ def agreement_table(
     n_ours, n_theirs = len(ours), len(theirs)
     rows: list[dict[str, Any]] = []
     single = {
-        "within ours": [
-            cohen_kappa(ours[i], ours[j], n_classes)
-            for i, j in itertools.combinations(range(n_ours), 2)
-        ],
-        "within theirs": [
-            cohen_kappa(theirs[i], theirs[j], n_classes)
-            for i, j in itertools.combinations(range(n_theirs), 2)
-        ],
+        "within ours": _single_pairs(ours, n_classes),
+        "within theirs": _single_pairs(theirs, n_classes),
         "between": [
             cohen_kappa(ours[i], theirs[j], n_classes)
             for i in range(n_ours)
@@ -98,14 +126,8 @@ def agreement_table(
             rows.append({"compared": "single mask", "where": where, **_mean(found)})
     if n_ours % 2 == 0 and n_theirs % 2 == 0 and min(n_ours, n_theirs) >= 2:
         width = n_classes + 1  # the no-majority class
-        halves_ours = [
-            (majority(ours[list(a)], n_classes), majority(ours[list(b)], n_classes))
-            for a, b in split_halves(n_ours)
-        ]
-        halves_theirs = [
-            (majority(theirs[list(a)], n_classes), majority(theirs[list(b)], n_classes))
-            for a, b in split_halves(n_theirs)
-        ]
+        halves_ours = _half_majorities(ours, n_classes)
+        halves_theirs = _half_majorities(theirs, n_classes)
         same_size = n_ours == n_theirs
         half = {
             "within ours": [cohen_kappa(a, b, width) for a, b in halves_ours],

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from lens_heads.core.masks import format_head
 from lens_heads.core.storage import FolderResult
-from lens_heads.heads_up.roles_agreement import majority
+from lens_heads.heads_up.roles_agreement import agreement_within, majority
 
 __all__ = ["CLASSES", "FITS", "MAJORITY_CLASSES", "HeadRoles", "classify"]
 
@@ -99,6 +99,18 @@ class HeadRoles(FolderResult):
         the share of each of the tied classes)."""
         counts = torch.stack([(self.per_mask == i).sum(dim=0) for i in range(len(CLASSES))])
         return counts.max(dim=0).values.float() / self.n_masks
+
+    def mask_agreement(self) -> list[dict[str, Any]]:
+        """How far the seeds' masks agree on the heads' classes, beside chance: single mask
+        against single mask, and majority against majority of equal halves of the masks
+        (:func:`~lens_heads.heads_up.agreement_within`; rows with ``observed``, ``chance``,
+        ``kappa`` and ``pairs``). The mean of :attr:`agreement` is no such measure: a head's
+        majority agrees with itself, so it never falls below one half, whatever the masks.
+
+        >>> [row["compared"] for row in HeadRoles.example().mask_agreement()]
+        ['single mask']
+        """
+        return agreement_within(self.per_mask, len(CLASSES))
 
     def majority_open(self, fit: str) -> Bool[Tensor, "n_layers n_heads"]:
         """Heads whose gate in ``fit`` is open in at least half of the seeds."""

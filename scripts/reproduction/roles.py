@@ -101,12 +101,35 @@ def _roles_line(name: str, path: str, numbers: dict[str, Any]) -> str:
     text = (
         f"- **{name}** (`results/{path}`, {precision}; {settings['steps']} + "
         f"{settings['pulled_steps']} + {settings['pulled_steps']} updates, "
-        f"{settings['n_masks']} masks per fit): {counts}; the masks agree on a head's class "
-        f"{numbers['mean agreement']:.0%} of the time on average"
+        f"{settings['n_masks']} masks per fit): {counts}; {_mask_agreement(numbers)}"
     )
     if numbers.get("removing interfering heads"):
         text += f"; on {_held_out(numbers)}, " + _interference(numbers)
     return text + "."
+
+
+def _mask_agreement(numbers: dict[str, Any]) -> str:
+    """How far a run's masks agree with each other, beside chance (the run's kappa rows); a run
+    stored before them has only the mean share of masks behind each head's majority, which is
+    at least one half whatever the masks do, and says so."""
+    rows = {row["compared"]: row for row in numbers.get("agreement between masks (kappa)", [])}
+    if not rows:
+        return (
+            f"on average {numbers['mean agreement']:.0%} of the masks give a head its majority "
+            "class (at least half by construction; this run stored no chance level or kappa)"
+        )
+    parts = []
+    for compared, words in (
+        ("single mask", "two single masks give a head the same class"),
+        ("majority of half the masks", "the majorities of two halves of the masks agree"),
+    ):
+        if compared in rows:
+            row = rows[compared]
+            parts.append(
+                f"{words} on {row['observed']:.0%} of the heads (chance {row['chance']:.0%}, "
+                f"Cohen's kappa {row['kappa']:.2f})"
+            )
+    return "; ".join(parts)
 
 
 def roles_runs(load: Load) -> str:

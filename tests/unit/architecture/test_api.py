@@ -58,7 +58,7 @@ API = {
         "EstimateErrors", "EstimateErrorsConfig", "HeadRoles", "KVGroupsRemoved", "LensConfig",
         "LogitLensResult", "MaskStatistics", "PathwaysResult", "ReadoutConfig", "RolesConfig",
         "SimilarityResult", "SimilarityStats", "SweepConfig", "SweepEstimates", "SweepResult",
-        "TasksPerHead", "agreement_table", "alpha_curve", "attention_on_target", "candidate_words",
+        "TasksPerHead", "agreement_table", "agreement_within", "alpha_curve", "attention_on_target", "candidate_words",
         "check_alphas", "cohen_kappa", "dependent_changes", "estimate_errors",
         "figure4_similarity", "figure4_stats", "functional_pathways", "head_roles",
         "kv_groups_removed", "layer_similarity", "load_masks", "logit_lens", "mask_statistics",

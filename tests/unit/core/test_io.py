@@ -45,11 +45,11 @@ def test_a_failing_writer_leaves_the_old_file_and_no_temporary(tmp_path):
 def test_png_failure_is_reported_once_and_not_retried(tmp_path, monkeypatch, caplog):
     calls = []
 
-    def broken(self, *args, **kwargs):
+    def broken(figure, **kwargs):
         calls.append(1)
         raise RuntimeError("Kaleido requires Google Chrome to be installed.")
 
-    monkeypatch.setattr(go.Figure, "to_image", broken)
+    monkeypatch.setattr("lens_heads.core.storage.figure_png", broken)
     monkeypatch.setattr("lens_heads.core.storage._png_failure", None)
     figures = {"a": go.Figure(), "b": go.Figure()}
     with caplog.at_level("WARNING", logger="lens_heads.core.storage"):
@@ -123,27 +123,28 @@ def test_a_stage_records_the_code_its_run_started_with(tmp_path, monkeypatch):
 
 
 def _export_in_child(folder: str, queue) -> None:
-    from lens_heads.core import storage
+    from lens_heads.core import png_export
 
     written = save_figures(folder, {"child": go.Figure(go.Bar(y=[1, 2]))}, png=True)
-    queue.put(([p.name for p in written], storage._png_server == os.getpid()))
+    queue.put(([p.name for p in written], png_export._exporter.pid == os.getpid()))
 
 
 def test_png_exports_after_the_first_share_one_chromium_and_a_fork_starts_its_own(tmp_path):
-    """After one export works, kaleido's sync server keeps a Chromium open for the rest of the
-    process (about 0.2 s an image instead of 3); a forked child must not wait on its parent's
-    server thread, which does not exist in the child."""
+    """After the first export, one Chromium stays open for the rest of the process (about
+    0.2 s an image instead of 3); a forked child must not wait on its parent's export thread,
+    which does not exist in the child."""
     import multiprocessing
 
-    from lens_heads.core import storage
+    from lens_heads.core import png_export
 
     figure = go.Figure(go.Heatmap(z=[[1, 2], [3, 4]]))
     first = save_figures(tmp_path / "one", {"a": figure}, png=True)
+    exporter = png_export._exporter
     second = save_figures(tmp_path / "two", {"a": figure, "b": figure}, png=True)
     assert [p.name for p in first] == ["a.html", "a.png"]
     assert [p.name for p in second] == ["a.html", "b.html", "a.png", "b.png"]
-    assert storage._png_server == os.getpid()
-    assert (tmp_path / "one" / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png_export._exporter is exporter and exporter.pid == os.getpid(), "one Chromium"
+    assert (tmp_path / "one" / "a.png").read_bytes() == figure.to_image(format="png")
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
     child = context.Process(target=_export_in_child, args=(str(tmp_path / "child"), queue))
@@ -152,5 +153,41 @@ def test_png_exports_after_the_first_share_one_chromium_and_a_fork_starts_its_ow
     alive = child.is_alive()
     if alive:
         child.kill()
-    assert not alive, "the forked child hung on its parent's PNG server"
+    assert not alive, "the forked child hung on its parent's PNG export thread"
     assert queue.get(timeout=5) == (["child.html", "child.png"], True)
+
+
+_STALLED_EXPORT = """
+import asyncio, logging, sys, time
+import kaleido, plotly.graph_objects as go
+from lens_heads.core import png_export, storage
+
+async def never(self, *args, **kwargs):  # a render that does not come back (plotly/Kaleido#441)
+    await asyncio.sleep(3600)
+
+kaleido.Kaleido.calc_fig = never
+png_export.PNG_TIMEOUT_S = float(sys.argv[2])
+logging.basicConfig(level=logging.WARNING)
+start = time.perf_counter()
+written = storage.save_figures(sys.argv[1], {"a": go.Figure(go.Bar(y=[1]))}, png=True)
+print([p.name for p in written], round(time.perf_counter() - start))
+"""
+
+
+def test_a_stalled_png_export_gives_up_in_time_and_the_process_still_exits(tmp_path):
+    """kaleido's sync server waited for a stalled render without a limit, in the export and
+    again at exit: one stall held a CI run past its deadline. The export now gives up after
+    its timeout, keeps the .html, says why, and the process exits."""
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", _STALLED_EXPORT, str(tmp_path), "3"],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert run.returncode == 0, run.stderr
+    names, seconds = run.stdout.rsplit("]", 1)
+    assert names + "]" == "['a.html']" and 3 <= int(seconds) < 30
+    assert "PNG export skipped (TimeoutError: a PNG export did not finish in 3 s" in run.stderr

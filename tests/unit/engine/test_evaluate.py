@@ -384,10 +384,10 @@ def test_cli_eval_and_tasks(tiny, tiny_dir, mask, tmp_path, monkeypatch, capsys)
 
 
 def test_save_png_failure_is_logged_not_raised(result, tmp_path, monkeypatch, caplog):
-    def broken(self, *args, **kwargs):
+    def broken(figure, **kwargs):
         raise RuntimeError("Kaleido requires Google Chrome to be installed.")
 
-    monkeypatch.setattr(go.Figure, "to_image", broken)
+    monkeypatch.setattr("lens_heads.core.storage.figure_png", broken)
     monkeypatch.setattr("lens_heads.core.storage._png_failure", None)
     with caplog.at_level("WARNING", logger="lens_heads.core.storage"):
         written = result.save(tmp_path / "png", png=True)

@@ -78,3 +78,36 @@ def test_head_roles_give_a_tie_no_majority():
     assert roles.counts()["no majority"] == 1 and roles.heads("no majority") == ["L1H0"]
     assert set(roles.counts()) == set(MAJORITY_CLASSES)
     assert roles.plot().data[0].colorbar.ticktext[-1] == "no majority"
+
+
+def test_masks_that_agree_by_chance_alone_have_kappa_near_zero_while_the_mean_share_looks_high():
+    """A role run's masks, measured like for like: four masks drawing classes independently
+    agree with each other only as often as their class shares give (kappa near 0), while the
+    mean share of masks behind each head's majority, the figure the pages used to print, never
+    falls below one half. Identical masks: kappa 1 in both rows."""
+    from lens_heads.heads_up import HeadRoles, agreement_within
+
+    generator = torch.Generator().manual_seed(0)
+    independent = torch.multinomial(
+        torch.tensor([0.5, 0.3, 0.2]), 4 * 5000, replacement=True, generator=generator
+    ).reshape(4, 5000)
+    rows = {row["compared"]: row for row in agreement_within(independent, n_classes=3)}
+    assert set(rows) == {"single mask", "majority of half the masks"}
+    assert rows["single mask"]["chance"] == pytest.approx(0.38, abs=0.01)
+    assert abs(rows["single mask"]["kappa"]) < 0.03 and rows["single mask"]["pairs"] == 6
+    assert abs(rows["majority of half the masks"]["kappa"]) < 0.03
+    assert rows["majority of half the masks"]["pairs"] == 3
+    same = agreement_within(independent[:1].repeat(4, 1), n_classes=3)
+    assert [row["kappa"] for row in same] == pytest.approx([1.0, 1.0])
+    # the same numbers as the rival comparison's rows within one tool (written once)
+    table = agreement_table(independent, independent.flip(0), n_classes=3)
+    within = [
+        {k: v for k, v in r.items() if k != "where"} for r in table if r["where"] == "within ours"
+    ]
+    assert within == agreement_within(independent, n_classes=3)
+    # on a role result: gates of independent masks
+    gates = torch.rand(3, 4, 8, 9, generator=generator)
+    roles = HeadRoles("tiny", "upper", gates)
+    assert float(roles.agreement.mean()) >= 0.5
+    assert roles.mask_agreement() == agreement_within(roles.per_mask, n_classes=4)
+    assert roles.mask_agreement()[0]["kappa"] < 0.25

@@ -899,3 +899,21 @@ def test_the_chg_timing_states_each_cpus_median_range_and_winner():
     assert "Repeated timing in each precision: on a CPU without native bf16: not yet measured" in (
         chg_timing(load)
     )
+
+
+def test_a_role_run_states_its_masks_agreement_beside_chance_or_says_it_has_none():
+    """Issue 47: the roles page printed the mean share of masks behind each head's majority
+    (never below one half) as 'agreement'. A run with kappa rows states them with chance; a run
+    stored before them says that its figure is at least one half by construction."""
+    from reproduction.roles import _mask_agreement
+
+    rows = [
+        {"compared": "single mask", "observed": 0.558, "chance": 0.405, "kappa": 0.257},
+        {"compared": "majority of half the masks", "observed": 0.546, "chance": 0.357,
+         "kappa": 0.294},
+    ]  # fmt: skip
+    line = _mask_agreement({"mean agreement": 0.74, "agreement between masks (kappa)": rows})
+    assert "56% of the heads (chance 40%, Cohen's kappa 0.26)" in line
+    assert "55% of the heads (chance 36%, Cohen's kappa 0.29)" in line and "74%" not in line
+    old = _mask_agreement({"mean agreement": 0.74})
+    assert "74%" in old and "at least half by construction" in old and "no chance level" in old
