@@ -21,6 +21,7 @@ from lens_heads.atlas.detectors import (
 from lens_heads.atlas.effects import (
     ABLATIONS,
     EffectsConfig,
+    MeanOutputsConfig,
     mean_head_outputs,
     plain_single_head_effects,
     single_head_effects,
@@ -35,6 +36,7 @@ __all__ = [
     "DetectorConfig",
     "EffectsConfig",
     "HeadAtlas",
+    "MeanOutputsConfig",
     "agreement",
     "builtin_relations",
     "chance_scores",

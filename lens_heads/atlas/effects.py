@@ -46,7 +46,13 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from lens_heads.core.ablation import ABLATIONS, donor_prompts, mean_head_outputs, right_padded
+from lens_heads.core.ablation import (
+    ABLATIONS,
+    MeanOutputsConfig,
+    donor_prompts,
+    mean_head_outputs,
+    right_padded,
+)
 from lens_heads.core.capture import PromptLike, encode_prompt, lens_logits, target_token_ids
 from lens_heads.core.errors import InputError
 from lens_heads.core.hooks import head_outputs, mask_hooks
@@ -57,6 +63,7 @@ from lens_heads.core.settings import AblationsSetting, BatchSetting, configure
 __all__ = [
     "ABLATIONS",
     "EffectsConfig",
+    "MeanOutputsConfig",
     "common_prefix",
     "donor_prompts",
     "mean_head_outputs",

@@ -16,7 +16,7 @@ from lens_heads.core.tables import markdown_table
 from lens_heads.demo import DemoConfig
 from lens_heads.heads_up.attention_config import AttentionConfig
 from lens_heads.heads_up.lens_config import LensConfig
-from lens_heads.heads_up.similarity_stats import ReadoutConfig
+from lens_heads.heads_up.readout_config import ReadoutConfig
 from lens_heads.heads_up.sweep_config import ENGINES, SweepConfig
 
 __all__ = ["COMMANDS"]
@@ -293,10 +293,7 @@ def _cmd_similarity(args: argparse.Namespace) -> int:
         model = common.load_model(args)
         mask = common.load_mask(mask, model)
         if args.prompt and len(args.prompt) == 1:
-            result = figure4_similarity(
-                model, args.prompt[0], args.instruction, mask, position=readout.position,
-                chat=readout.chat,
-            )  # fmt: skip
+            result = figure4_similarity(model, args.prompt[0], args.instruction, mask, readout)
             written = result.save(out, png=True)
             print(result.to_markdown())
             label = "all layers" if layers is None else f"layers {layers.start}-{layers.stop - 1}"

@@ -26,21 +26,26 @@ lens_heads.core.errors.InputError: evaluate takes ablation 'zero' or 'mean', not
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
 from lens_heads.core.capture import PromptLike, encode_prompt
+from lens_heads.core.checks import own_checks
 from lens_heads.core.errors import InputError
 from lens_heads.core.models import ModelLike, head_shape
 from lens_heads.core.prompts import pad_token_id
-from lens_heads.core.setting_parts import ABLATIONS, FIXED, check_ablation
+from lens_heads.core.setting_parts import ABLATIONS, FIXED, BatchSetting, check_ablation
+from lens_heads.core.settings import configure
 
 __all__ = [
     "ABLATIONS",
     "FIXED",
     "REFERENCE_SIZE",
+    "MeanOutputsConfig",
     "ablation_baseline",
     "check_ablation",
     "donor_prompts",
@@ -67,12 +72,24 @@ def right_padded(tokens: Sequence[Sequence[int]], pad: int) -> tuple[Tensor, Ten
     return batch, torch.tensor([len(ids) - 1 for ids in tokens])
 
 
+@own_checks
+@dataclass(frozen=True)
+class MeanOutputsConfig(BatchSetting.with_defaults(batch_size=8)):
+    """How :func:`mean_head_outputs` runs its reference prompts: how many together (the
+    baseline does not depend on it)."""
+
+
 def mean_head_outputs(
-    model: ModelLike, prompts: Sequence[PromptLike], *, batch_size: int = 8
+    model: ModelLike,
+    prompts: Sequence[PromptLike],
+    config: MeanOutputsConfig | None = None,
+    **overrides: Any,
 ) -> Float[Tensor, "n_layers n_heads d_head"]:
     """Each head's mean ``z`` over every real position of ``prompts`` (texts, rendered as
     :func:`lens_heads.evaluate` renders them, or token ids): the mean-ablation baseline. Padding
-    positions are left out; every position weighs the same."""
+    positions are left out; every position weighs the same. ``config``: a
+    :class:`MeanOutputsConfig` (``batch_size``; also as a keyword)."""
+    batch_size = configure(MeanOutputsConfig, config, overrides, "mean_head_outputs").batch_size
     if not prompts:
         raise InputError("mean ablation needs at least one reference prompt")
     n_layers, _ = head_shape(model)

@@ -29,7 +29,7 @@ from lens_heads.heads_up.estimate_errors import (
 )
 from lens_heads.heads_up.kv_groups import KVGroupsRemoved, kv_groups_removed
 from lens_heads.heads_up.lens import LogitLensResult, logit_lens, top_tokens
-from lens_heads.heads_up.lens_config import LensConfig
+from lens_heads.heads_up.lens_config import LensConfig, TopTokensConfig
 from lens_heads.heads_up.mask_stats import (
     MaskStatistics,
     TasksPerHead,
@@ -43,6 +43,7 @@ from lens_heads.heads_up.pathways import (
     pathway_heads,
     train_family_masks,
 )
+from lens_heads.heads_up.readout_config import HiddenStatesConfig, ReadoutConfig
 from lens_heads.heads_up.roles import HeadRoles, RolesConfig, head_roles
 from lens_heads.heads_up.roles_agreement import agreement_table, agreement_within, cohen_kappa
 from lens_heads.heads_up.similarity import (
@@ -50,7 +51,7 @@ from lens_heads.heads_up.similarity import (
     figure4_similarity,
     layer_similarity,
 )
-from lens_heads.heads_up.similarity_stats import ReadoutConfig, SimilarityStats, figure4_stats
+from lens_heads.heads_up.similarity_stats import SimilarityStats, figure4_stats
 from lens_heads.heads_up.sweep import SweepResult, plot_sweeps, removal_sweep
 from lens_heads.heads_up.sweep_config import SweepConfig, sweep_example
 from lens_heads.heads_up.sweep_gradients import SweepEstimates, sweep_estimates
@@ -66,6 +67,7 @@ __all__ = [
     "EstimateErrors",
     "EstimateErrorsConfig",
     "HeadRoles",
+    "HiddenStatesConfig",
     "KVGroupsRemoved",
     "LensConfig",
     "LogitLensResult",
@@ -79,6 +81,7 @@ __all__ = [
     "SweepEstimates",
     "SweepResult",
     "TasksPerHead",
+    "TopTokensConfig",
     "agreement_table",
     "agreement_within",
     "alpha_curve",

@@ -28,7 +28,7 @@ from lens_heads.core.prompts import token_text
 from lens_heads.core.settings import configure
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
-from lens_heads.heads_up.lens_config import LensConfig
+from lens_heads.heads_up.lens_config import LensConfig, TopTokensConfig
 
 __all__ = ["LogitLensResult", "TopTokensResult", "logit_lens", "top_tokens"]
 
@@ -308,20 +308,22 @@ class TopTokensResult(FolderResult):
 def top_tokens(
     model: ModelLike,
     prompt: PromptLike | None = None,
+    config: TopTokensConfig | None = None,
     *,
     mask: HeadMask | Tensor | None = None,
     instruction: str | None = None,
     settings: Mapping[str, Any] | None = None,
-    position: int = -1,
-    top_k: int = 10,
     reference: str | None = None,
-    chat: bool | None = None,
+    **overrides: Any,
 ) -> TopTokensResult:
     """Top-``k`` tokens and logits at ``position`` in each setting (``original``,
     ``instructed`` with ``instruction``, ``masked`` under ``mask``, or ``settings={name: (prompt,
     mask[, instruction])}``), with each token's rank in the ``reference`` setting (default: the
-    first) -- Heads up! Table 4b.
+    first) -- Heads up! Table 4b. ``config``: a :class:`TopTokensConfig` (``top_k``,
+    ``position``, ``chat``; its fields also as keywords).
     """
+    config = configure(TopTokensConfig, config, overrides, "top_tokens")
+    position, top_k, chat = config.position, config.top_k, config.chat
     check_top_k(model, top_k)
     if prompt is not None:
         check_prompt(prompt, tokens=True)

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -27,7 +28,6 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.core.capture import (
-    DEFAULT_HOOKS,
     HOOK_LABELS,
     Run,
     cosine_by_layer,
@@ -39,9 +39,11 @@ from lens_heads.core.errors import InputError, InputTypeError
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import ModelLike, model_name
 from lens_heads.core.prompts import token_text
+from lens_heads.core.settings import configure
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import Task
+from lens_heads.heads_up.readout_config import HiddenStatesConfig, ReadoutConfig
 from lens_heads.heads_up.similarity_stats import FIGURE4_COMPARISONS, SimilarityStats, figure4_stats
 
 __all__ = [
@@ -160,20 +162,19 @@ def layer_similarity(
     model: ModelLike,
     run_a: Any = None,
     run_b: Any = None,
+    config: HiddenStatesConfig | None = None,
     *,
     comparisons: Mapping[str, tuple[Any, Any]] | None = None,
-    position: int = -1,
-    hooks: Sequence[str] = DEFAULT_HOOKS,
     label_runs: Sequence[str] | None = None,
-    chat: bool | None = None,
-    progress: bool = True,
+    **overrides: Any,
 ) -> SimilarityResult:
     """Cosine similarity per layer of ``hook_resid_post`` (decoder outputs) and
     ``hook_attn_out`` (attention outputs) at ``position`` between two runs, or between each
     pair of ``comparisons={"name": (run_a, run_b)}``. A run is ``(prompt, mask or None)``,
     ``(prompt, mask, instruction)`` or a :class:`Run`; runs with the same label (``original``,
     ``instructed``, ``masked``, ``masked+instructed`` or ``Run(name=...)``) must be the same
-    run and are computed once.
+    run and are computed once. ``config``: a :class:`HiddenStatesConfig` (``hooks``,
+    ``position``, ``chat``, ``progress``; its fields also as keywords).
 
     >>> import lens_heads as lh
     >>> model = lh.tiny_model()
@@ -181,6 +182,8 @@ def layer_similarity(
     >>> same.cosine.round(decimals=4).tolist()
     [[[1.0, 1.0], [1.0, 1.0]]]
     """
+    config = configure(HiddenStatesConfig, config, overrides, "layer_similarity")
+    position, hooks, chat, progress = config.position, config.hooks, config.chat, config.progress
     if comparisons is None:
         if run_a is None or run_b is None:
             raise InputError("give two runs (run_a, run_b) or comparisons={name: (run_a, run_b)}")
@@ -197,8 +200,6 @@ def layer_similarity(
         if not comparisons:
             raise InputError("comparisons is empty; give at least one {name: (run_a, run_b)}")
         pairs = {str(n): (Run.of(x), Run.of(y)) for n, (x, y) in comparisons.items()}
-    if not hooks:
-        raise InputError("no hooks given; e.g. hooks=('hook_resid_post', 'hook_attn_out')")
     runs: dict[str, Run] = {}
     for a, b in pairs.values():
         for run in (a, b):
@@ -241,15 +242,7 @@ def layer_similarity(
 
 
 def _figure4_one(
-    model: ModelLike,
-    prompt: str,
-    instruction: str,
-    mask: HeadMask | Tensor,
-    *,
-    position: int = -1,
-    hooks: Sequence[str] = DEFAULT_HOOKS,
-    chat: bool | None = None,
-    progress: bool = True,
+    model: ModelLike, prompt: str, instruction: str, mask: HeadMask | Tensor, config: ReadoutConfig
 ) -> SimilarityResult:
     runs = {
         "original": Run(prompt),
@@ -257,14 +250,12 @@ def _figure4_one(
         "masked": Run(prompt, mask),
         "masked+instructed": Run(prompt, mask, instruction),
     }
+    states = {f.name: getattr(config, f.name) for f in dataclasses.fields(HiddenStatesConfig)}
     return layer_similarity(
         model,
         comparisons={name: (runs[a], runs[b]) for name, (a, b) in FIGURE4_COMPARISONS.items()},
-        position=position,
-        hooks=hooks,
         label_runs=["instructed", "masked"],
-        chat=chat,
-        progress=progress,
+        **states,
     )
 
 
@@ -273,11 +264,11 @@ def figure4_similarity(
     prompt: str | Sequence[str] | Task,
     instruction: str | None,
     mask: HeadMask | Tensor,
+    config: ReadoutConfig | None = None,
     *,
-    position: int = -1,
-    hooks: Sequence[str] = DEFAULT_HOOKS,
-    chat: bool | None = None,
-    **many: Any,
+    n_prompts: int | None = None,
+    later_layers: Sequence[int] | range | None = None,
+    **overrides: Any,
 ) -> SimilarityResult | SimilarityStats:
     """The three comparisons of Heads up! Figure 4: original vs instructed, masked vs
     instructed, masked vs masked + instructed, per layer.
@@ -286,11 +277,13 @@ def figure4_similarity(
       logit-lens top-1 tokens of the instructed and the masked runs.
     * Many prompts (a list of inputs or a :class:`~lens_heads.core.tasks.Task`): a
       :class:`SimilarityStats` -- per-layer mean and 95 % interval over prompts and the paired
-      test of the figure's claim over the later half of the layers (keywords ``n_prompts``,
-      ``later_layers``, ``batch_size``, ``progress`` of :func:`figure4_stats`; ``progress`` also
-      switches the one prompt's bar). Its per-prompt
-      cosines equal the single-prompt calls'. To name a task by string use
-      :func:`figure4_stats`, since a string here is one prompt.
+      test of the figure's claim over the later half of the layers (``n_prompts`` and
+      ``later_layers`` as in :func:`figure4_stats`). Its per-prompt cosines equal the
+      single-prompt calls'. To name a task by string use :func:`figure4_stats`, since a string
+      here is one prompt.
+
+    ``config``: a :class:`ReadoutConfig` (``hooks``, ``position``, ``chat``, ``progress``,
+    ``batch_size``; its fields also as keywords).
 
     >>> import lens_heads as lh
     >>> model = lh.tiny_model()
@@ -302,19 +295,19 @@ def figure4_similarity(
         raise InputTypeError(
             f"prompt must be a string, a list of strings or a Task, got {type(prompt).__name__}"
         )
+    config = configure(ReadoutConfig, config, overrides, "figure4_similarity")
     if isinstance(prompt, str):
         check_prompt(prompt)
-        progress = many.pop("progress", True)
-        if many:
+        many = {"n_prompts": n_prompts, "later_layers": later_layers}
+        if any(value is not None for value in many.values()) or "batch_size" in overrides:
+            given = [name for name, value in many.items() if value is not None]
             raise InputTypeError(
-                f"{sorted(many)} apply to many prompts; pass a list of prompts or a Task"
+                f"{given + sorted(set(overrides) & {'batch_size'})} apply to many prompts; pass "
+                "a list of prompts or a Task"
             )
         if instruction is None:
             raise InputError("Figure 4 compares with the instructed model: give an instruction")
-        return _figure4_one(
-            model, prompt, instruction, mask, position=position, hooks=hooks, chat=chat,
-            progress=progress,
-        )  # fmt: skip
+        return _figure4_one(model, prompt, instruction, mask, config)
     return figure4_stats(
-        model, prompt, instruction, mask, position=position, hooks=hooks, chat=chat, **many
+        model, prompt, instruction, mask, config, n_prompts=n_prompts, later_layers=later_layers
     )

@@ -18,27 +18,23 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.core.capture import (
-    DEFAULT_HOOKS,
     HOOK_LABELS,
     cosine_by_layer,
     layer_activations,
 )
-from lens_heads.core.checks import check_prompts, own_checks
+from lens_heads.core.checks import check_prompts
 from lens_heads.core.errors import InputError
 from lens_heads.core.masks import HeadMask
 from lens_heads.core.models import ModelLike, model_name
 from lens_heads.core.settings import (
-    BatchSetting,
-    ChatSetting,
-    PositionSetting,
-    ProgressSetting,
     configure,
 )
 from lens_heads.core.storage import FolderResult, write_atomic
 from lens_heads.core.tables import markdown_table
 from lens_heads.core.tasks import Task, get_task
+from lens_heads.heads_up.readout_config import ReadoutConfig
 
-__all__ = ["FIGURE4_COMPARISONS", "ReadoutConfig", "SimilarityStats", "figure4_stats"]
+__all__ = ["FIGURE4_COMPARISONS", "SimilarityStats", "figure4_stats"]
 
 #: The three comparisons of Figure 4, as (name, (run a, run b)) with the run labels used below.
 FIGURE4_COMPARISONS: dict[str, tuple[str, str]] = {
@@ -274,23 +270,6 @@ def _prompt_list(
             "undefined); pass one prompt as a string for its per-layer curves"
         )
     return items, task
-
-
-@own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
-@dataclass(frozen=True)
-class ReadoutConfig(ChatSetting, ProgressSetting, PositionSetting, BatchSetting):
-    """Where hidden states are read and how the prompts run (Figure 4 over many prompts)."""
-
-    hooks: Sequence[str] = DEFAULT_HOOKS
-    """The hooks read in every layer (the paired test needs hook_resid_post)."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()  # the shared parts' checks
-        if isinstance(self.hooks, str) or not self.hooks:
-            raise InputError("no hooks given; e.g. hooks=('hook_resid_post', 'hook_attn_out')")
-        if "hook_resid_post" not in self.hooks:
-            raise InputError("the paired test uses hook_resid_post (decoder outputs): include it")
-        object.__setattr__(self, "hooks", tuple(self.hooks))
 
 
 def figure4_stats(

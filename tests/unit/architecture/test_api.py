@@ -55,10 +55,12 @@ API = {
     "lens_heads.heads_up": [
         "DEFAULT_ALPHAS", "ESTIMATES", "AlphaCurve", "AttentionConfig", "AttentionResult",
         "DependentChanges",
-        "EstimateErrors", "EstimateErrorsConfig", "HeadRoles", "KVGroupsRemoved", "LensConfig",
+        "EstimateErrors", "EstimateErrorsConfig", "HeadRoles", "HiddenStatesConfig",
+        "KVGroupsRemoved", "LensConfig",
         "LogitLensResult", "MaskStatistics", "PathwaysResult", "ReadoutConfig", "RolesConfig",
         "SimilarityResult", "SimilarityStats", "SweepConfig", "SweepEstimates", "SweepResult",
-        "TasksPerHead", "agreement_table", "agreement_within", "alpha_curve", "attention_on_target", "candidate_words",
+        "TasksPerHead", "TopTokensConfig", "agreement_table", "agreement_within", "alpha_curve",
+        "attention_on_target", "candidate_words",
         "check_alphas", "cohen_kappa", "dependent_changes", "estimate_errors",
         "figure4_similarity", "figure4_stats", "functional_pathways", "head_roles",
         "kv_groups_removed", "layer_similarity", "load_masks", "logit_lens", "mask_statistics",
@@ -91,7 +93,8 @@ API = {
     ],
     "lens_heads.atlas": [
         "ABLATIONS", "DETECTORS", "AgreementConfig", "AtlasConfig", "DetectorConfig",
-        "EffectsConfig", "HeadAtlas", "agreement", "builtin_relations", "chance_scores",
+        "EffectsConfig", "HeadAtlas", "MeanOutputsConfig", "agreement", "builtin_relations",
+        "chance_scores",
         "detect_patterns", "head_atlas", "mean_head_outputs", "ov_readout",
         "plain_single_head_effects", "relation_scores", "repeated_half_loss",
         "single_head_effects", "top_k_overlap",
@@ -438,6 +441,7 @@ BAD_VALUES = {
     "ShotsSetting": ("shots", -1, "shots must be at least 0, got -1"),
     "SplitSetting": ("split_seed", 1.5, "split_seed must be an integer, got 1.5"),
     "TopKSetting": ("k", 0, "k must be at least 1, got 0"),
+    "TopTokensSetting": ("top_k", 0, "top_k must be at least 1, got 0"),
 }
 
 

@@ -22,11 +22,9 @@ LOOSE = ("batch_size", "progress", "chat", "precision", "n_eval", "shots")
 CONFIG_KEYWORD_ONLY: set[str] = set()
 #: entry points that take a config but no keyword overrides of its fields: none is left
 NO_OVERRIDES: set[str] = set()
-#: public functions that take settings as loose keywords and have no settings object yet
-LOOSE_SETTINGS = {
-    "lens_heads.figure4_similarity", "lens_heads.layer_similarity", "lens_heads.top_tokens",
-    "lens_heads.atlas.mean_head_outputs",
-}  # fmt: skip
+#: public functions that take settings as loose keywords and have no settings object: none is
+#: left, and a new one fails
+LOOSE_SETTINGS: set[str] = set()
 #: public functions that build an input, not a result (a task, an encoded prompt, a choice of
 #: examples or documents, the counterfactual prompt pairs a head finder is measured on): their
 #: ``chat``/``shots``/``n_eval``/``seed`` describe what they build, so they are no entry point;

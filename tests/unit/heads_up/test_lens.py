@@ -384,8 +384,10 @@ def test_top_tokens_bad_inputs(tiny):
         top_tokens(tiny, "apple", mask=lh.HeadMask.ones(2, 5))
     with pytest.raises(ValueError, match="reference 'masked' is not one of the settings"):
         top_tokens(tiny, "apple", reference="masked")
-    with pytest.raises(ValueError, match="top_k must be positive"):
+    with pytest.raises(ValueError, match="top_k must be at least 1, got 0"):
         top_tokens(tiny, "apple", top_k=0)
+    with pytest.raises(lh.LensHeadsError, match="did you mean 'top_k'"):
+        top_tokens(tiny, "apple", topk=3)
     with pytest.raises(ValueError, match="prompt is empty"):
         top_tokens(tiny, "")
 
