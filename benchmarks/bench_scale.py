@@ -322,7 +322,7 @@ def _train(model: Any, alias: str, inputs: dict, spec: dict, meter: _measure) ->
 def _sweep(model: Any, alias: str, inputs: dict, spec: dict, meter: _measure) -> tuple:
     import lens_heads as lh
     from lens_heads.core.prompts import encode_text, has_chat_template
-    from lens_heads.heads_up.sweep import default_batch_size
+    from lens_heads.heads_up.sweep_inputs import default_batch_size
 
     n_layers, n_heads = lh.head_shape(model)
     if alias in REAL:

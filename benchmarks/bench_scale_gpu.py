@@ -267,7 +267,7 @@ def sweep(run: Run, model: Any, alias: str, cap: float) -> dict:
     """A removal sweep of the first heads (20 greedy tokens per step) for ``cap`` seconds."""
     import lens_heads as lh
     from lens_heads.core.prompts import encode_text
-    from lens_heads.heads_up.sweep import default_batch_size
+    from lens_heads.heads_up.sweep_inputs import default_batch_size
 
     n_layers, n_heads = lh.head_shape(model)
     prompt = "x" * (len(run.prompts[0]) - 1)  # byte-level: as long as the real chat prompt

@@ -43,18 +43,14 @@ if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch befo
     from lens_heads.heads_up.attention import attention_on_target
     from lens_heads.heads_up.lens import logit_lens, top_tokens
     from lens_heads.heads_up.lens_config import LensConfig
-    from lens_heads.heads_up.mask_stats import (
-        MaskStatistics,
-        TasksPerHead,
-        load_masks,
-        mask_statistics,
-        tasks_per_head,
-    )
+    from lens_heads.heads_up.mask_sets import load_masks
+    from lens_heads.heads_up.mask_stats import MaskStatistics, mask_statistics
     from lens_heads.heads_up.pathways import PathwaysResult, functional_pathways, train_family_masks
     from lens_heads.heads_up.roles import HeadRoles, RolesConfig, head_roles
     from lens_heads.heads_up.similarity import SimilarityStats, figure4_similarity, layer_similarity
     from lens_heads.heads_up.sweep import SweepResult, plot_sweeps, removal_sweep
     from lens_heads.heads_up.sweep_config import SweepConfig
+    from lens_heads.heads_up.tasks_per_head import TasksPerHead, tasks_per_head
     from lens_heads.lahis.importance import HeadImportance, head_importance
     from lens_heads.lahis.languages import LanguageHeads, language_heads
     from lens_heads.scale.grid import GridConfig, GridResult, run_grid

@@ -2,14 +2,16 @@
 
 It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another research line.
 
-* sweep, sweep_result -- one-by-one head removal: ranks, outputs, similarity (Fig. 2, 5, 8, 9)
+* sweep, sweep_inputs, sweep_result -- one-by-one head removal: ranks, outputs, similarity
+  (Fig. 2, 5, 8, 9)
 * alpha -- masks scaled by alpha (Fig. 6, Table 8)
 * trajectories -- heads that join or leave a mask in training, and whether together (Fig. 3)
 * kv_groups -- whether a mask removes whole key-value groups (Fig. 7)
 * similarity, similarity_stats -- layer similarity of settings (Fig. 4), over many prompts
 * lens -- logit lens (Table 41) and top tokens (Table 4b)
 * attention -- attention on the target word (Table 7)
-* mask_stats -- mask statistics and tasks per head (Table 5)
+* mask_sets, mask_stats, tasks_per_head -- sets of masks, their statistics (Table 5), how many
+  masks keep each head (§4)
 * pathways, pathways_result -- common and unused heads of a task family (Table 6)
 * roles, roles_result -- facilitating, interfering and irrelevant heads (three gate fits)
 * roles_agreement -- how far two sets of classes agree: kappa and chance, like for like
@@ -30,13 +32,8 @@ from lens_heads.heads_up.estimate_errors import (
 from lens_heads.heads_up.kv_groups import KVGroupsRemoved, kv_groups_removed
 from lens_heads.heads_up.lens import LogitLensResult, logit_lens, top_tokens
 from lens_heads.heads_up.lens_config import LensConfig, TopTokensConfig
-from lens_heads.heads_up.mask_stats import (
-    MaskStatistics,
-    TasksPerHead,
-    load_masks,
-    mask_statistics,
-    tasks_per_head,
-)
+from lens_heads.heads_up.mask_sets import load_masks
+from lens_heads.heads_up.mask_stats import MaskStatistics, mask_statistics
 from lens_heads.heads_up.pathways import (
     PathwaysResult,
     functional_pathways,
@@ -55,6 +52,7 @@ from lens_heads.heads_up.similarity_stats import SimilarityStats, figure4_stats
 from lens_heads.heads_up.sweep import SweepResult, plot_sweeps, removal_sweep
 from lens_heads.heads_up.sweep_config import SweepConfig, sweep_example
 from lens_heads.heads_up.sweep_gradients import SweepEstimates, sweep_estimates
+from lens_heads.heads_up.tasks_per_head import TasksPerHead, tasks_per_head
 from lens_heads.heads_up.trajectories import DependentChanges, dependent_changes
 
 __all__ = [

@@ -58,8 +58,8 @@ from lens_heads.core.settings import (
 from lens_heads.core.storage import FolderResult
 from lens_heads.core.tasks import Task, get_task
 from lens_heads.engine import scoring
-from lens_heads.heads_up.sweep import OrderLike, removal_order
 from lens_heads.heads_up.sweep_gradients import answer_logit, sweep_estimates
+from lens_heads.heads_up.sweep_inputs import OrderLike, removal_order
 
 __all__ = ["ESTIMATES", "EstimateErrors", "EstimateErrorsConfig", "estimate_errors"]
 

@@ -1,10 +1,9 @@
-"""Statistics over sets of trained head masks (Heads up! Table 5, Tables 37-38, §4).
-
-* :func:`load_masks` -- every mask of a folder (e.g. the output of ``analyses.mask_table``).
-* :func:`mask_statistics` -- Table 5: ``|M1|``, ``|M2|``, recall, Jaccard, the Jaccard two random
-  masks of those sizes have on average (eq. 4) and their ratio, for chosen pairs (task against
-  task, or the same task on two models of the same shape), and the Jaccard matrix.
-* :func:`tasks_per_head` -- how many masks keep each head; the heads kept by all and by none.
+"""Statistics over pairs of trained head masks (Heads up! Table 5, Tables 37-38):
+:func:`mask_statistics` gives ``|M1|``, ``|M2|``, recall, Jaccard, the Jaccard two random masks
+of those sizes have on average (eq. 4) and their ratio, for chosen pairs (task against task, or
+the same task on two models of the same shape), and the Jaccard matrix. The masks come as a
+folder or a mapping (:mod:`lens_heads.heads_up.mask_sets`); how many masks keep each head is
+:func:`lens_heads.heads_up.tasks_per_head`.
 
 >>> import lens_heads as lh
 >>> masks = {
@@ -14,9 +13,6 @@
 >>> stats = mask_statistics(masks)
 >>> stats.to_frame()[["|M1|", "|M2|", "recall", "Jaccard"]].values.tolist()
 [[3.0, 2.0, 0.3333333333333333, 0.25]]
->>> per_head = tasks_per_head(masks)
->>> per_head.counts.tolist(), per_head.kept_by_all, per_head.kept_by_none
-([[2, 1], [1, 1]], ['L0H0'], [])
 """
 
 from __future__ import annotations
@@ -30,162 +26,26 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pandas as pd
-import torch
-from jaxtyping import Float, Int
+from jaxtyping import Float
 from torch import Tensor
 
-from lens_heads.core.errors import InputError, InputTypeError, MissingFileError
+from lens_heads.core.errors import InputError
 from lens_heads.core.masks import (
     HeadMask,
-    MaskFileError,
     MaskShapeError,
     expected_random_jaccard,
-    format_head,
     jaccard,
 )
-from lens_heads.core.storage import FolderResult, check_readable
+from lens_heads.core.storage import FolderResult
 from lens_heads.core.tables import markdown_table
+from lens_heads.heads_up.mask_sets import MaskSet, common_model, mask_set, stack_masks
 
-__all__ = [
-    "MaskStatistics",
-    "TasksPerHead",
-    "load_masks",
-    "mask_statistics",
-    "tasks_per_head",
-]
+__all__ = ["MaskStatistics", "mask_statistics", "pair_row"]
 
 logger = logging.getLogger(__name__)
 
-MaskSet = Mapping[str, HeadMask] | str | os.PathLike[str]
-_MASK_FILE = "mask.safetensors"
-_MASK_FORMAT = "lens_heads.head_mask/1"
 _COLUMNS = ["mask 1", "mask 2", "|M1|", "|M2|", "|M1 ∩ M2|", "recall"]
 _COLUMNS += ["Jaccard", "random Jaccard", "ratio"]
-
-
-# -- loading ---------------------------------------------------------------------------------------
-def _is_mask_file(path: Path) -> bool:
-    """Is ``path`` a safetensors file written by :meth:`HeadMask.save` (its format tag)? A
-    safetensors file of another kind is not; a file that cannot be read is an error (it may be
-    a mask), never skipped."""
-    from safetensors import safe_open
-
-    check_readable(path, MaskFileError, "mask folder file ")
-    try:
-        with safe_open(str(path), framework="pt") as file:
-            return (file.metadata() or {}).get("format") == _MASK_FORMAT
-    except Exception as error:
-        raise MaskFileError(
-            f"{path} is not a readable safetensors file ({type(error).__name__}: {error}); it "
-            "may be a truncated mask: re-create it, or move it out of the mask folder"
-        ) from error
-
-
-def _mask_files(folder: Path) -> dict[str, Path]:
-    """Name -> file: every ``<name>/mask.safetensors`` below ``folder`` (training results; the
-    name is the folder's relative path) and every head-mask ``<name>.safetensors`` in it."""
-    found: dict[str, Path] = {}
-    for path in sorted(folder.rglob(_MASK_FILE)):
-        relative = path.parent.relative_to(folder).as_posix()
-        found[relative] = path
-    for path in sorted(folder.glob("*.safetensors")):
-        if path.name == _MASK_FILE or not _is_mask_file(path):
-            continue
-        if path.stem in found:
-            raise InputError(
-                f"two masks are called {path.stem!r} in {folder}: {path.name} and "
-                f"{path.stem}/{_MASK_FILE}; rename or move one of them"
-            )
-        found[path.stem] = path
-    return found
-
-
-def _check_same_kind(masks: Mapping[str, HeadMask], where: str) -> None:
-    """One shape and (where the metadata says) one model, or an error naming the groups."""
-    shapes: dict[tuple[int, int], list[str]] = {}
-    models: dict[str, list[str]] = {}
-    for name, mask in masks.items():
-        shapes.setdefault(mask.shape, []).append(name)
-        if mask.metadata.get("model"):
-            models.setdefault(str(mask.metadata["model"]), []).append(name)
-    if len(shapes) > 1:
-        groups = "; ".join(f"{a}x{b}: {', '.join(names)}" for (a, b), names in shapes.items())
-        raise MaskShapeError(
-            f"masks of different shapes (layers x heads) {where}: {groups}; keep the masks of "
-            "one model (or of models of one shape) per folder"
-        )
-    if len(models) > 1:
-        groups = "; ".join(f"{model}: {', '.join(names)}" for model, names in models.items())
-        raise InputError(
-            f"masks of different models {where}: {groups}; keep one model's masks per folder "
-            "and compare two models with mask_statistics(masks_a, masks_b)"
-        )
-
-
-def load_masks(folder: str | os.PathLike[str]) -> dict[str, HeadMask]:
-    """Every head mask of ``folder``, by name, checked to be of one model and one shape.
-
-    Looks for ``<name>/mask.safetensors`` at any depth -- the training results that
-    :func:`lens_heads.train_mask` ``.save(folder)``, ``analyses.mask_table`` and
-    :func:`lens_heads.run_grid` write (the name is the relative folder, ``"capitalize"`` or
-    ``"seed1/capitalize"``) -- and for mask files ``<name>.safetensors`` written by
-    :meth:`HeadMask.save` in the folder itself. Unfinished tasks (a folder with checkpoints
-    only) are skipped. A folder that is itself a training result gives its one mask, named by
-    its task.
-
-    >>> import tempfile, lens_heads as lh
-    >>> folder = tempfile.mkdtemp()
-    >>> _ = lh.HeadMask.from_heads(["L0H1"], n_layers=2, n_heads=2).save(f"{folder}/a.safetensors")
-    >>> {name: mask.labels for name, mask in load_masks(folder).items()}
-    {'a': ['L0H1']}
-    """
-    root = Path(folder)
-    if not root.is_dir():
-        raise MissingFileError(
-            f"mask folder {root} does not exist; give the output folder of analyses.mask_table "
-            "(e.g. runs/mask-table/smollm2) or a folder of mask files"
-        )
-    files = _mask_files(root)
-    if not files:
-        raise MissingFileError(
-            f"no masks in {root}: looked for <task>/{_MASK_FILE} (training results, e.g. the "
-            "output of analyses.mask_table or lh.train_mask(...).save(folder)) and for "
-            "<name>.safetensors mask files (HeadMask.save); train the masks first"
-        )
-    masks = {}
-    for name, path in files.items():
-        mask = HeadMask.load(path)
-        if name == ".":
-            name = str(mask.metadata.get("task") or root.name)
-        masks[name] = mask
-    _check_same_kind(masks, f"in {root}")
-    return masks
-
-
-def _mask_set(masks: MaskSet, what: str) -> dict[str, HeadMask]:
-    if isinstance(masks, (str, os.PathLike)):
-        return load_masks(masks)
-    if not isinstance(masks, Mapping):
-        raise InputTypeError(
-            f"{what} must be a folder or a mapping of name -> HeadMask, got {type(masks).__name__}"
-        )
-    if not masks:
-        raise InputError(f"{what} is empty; give at least one mask")
-    bad = [name for name, mask in masks.items() if not isinstance(mask, HeadMask)]
-    if bad:
-        raise InputTypeError(f"{what}: {bad} are not HeadMask objects")
-    chosen = {str(name): mask for name, mask in masks.items()}
-    _check_same_kind(chosen, f"in {what}")
-    return chosen
-
-
-def _common_model(masks: Mapping[str, HeadMask]) -> str | None:
-    models = {str(m.metadata["model"]) for m in masks.values() if m.metadata.get("model")}
-    return models.pop() if len(models) == 1 else None
-
-
-def _stack(masks: Mapping[str, HeadMask]) -> Tensor:
-    return torch.stack([mask.selected.float() for mask in masks.values()])
 
 
 # -- Table 5 ---------------------------------------------------------------------------------------
@@ -413,8 +273,8 @@ def mask_statistics(
     >>> mask_statistics(a, b).to_frame()[["|M1|", "|M2|", "recall", "ratio"]].values.tolist()
     [[2.0, 1.0, 0.5, 2.0]]
     """
-    first = _mask_set(masks_a, "masks_a")
-    second = None if masks_b is None else _mask_set(masks_b, "masks_b")
+    first = mask_set(masks_a, "masks_a")
+    second = None if masks_b is None else mask_set(masks_b, "masks_b")
     if second is not None:
         shape_a, shape_b = next(iter(first.values())).shape, next(iter(second.values())).shape
         if shape_a != shape_b:
@@ -430,171 +290,10 @@ def mask_statistics(
     )
     return MaskStatistics(
         names_a=list(first),
-        values_a=_stack(first),
+        values_a=stack_masks(first),
         pairs=chosen,
         names_b=None if second is None else list(second),
-        values_b=None if second is None else _stack(second),
-        model_a=_common_model(first),
-        model_b=None if second is None else _common_model(second),
+        values_b=None if second is None else stack_masks(second),
+        model_a=common_model(first),
+        model_b=None if second is None else common_model(second),
     )
-
-
-# -- tasks per head (§4) --------------------------------------------------------------------------
-@dataclass
-class TasksPerHead(FolderResult):
-    """How many of a set of masks keep each head (Heads up! §4).
-
-    ``values[i]`` is the 0/1 mask ``names[i]``; :attr:`counts` ``[layer, head]`` is the number of
-    masks that keep the head. :attr:`kept_by_all` / :attr:`kept_by_none` label the heads every
-    mask keeps / no mask keeps.
-
-    >>> masks = {"a": HeadMask.from_heads(["L0H0"], n_layers=1, n_heads=3),
-    ...          "b": HeadMask.from_heads(["L0H0", "L0H2"], n_layers=1, n_heads=3)}
-    >>> per_head = tasks_per_head(masks)
-    >>> per_head.counts.tolist(), per_head.mean_tasks_per_head, per_head.kept_by_none
-    ([[2, 0, 1]], 1.0, ['L0H1'])
-    """
-
-    _format: ClassVar[str] = "lens_heads.tasks_per_head/1"
-
-    names: list[str]
-    values: Float[Tensor, "n_masks n_layers n_heads"]
-    model: str | None = None
-
-    @property
-    def n_masks(self) -> int:
-        return len(self.names)
-
-    @property
-    def counts(self) -> Int[Tensor, "n_layers n_heads"]:
-        """Masks keeping each head."""
-        return (self.values >= 0.5).sum(dim=0).to(torch.int64)
-
-    @property
-    def mean_tasks_per_head(self) -> float:
-        """Mean over all heads of the number of masks keeping the head."""
-        return float(self.counts.double().mean())
-
-    @property
-    def mean_tasks_per_used_head(self) -> float:
-        """Mean over the heads kept by at least one mask (NaN if no mask keeps any head)."""
-        counts = self.counts
-        used = counts[counts > 0]
-        return float(used.double().mean()) if used.numel() else math.nan
-
-    def _labels_where(self, chosen: Tensor) -> list[str]:
-        return [format_head(int(layer), int(head)) for layer, head in chosen.nonzero().tolist()]
-
-    @property
-    def kept_by_all(self) -> list[str]:
-        return self._labels_where(self.counts == self.n_masks)
-
-    @property
-    def kept_by_none(self) -> list[str]:
-        return self._labels_where(self.counts == 0)
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per head (layer-major): ``layer, head, label, tasks`` (masks keeping it) and
-        ``masks`` (their names)."""
-        selected = self.values >= 0.5
-        rows = []
-        for layer in range(selected.shape[1]):
-            for head in range(selected.shape[2]):
-                keeping = [
-                    n for n, s in zip(self.names, selected[:, layer, head], strict=True) if s
-                ]
-                rows.append(
-                    {
-                        "layer": layer,
-                        "head": head,
-                        "label": format_head(layer, head),
-                        "tasks": len(keeping),
-                        "masks": ", ".join(keeping),
-                    }
-                )
-        return pd.DataFrame(rows)
-
-    def distribution(self) -> pd.DataFrame:
-        """How many heads are kept by exactly k masks, for k = 0 .. n_masks."""
-        counts = torch.bincount(self.counts.flatten(), minlength=self.n_masks + 1)
-        return pd.DataFrame(
-            {"heads": counts.tolist()}, index=pd.RangeIndex(self.n_masks + 1, name="masks keeping")
-        )
-
-    def summary(self) -> dict[str, Any]:
-        """The §4 numbers as one flat dict."""
-        selected = self.values >= 0.5
-        return {
-            "masks": self.n_masks,
-            "heads": int(self.counts.numel()),
-            "mean heads per mask": float(selected.sum(dim=(1, 2)).double().mean()),
-            "mean tasks per head": self.mean_tasks_per_head,
-            "mean tasks per used head": self.mean_tasks_per_used_head,
-            "kept by all": len(self.kept_by_all),
-            "kept by none": len(self.kept_by_none),
-        }
-
-    def to_markdown(self) -> str:
-        summary = self.summary()
-        distribution = self.distribution()["heads"].tolist()
-        lines = [
-            f"Tasks per head over {self.n_masks} masks ({', '.join(self.names)})"
-            + (f" on {self.model}" if self.model else ""),
-            "",
-            *(
-                f"- {key}: {value:.2f}" if isinstance(value, float) else f"- {key}: {value}"
-                for key, value in summary.items()
-            ),
-            "",
-            f"Kept by all ({len(self.kept_by_all)}): {', '.join(self.kept_by_all) or '-'}",
-            "",
-            f"Kept by none ({len(self.kept_by_none)}): {', '.join(self.kept_by_none) or '-'}",
-            "",
-            "| masks keeping a head | " + " | ".join(map(str, range(self.n_masks + 1))) + " |",
-            "|---|" + "---|" * (self.n_masks + 1),
-            "| heads | " + " | ".join(map(str, distribution)) + " |",
-        ]
-        return "\n".join(lines) + "\n"
-
-    def plot(self) -> Any:
-        """Layer x head heat map of the number of masks keeping each head."""
-        import plotly.graph_objects as go
-
-        from lens_heads.core.figures import head_grid_layout
-
-        counts = self.counts
-        n_layers, n_heads = counts.shape
-        figure = go.Figure(
-            go.Heatmap(
-                z=counts.tolist(),
-                x=[f"H{h}" for h in range(n_heads)],
-                y=[f"L{layer}" for layer in range(n_layers)],
-                text=counts.tolist(),
-                texttemplate="%{text}",
-                zmin=0,
-                zmax=self.n_masks,
-                colorscale="Viridis",
-                colorbar={"title": "masks"},
-                hovertemplate="%{y}%{x}: kept by %{z} masks<extra></extra>",
-            )
-        )
-        figure.update_layout(
-            title=f"Masks keeping each head (of {self.n_masks}; mean "
-            f"{self.mean_tasks_per_head:.2f} per head)"
-            + (f" on {self.model}" if self.model else ""),
-            **head_grid_layout(n_layers, n_heads),
-        )
-        return figure
-
-
-def tasks_per_head(masks: MaskSet) -> TasksPerHead:
-    """Count, for each head, the masks of ``masks`` (a folder or ``name -> HeadMask``) that
-    keep it (Heads up! §4).
-
-    >>> import lens_heads as lh
-    >>> masks = {"a": lh.HeadMask.ones(1, 2), "b": lh.HeadMask.zeros(1, 2)}
-    >>> tasks_per_head(masks).counts.tolist()
-    [[1, 1]]
-    """
-    chosen = _mask_set(masks, "masks")
-    return TasksPerHead(names=list(chosen), values=_stack(chosen), model=_common_model(chosen))

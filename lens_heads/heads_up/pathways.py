@@ -113,7 +113,7 @@ def _family_masks(
     model: ModelLike,
 ) -> dict[str, HeadMask]:
     if isinstance(masks, (str, os.PathLike)):
-        from lens_heads.heads_up.mask_stats import load_masks
+        from lens_heads.heads_up.mask_sets import load_masks
 
         masks = load_masks(masks)
     names = [task.name for task in family]

@@ -13,7 +13,9 @@ import lens_heads as lh
 from analyses import table5_mask_stats
 from lens_heads.core.masks import HeadMask, MaskShapeError
 from lens_heads.engine import MaskTrainingResult
-from lens_heads.heads_up.mask_stats import MaskStatistics, TasksPerHead, load_masks, pair_row
+from lens_heads.heads_up.mask_sets import load_masks
+from lens_heads.heads_up.mask_stats import MaskStatistics, pair_row
+from lens_heads.heads_up.tasks_per_head import TasksPerHead
 
 
 def masks_2x3() -> dict[str, HeadMask]:

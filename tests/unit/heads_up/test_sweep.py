@@ -13,7 +13,8 @@ from lens_heads.core.metrics import token_ranks
 from lens_heads.core.prompts import encode_text
 from lens_heads.core.tasks import Example, Task
 from lens_heads.engine import TrainingConfig
-from lens_heads.heads_up.sweep import SweepResult, removal_order, resolve_target
+from lens_heads.heads_up.sweep import SweepResult
+from lens_heads.heads_up.sweep_inputs import removal_order, resolve_target
 
 WEIGHTS = torch.tensor([[0.3, -1.0, 2.0, 0.1], [1.5, -0.2, 0.7, -3.0]])  # every head distinct
 SWEEP = dict(target="a", max_new_tokens=4, reference_prompt="please repeat: apple", progress=False)
@@ -209,7 +210,7 @@ def test_save_load_round_trip_and_figures(tiny, tmp_path, naive):
 
 
 def test_default_batch_size_bounds_the_logits_memory(tiny, monkeypatch):
-    from lens_heads.heads_up.sweep import default_batch_size
+    from lens_heads.heads_up.sweep_inputs import default_batch_size
 
     assert default_batch_size(tiny, 40) == 64  # small: the cap
     n_tokens = 100_000  # long: as many steps as keep one chunk's logits under 256 MiB
