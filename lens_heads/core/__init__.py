@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch befo
         hybrid_few_shot,
         pad_token_id,
     )
-    from lens_heads.core.provenance import code_version, machine
+    from lens_heads.core.provenance import code_version, hash_sources, machine
     from lens_heads.core.random_models import random_model, tiny_model
     from lens_heads.core.scales import HeadScale
     from lens_heads.core.settings import configure, field_docs
@@ -88,6 +88,7 @@ __all__ = [
     "get_task",
     "greedy_generate",
     "has_chat_template",
+    "hash_sources",
     "head_shape",
     "hybrid_few_shot",
     "identify_language",

@@ -17,11 +17,12 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["code_version", "cpu_native_bf16", "machine", "source_hash"]
+__all__ = ["code_version", "cpu_native_bf16", "hash_sources", "machine", "source_hash"]
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -32,11 +33,24 @@ def source_hash(*roots: str | os.PathLike[str]) -> str:
     edit of the code changes it. Default: the package and the ``analyses`` package installed
     beside it (the analyses compose the library). Computed once per process."""
     folders = [Path(r) for r in roots] or [_PACKAGE, _PACKAGE.parent / "analyses"]
+    return hash_sources(
+        (f"{root.name}/{path.relative_to(root).as_posix()}", path.read_bytes())
+        for root in folders
+        for path in (sorted(root.rglob("*.py")) if root.is_dir() else [])
+    )
+
+
+def hash_sources(files: Iterable[tuple[str, bytes]]) -> str:
+    """The source hash of ``(name, contents)`` pairs, in the order given (:func:`source_hash`
+    gives each root's files sorted by path): what ``scripts/source_commit.py`` computes from a
+    commit's files to find the commit a stored result's source came from.
+
+    >>> hash_sources([("lens_heads/a.py", b"x = 1")])
+    '0500bc4e470c7254'
+    """
     digest = hashlib.sha256()
-    for root in folders:
-        for path in sorted(root.rglob("*.py")) if root.is_dir() else []:
-            name = f"{root.name}/{path.relative_to(root).as_posix()}"
-            digest.update(name.encode() + b"\x00" + path.read_bytes() + b"\x01")
+    for name, contents in files:
+        digest.update(name.encode() + b"\x00" + contents + b"\x01")
     return digest.hexdigest()[:16]
 
 

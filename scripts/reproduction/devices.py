@@ -56,6 +56,27 @@ def _tests(file: Path) -> tuple[int, int]:
     return run - failed, run
 
 
+#: which commit each GPU record's source hash came from (``scripts/source_commit.py --out``)
+GPU_SOURCES = "benchmarks/gpu/sources.json"
+
+
+def source_words(source: str, commits: dict[str, str | None]) -> str:
+    """A stored record's source hash with the commit it came from, as
+    ``scripts/source_commit.py`` found it: the commit, none (edited code), or not looked up.
+
+    >>> source_words("ab12", {"ab12": "9e616c733533a286"})
+    'source ab12, the code of commit 9e616c7'
+    >>> source_words("cd34", {"cd34": None})
+    'source cd34, which no commit has: it ran on edited, uncommitted code'
+    """
+    if source not in commits:
+        return f"source {source} (its commit not looked up: `python scripts/source_commit.py`)"
+    commit = commits[source]
+    if commit is None:
+        return f"source {source}, which no commit has: it ran on edited, uncommitted code"
+    return f"source {source}, the code of commit {commit[:7]}"
+
+
 def gpu_check(results: Path) -> str:
     """What ``scripts/gpu_check.sh`` measured on the one GPU it ran on: the device tests, the
     matrix with the bridge on the GPU, and the CPU/GPU timings of the GPU benchmark."""
@@ -66,6 +87,18 @@ def gpu_check(results: Path) -> str:
     [entry] = json.loads(benchmark_file.read_text(encoding="utf-8"))["results"]
     matrix = json.loads(matrix_file.read_text(encoding="utf-8"))
     summary = matrix_summary(matrix)
+    sources_file = results / GPU_SOURCES
+    commits = (
+        json.loads(sources_file.read_text(encoding="utf-8"))["commits"]
+        if sources_file.is_file()
+        else {}
+    )
+    matrix_source = matrix["code"]["source"]
+    rerun = (
+        " (the next lent GPU re-runs it: `bash scripts/gpu_check.sh matrix`)"
+        if commits.get(matrix_source, "") is None
+        else ""
+    )
     passed, run = _tests(results / GPU_BENCHMARK / "tests.xml")
     extra, machine = entry["extra"], entry["machine"]
     libraries = ", ".join(f"{name} {v}" for name, v in machine["libraries"].items())
@@ -87,7 +120,8 @@ def gpu_check(results: Path) -> str:
             "the CPU",
             f"{summary['passed']} of {summary['cells']} cells pass; largest logit difference "
             f"{summary['logits']:.1e} (relative), pattern {summary['pattern']:.1e}, mask "
-            f"gradient {summary['gradient']:.2f} of its tolerance",
+            f"gradient {summary['gradient']:.2f} of its tolerance; "
+            f"{source_words(matrix_source, commits)}{rerun}",
         ),
         (
             f"training step, batch 16: CPU ({machine['threads']} threads, {cpu_precision}) → "
@@ -119,12 +153,14 @@ def gpu_check(results: Path) -> str:
     return "\n".join(
         [
             f"On one {extra['GPU']} ({machine['cpu']}, {machine['cores']} cores; {libraries}), "
-            f"`{GPU_COMMAND.split('  #')[0]}` (source {entry['code']['source']}); the benchmark "
+            f"`{GPU_COMMAND.split('  #')[0]}` ({source_words(entry['code']['source'], commits)}); "
+            "the benchmark "
             f"model is {extra['model']}, peak GPU memory {extra['peak GPU memory MiB']:.0f} MiB:",
             "",
             *table,
             "",
             f"Stored: `results/{GPU_BENCHMARK}/` (benchmark and test report), "
-            f"`results/{matrix_file.parent.relative_to(results).as_posix()}/`.",
+            f"`results/{matrix_file.parent.relative_to(results).as_posix()}/`; the commits of "
+            f"their sources: `results/{GPU_SOURCES}`.",
         ]
     )
