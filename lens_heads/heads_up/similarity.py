@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -250,12 +249,11 @@ def _figure4_one(
         "masked": Run(prompt, mask),
         "masked+instructed": Run(prompt, mask, instruction),
     }
-    states = {f.name: getattr(config, f.name) for f in dataclasses.fields(HiddenStatesConfig)}
-    return layer_similarity(
+    return layer_similarity(  # a ReadoutConfig is a HiddenStatesConfig: it passes as it is
         model,
+        config=config,
         comparisons={name: (runs[a], runs[b]) for name, (a, b) in FIGURE4_COMPARISONS.items()},
         label_runs=["instructed", "masked"],
-        **states,
     )
 
 
