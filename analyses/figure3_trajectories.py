@@ -1,7 +1,7 @@
 """Heads up! Figure 3: the keep probability sigmoid(W) of every head during mask training, and
 its *dependent changes*: heads that join the mask late, heads dropped after being kept, heads
 that change more than once -- and whether different heads' changes fall together in time more
-than chance (:func:`lens_heads.heads_up.trajectories.dependent_changes`). The paper reads such
+than chance (:func:`lens_heads.heads_up.dependent_changes`). The paper reads such
 changes as evidence that heads depend on each other; it gives no counts.
 
     python -m analyses.figure3_trajectories --task capitalize --out runs/figure3

@@ -1,7 +1,7 @@
 """Heads up! Figure 7: the trained mask's keep probability sigmoid(W) per layer x head, how
 many heads each half of the layers keeps (the paper: slightly more in the later half) and how
 many key-value groups the mask removes whole, against random removal (the paper: none in a
-pattern; :func:`lens_heads.heads_up.kv_groups.kv_groups_removed`).
+pattern; :func:`lens_heads.heads_up.kv_groups_removed`).
 
     python -m analyses.figure7_mask_weights --task capitalize --out runs/figure7
 

@@ -31,7 +31,12 @@ from analyses._common import (
     write_outputs,
 )
 from lens_heads.core import InputError
-from lens_heads.heads_up import ESTIMATES, EstimateErrors, EstimateErrorsConfig, estimate_errors
+from lens_heads.heads_up import (
+    ESTIMATES,
+    EstimateErrors,
+    EstimateErrorsConfig,
+    estimate_errors,
+)
 
 
 @dataclass

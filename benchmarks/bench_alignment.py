@@ -113,7 +113,7 @@ def bench_trater_batching(quick: bool) -> BenchmarkResult:
     import torch
 
     import lens_heads as lh
-    from lens_heads.core.tasks import parallel_corpus
+    from lens_heads.core._tasks import parallel_corpus
 
     model = lh.load_model("gemma-3-270m")
     corpus = parallel_corpus()

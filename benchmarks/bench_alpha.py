@@ -23,7 +23,7 @@ def measure_alpha_curve(
     matrix product's float sums may depend on its batch's rows; the extra reports whether it
     is bit-identical here)."""
     import lens_heads as lh
-    from lens_heads.heads_up.alpha import DEFAULT_ALPHAS
+    from lens_heads.heads_up._alpha import DEFAULT_ALPHAS
 
     alphas = DEFAULT_ALPHAS
     outcome: dict[str, Any] = {}

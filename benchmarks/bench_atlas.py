@@ -13,7 +13,7 @@ from benchmarks.harness import BenchmarkResult, compare, peak_rss_mb
 
 def _prompts(model: Any, n_eval: int) -> tuple[list[list[int]], list[str]]:
     import lens_heads as lh
-    from lens_heads.core.capture import encode_prompt
+    from lens_heads.core._capture import encode_prompt
 
     task = lh.get_task("capitalize")
     _, held_out = task.split(n_eval=n_eval)
@@ -52,7 +52,7 @@ def bench_single_head_effects(quick: bool) -> BenchmarkResult:
         speedup=True,
     )
     difference = float((outcome["plain"]["zero"] - outcome["batched"]["zero"]).abs().max())
-    from lens_heads.atlas.effects import common_prefix, prefix_pays
+    from lens_heads.atlas._effects import common_prefix, prefix_pays
 
     shared = common_prefix(prompts)
     prefix_path = prefix_pays(prompts, shared, config.batch_size)
@@ -97,7 +97,7 @@ def bench_whole_atlas(quick: bool) -> BenchmarkResult:
         start = time.perf_counter()
         atlas = head_atlas(model, config, out=out)
         total = time.perf_counter() - start
-        from lens_heads.core.storage import Stages
+        from lens_heads.core._storage import Stages
 
         stages = Stages(out)
         seconds = {name: stages.provenance(name).get("seconds") for name in (

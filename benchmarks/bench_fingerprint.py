@@ -20,7 +20,7 @@ def bench_fingerprint_against_the_load(quick: bool) -> list[BenchmarkResult]:
     """Fingerprint of SmolLM2 and of Gemma 3 270M (uncached) against loading the model from
     the weights cache with its guards (target <= 0.1x); the remembered fingerprint's cost too."""
     import lens_heads as lh
-    from lens_heads.core import fingerprints
+    from lens_heads.core import _fingerprints as fingerprints
 
     results = []
     for alias in ("smollm2-135m-instruct", "gemma-3-270m"):

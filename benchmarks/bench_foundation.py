@@ -14,7 +14,7 @@ from benchmarks.harness import BenchmarkResult, compare, time_call
 def bench_mask_hook_overhead(quick: bool) -> BenchmarkResult:
     """Forward pass of SmolLM2 with an all-ones mask hook vs no hook (target <= 1.05x)."""
     import lens_heads as lh
-    from lens_heads.core.prompts import encode_text
+    from lens_heads.core._prompts import encode_text
 
     model = lh.load_model("smollm2-135m-instruct")
     text = "The quick brown fox jumps over the lazy dog. " * 4
@@ -88,7 +88,7 @@ def bench_guards(quick: bool) -> BenchmarkResult:
     import statistics
 
     import lens_heads as lh
-    from lens_heads.core.guards import forget_checks, verify_model
+    from lens_heads.core._guards import forget_checks, verify_model
     from lens_heads.demo import run_demo
 
     model = lh.load_model("smollm2-135m-instruct")

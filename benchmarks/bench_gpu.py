@@ -38,7 +38,7 @@ def _plain_step_seconds(source: str, repeats: int, batch_size: int = 16) -> floa
     ``batch_size`` capitalize prompts in the chat template, right-padded: the eager floor that a
     training step of lens_heads cannot go below."""
     import lens_heads as lh
-    from lens_heads.core.compatibility import Reference, reference_source
+    from lens_heads.core._compatibility import Reference, reference_source
 
     reference = Reference.from_pretrained(reference_source(source))
     model = reference.model.to("cuda", torch.bfloat16).requires_grad_(False)

@@ -26,7 +26,7 @@ def smollm2_cell_seconds(steps: int) -> float:
     """Wall time of one SmolLM2 capitalize cell of the short schedule, run in this process by
     the grid (training, evaluation, the cell's folder), the model already loaded."""
     import lens_heads as lh
-    from lens_heads.scale.grid import run_grid
+    from lens_heads.scale._grid import run_grid
 
     text = f"""
 name = "bench-cell"
@@ -48,7 +48,7 @@ def bench_grid_overhead(quick: bool) -> BenchmarkResult:
     import ray
 
     import lens_heads as lh
-    from lens_heads.scale.grid import run_grid
+    from lens_heads.scale._grid import run_grid
 
     steps = 20 if quick else 40
     text = f"""

@@ -31,8 +31,8 @@ ALIAS = "gemma-3-270m"
 
 def reference_importance(model: Any, texts: list[str]) -> torch.Tensor:
     """The reference's loop (without its optimiser step): batch 1, fp32, weights not frozen."""
-    from lens_heads.core.hooks import mask_hooks
-    from lens_heads.lahis.importance import scores_from_gradients
+    from lens_heads.core._hooks import mask_hooks
+    from lens_heads.lahis._importance import scores_from_gradients
 
     parameters = list(model.parameters())
     flags = [p.requires_grad for p in parameters]
@@ -58,10 +58,10 @@ def reference_importance(model: Any, texts: list[str]) -> torch.Tensor:
 def plain_importance(model: Any, texts: list[str], dtype: str = "auto") -> torch.Tensor:
     """Mask gradients ``[document, layer, head]`` the plain way: the same frozen model, batches,
     padding and precision as :func:`lens_heads.head_importance`, the full logits."""
-    from lens_heads.core.hooks import mask_hooks
-    from lens_heads.core.models import head_shape
-    from lens_heads.core.prompts import pad_token_id
-    from lens_heads.lahis import importance
+    from lens_heads.core._hooks import mask_hooks
+    from lens_heads.core._models import head_shape
+    from lens_heads.core._prompts import pad_token_id
+    from lens_heads.lahis import _importance as importance
 
     encoded = importance.encode_documents(model, texts, None)
     device = torch.device(model.cfg.device)
@@ -86,9 +86,9 @@ def plain_importance(model: Any, texts: list[str], dtype: str = "auto") -> torch
 
 def bench_importance(quick: bool = False) -> list[BenchmarkResult]:
     import lens_heads as lh
-    from lens_heads.core.devices import native_bf16
-    from lens_heads.lahis.importance import head_importance, spearman
-    from lens_heads.lahis.languages import load_texts_by_language
+    from lens_heads.core._devices import native_bf16
+    from lens_heads.lahis._importance import head_importance, spearman
+    from lens_heads.lahis._languages import load_texts_by_language
 
     model = lh.load_model(ALIAS)
     texts = load_texts_by_language()["en"][: 20 if quick else 100]
@@ -128,8 +128,8 @@ def bench_importance(quick: bool = False) -> list[BenchmarkResult]:
 
 
 def _like_for_like(model: Any, texts: list[str], ours: Any) -> BenchmarkResult:
-    from lens_heads.core.devices import native_bf16
-    from lens_heads.lahis.importance import head_importance, spearman
+    from lens_heads.core._devices import native_bf16
+    from lens_heads.lahis._importance import head_importance, spearman
 
     plain = plain_importance(model, texts)
     bf16 = native_bf16()

@@ -77,8 +77,8 @@ def settings(quick: bool, *, steps: int | None = None, precision: str = "bfloat1
 
 def _encoded(model: Any, task: Any, config: Any) -> tuple[torch.Tensor, torch.Tensor, int]:
     """The prompts and answer masks the trainer trains on, right-padded with an unused id."""
-    from lens_heads.core.prompts import collate
-    from lens_heads.engine.training import MaskTrainer
+    from lens_heads.core._prompts import collate
+    from lens_heads.engine._training import MaskTrainer
 
     trainer = MaskTrainer(model, task, config)
     used = {int(t) for example in trainer.encoded for t in example.tokens}
@@ -111,8 +111,8 @@ def lens_side(out: str) -> None:
 
 def _held_out_losses(model: Any, task: Any, config: Any, gates: torch.Tensor) -> list[float]:
     """Mean answer CE on the held-out prompts of each fit's masks (``gates [fit, mask, L, H]``)."""
-    from lens_heads.core.prompts import collate, pad_token_id
-    from lens_heads.engine.training import MaskTrainer
+    from lens_heads.core._prompts import collate, pad_token_id
+    from lens_heads.engine._training import MaskTrainer
 
     _, held_out = task.split(n_eval=config.training.n_eval)
     free = replace(config.training_of("free"), n_eval=0, batch_size=1)
@@ -141,8 +141,8 @@ def _lens_attempt(spec: str) -> str:
 
 def _other_models(folder: Path) -> dict[str, str]:
     """Gemma 3 270M and a tiny random checkpoint of every family of the compatibility matrix."""
-    from lens_heads.core.families import FAMILIES, tiny_checkpoint
-    from lens_heads.core.models import prepare_model
+    from lens_heads.core._families import FAMILIES, tiny_checkpoint
+    from lens_heads.core._models import prepare_model
 
     found = {"gemma-3-270m": str(prepare_model("gemma-3-270m"))}
     for spec in FAMILIES:
@@ -155,9 +155,9 @@ def compare_with_chg(quick: bool) -> dict[str, Any]:
     from scipy import stats
 
     import lens_heads as lh
-    from lens_heads.core.models import prepare_model
-    from lens_heads.core.provenance import machine
-    from lens_heads.heads_up.roles_result import FITS, classify
+    from lens_heads.core._models import prepare_model
+    from lens_heads.core._provenance import machine
+    from lens_heads.heads_up._roles_result import FITS, classify
 
     config = settings(quick)
     task = lh.get_task(TASK)
@@ -237,7 +237,7 @@ def compare_with_chg(quick: bool) -> dict[str, Any]:
             ),
             "held-out answer CE": {name: held[name][index] for name in held},
         }
-    from lens_heads.heads_up.roles_result import CLASSES, MAJORITY_CLASSES, HeadRoles
+    from lens_heads.heads_up._roles_result import CLASSES, MAJORITY_CLASSES, HeadRoles
 
     majority = {
         name: HeadRoles(MODEL, TASK, gates, config.threshold).classes
@@ -301,9 +301,9 @@ def time_both(precisions: tuple[str, ...], repeats: int, updates: int) -> dict[s
     import statistics
 
     import lens_heads as lh
-    from lens_heads.core.models import prepare_model
-    from lens_heads.core.provenance import machine
-    from lens_heads.heads_up.roles_result import FITS
+    from lens_heads.core._models import prepare_model
+    from lens_heads.core._provenance import machine
+    from lens_heads.heads_up._roles_result import FITS
 
     task = lh.get_task(TASK)
     model = lh.load_model(MODEL)
@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         lens_side(args.out)
         return 0
     from analyses._common import provenance_of
-    from lens_heads.core.storage import write_atomic
+    from lens_heads.core._storage import write_atomic
 
     started = time.monotonic()
     if args.timing:

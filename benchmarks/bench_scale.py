@@ -88,7 +88,7 @@ SWEEP_CHUNKS = 2
 def _source_tokenizer() -> Any:
     from transformers import AutoTokenizer
 
-    from lens_heads.core.models import MODEL_ALIASES, _cached_model_dir, prepare_model
+    from lens_heads.core._models import MODEL_ALIASES, _cached_model_dir, prepare_model
 
     prepare_model(SOURCE)
     return AutoTokenizer.from_pretrained(_cached_model_dir(MODEL_ALIASES[SOURCE].sha256()))
@@ -98,7 +98,12 @@ def _inputs() -> dict[str, Any]:
     """SmolLM2's token ids of the tasks in its chat template: the training examples (prompt and
     answer with its end-of-turn token), the word prompts and their answers' first tokens."""
     import lens_heads as lh
-    from lens_heads.core.prompts import PromptFormat, answer_end_tokens, encode_example, encode_text
+    from lens_heads.core._prompts import (
+        PromptFormat,
+        answer_end_tokens,
+        encode_example,
+        encode_text,
+    )
 
     tokenizer = _source_tokenizer()
     end = answer_end_tokens(tokenizer, chat=True)
@@ -119,7 +124,7 @@ def _inputs() -> dict[str, Any]:
 def write_tokens(path: Path) -> None:
     """The token ids the GPU benchmark runs (benchmarks/bench_scale_gpu.py): no tokenizer has to
     travel to the GPU machine."""
-    from lens_heads.core.storage import write_atomic
+    from lens_heads.core._storage import write_atomic
 
     found = _inputs()
     found["source"] = (
@@ -287,7 +292,7 @@ class _measure:
 
 def _train(model: Any, alias: str, inputs: dict, spec: dict, meter: _measure) -> tuple:
     import lens_heads as lh
-    from lens_heads.core.prompts import EncodedExample
+    from lens_heads.core._prompts import EncodedExample
     from lens_heads.engine import MaskTrainer, TrainingConfig
 
     _, _, _, _, precision, checkpoint, batch = spec["case"]
@@ -321,8 +326,8 @@ def _train(model: Any, alias: str, inputs: dict, spec: dict, meter: _measure) ->
 
 def _sweep(model: Any, alias: str, inputs: dict, spec: dict, meter: _measure) -> tuple:
     import lens_heads as lh
-    from lens_heads.core.prompts import encode_text, has_chat_template
-    from lens_heads.heads_up.sweep_inputs import default_batch_size
+    from lens_heads.core._prompts import encode_text, has_chat_template
+    from lens_heads.heads_up._sweep_inputs import default_batch_size
 
     n_layers, n_heads = lh.head_shape(model)
     if alias in REAL:
@@ -348,8 +353,8 @@ def _atlas(model: Any, alias: str, inputs: dict, spec: dict, meter: _measure) ->
     import itertools
 
     import lens_heads as lh
-    from lens_heads.atlas import effects
-    from lens_heads.core.capture import encode_prompt, target_token_ids
+    from lens_heads.atlas import _effects as effects
+    from lens_heads.core._capture import encode_prompt, target_token_ids
 
     n_layers, n_heads = lh.head_shape(model)
     if alias in REAL:
@@ -431,7 +436,7 @@ def gpu_predictions() -> dict[str, Any]:
     """The plan's predictions for the GPU runs the issue asks for (one H100), stored with the
     code that computed them, so the docs show them without importing the package."""
     import lens_heads as lh
-    from lens_heads.core.provenance import code_version
+    from lens_heads.core._provenance import code_version
 
     rows = []
     for label, alias, job, fields in PREDICTED:
@@ -555,8 +560,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.out:
         parser.error("--out is required")
     from analyses._common import provenance_of
-    from lens_heads.core.provenance import code_version
-    from lens_heads.core.storage import write_atomic
+    from lens_heads.core._provenance import code_version
+    from lens_heads.core._storage import write_atomic
 
     started = time.monotonic()
     out = Path(args.out)

@@ -58,7 +58,7 @@ class Run:
         return self.deadline - time.monotonic()
 
     def config(self, alias: str) -> dict[str, Any]:
-        from lens_heads.core.model_configs import model_config
+        from lens_heads.core._model_configs import model_config
 
         values = model_config(alias)["config"]
         if self.dry:
@@ -66,7 +66,7 @@ class Run:
         return values
 
     def shape(self, alias: str) -> Any:
-        from lens_heads.core.model_shape import ModelShape
+        from lens_heads.core._model_shape import ModelShape
 
         return ModelShape.from_config(alias, self.config(alias))
 
@@ -136,7 +136,7 @@ def _beside(found: dict[str, Any], plan: Any, device: str) -> dict[str, Any]:
 # -- training steps ------------------------------------------------------------------------------
 def _trainer(run: Run, model: Any, batch: int, **fields: Any) -> Any:
     import lens_heads as lh
-    from lens_heads.core.prompts import EncodedExample
+    from lens_heads.core._prompts import EncodedExample
     from lens_heads.engine import MaskTrainer, TrainingConfig
 
     config = TrainingConfig(
@@ -187,8 +187,8 @@ def plain_step(run: Run, alias: str, batch: int) -> dict:
     embeddings), the floor a lens_heads step cannot go below."""
     from transformers import AutoModelForCausalLM
 
-    from lens_heads.core.model_configs import hf_config
-    from lens_heads.core.prompts import EncodedExample, collate
+    from lens_heads.core._model_configs import hf_config
+    from lens_heads.core._prompts import EncodedExample, collate
 
     with torch.device(run.device):
         model = AutoModelForCausalLM.from_config(hf_config(run.config(alias)), dtype=torch.bfloat16)
@@ -220,7 +220,7 @@ def plain_step(run: Run, alias: str, batch: int) -> dict:
 def atlas_effects(run: Run, model: Any, alias: str, cap: float) -> dict:
     """Every single-head effect on 40 prompts (zero ablation), cut at ``cap`` seconds."""
     import lens_heads as lh
-    from lens_heads.atlas import effects
+    from lens_heads.atlas import _effects as effects
 
     n_layers, n_heads = lh.head_shape(model)
     vocab = int(model.cfg.d_vocab)
@@ -266,8 +266,8 @@ def atlas_effects(run: Run, model: Any, alias: str, cap: float) -> dict:
 def sweep(run: Run, model: Any, alias: str, cap: float) -> dict:
     """A removal sweep of the first heads (20 greedy tokens per step) for ``cap`` seconds."""
     import lens_heads as lh
-    from lens_heads.core.prompts import encode_text
-    from lens_heads.heads_up.sweep_inputs import default_batch_size
+    from lens_heads.core._prompts import encode_text
+    from lens_heads.heads_up._sweep_inputs import default_batch_size
 
     n_layers, n_heads = lh.head_shape(model)
     prompt = "x" * (len(run.prompts[0]) - 1)  # byte-level: as long as the real chat prompt
@@ -377,8 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.dry_run and not torch.cuda.is_available():
         print("no CUDA GPU: run with --dry-run to check the code path on the CPU")
         return 2
-    from lens_heads.core.provenance import code_version, machine
-    from lens_heads.core.storage import write_atomic
+    from lens_heads.core._provenance import code_version, machine
+    from lens_heads.core._storage import write_atomic
 
     run = Run(args.dry_run, args.budget)
     started = time.monotonic()

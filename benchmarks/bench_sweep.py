@@ -17,7 +17,7 @@ def bench_sweep_batched(quick: bool) -> BenchmarkResult:
     import torch
 
     import lens_heads as lh
-    from lens_heads.heads_up.sweep_inputs import removal_order
+    from lens_heads.heads_up._sweep_inputs import removal_order
 
     model = lh.load_model("smollm2-135m-instruct")
     weights = torch.randn(30, 9, generator=torch.Generator().manual_seed(0))

@@ -102,7 +102,7 @@ class _PlainStep:
     def __init__(self, tokens: torch.Tensor, answer_mask: torch.Tensor, dtype: str) -> None:
         from transformers import AutoModelForCausalLM
 
-        from lens_heads.core.models import prepare_model
+        from lens_heads.core._models import prepare_model
 
         self.model = AutoModelForCausalLM.from_pretrained(prepare_model(ALIAS), dtype=torch.float32)
         self.model.requires_grad_(False)
@@ -140,7 +140,7 @@ def same_loss_and_gradient(
     ours: Any, plain: _PlainStep, tokens: torch.Tensor, answer_mask: torch.Tensor
 ) -> dict[str, float]:
     """Loss and mask gradient of both sides on one sampled mask (the same W and noise)."""
-    from lens_heads.engine.training import gumbel_noise, straight_through_mask
+    from lens_heads.engine._training import gumbel_noise, straight_through_mask
 
     noise = gumbel_noise((tokens.shape[0], *ours.W.shape), torch.Generator().manual_seed(1))
     results = []
@@ -165,8 +165,8 @@ class _OriginalStyleStep:
     def __init__(self, tokens: torch.Tensor, answer_mask: torch.Tensor, seed: int = 0) -> None:
         from transformers import AutoModelForCausalLM
 
-        from lens_heads.core.models import prepare_model
-        from lens_heads.engine.training import gumbel_noise, straight_through_mask
+        from lens_heads.core._models import prepare_model
+        from lens_heads.engine._training import gumbel_noise, straight_through_mask
 
         self.model = AutoModelForCausalLM.from_pretrained(prepare_model(ALIAS), dtype=torch.float32)
         self.model.requires_grad_(True)  # the reference does not freeze the model
@@ -216,8 +216,8 @@ def bench_training_step(quick: bool) -> list[BenchmarkResult]:
 
 def _training_step(model: Any, task_name: str, quick: bool) -> list[BenchmarkResult]:
     import lens_heads as lh
-    from lens_heads.engine.training import MaskTrainer, TrainingConfig, native_bf16
-    from lens_heads.engine.training_data import batch_indices
+    from lens_heads.engine._training import MaskTrainer, TrainingConfig, native_bf16
+    from lens_heads.engine._training_data import batch_indices
 
     task = lh.get_task(task_name)
     ours = MaskTrainer(model, task, TrainingConfig(batch_size=16))  # precision "auto"
@@ -264,7 +264,7 @@ def _like_for_like(
     ours: Any, tokens: torch.Tensor, answer_mask: torch.Tensor, quick: bool
 ) -> BenchmarkResult:
     """A plain loop / ours on the same frozen model, precision, batch and sampled mask."""
-    from lens_heads.engine.training import gumbel_noise, straight_through_mask
+    from lens_heads.engine._training import gumbel_noise, straight_through_mask
 
     plain = _PlainStep(tokens, answer_mask, ours.config.precision)
     check = same_loss_and_gradient(ours, plain, tokens, answer_mask)

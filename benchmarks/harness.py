@@ -131,8 +131,8 @@ def write_summary(results: list[BenchmarkResult], path: Path, *, merge: bool = F
     """Write the JSON summary atomically; with ``merge`` the earlier entries of other benchmarks
     in ``path`` are kept (``--only`` re-runs one without losing the rest), each stamped with the
     time it was measured."""
-    from lens_heads.core.provenance import code_version, machine
-    from lens_heads.core.storage import write_atomic
+    from lens_heads.core._provenance import code_version, machine
+    from lens_heads.core._storage import write_atomic
 
     now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     entries = [{**result.to_json(), "measured": now} for result in results]

@@ -12,24 +12,42 @@
 from typing import TYPE_CHECKING, Any
 
 from lens_heads import _moved
-from lens_heads.core.lazy import lazy_exports
+from lens_heads.core.internal import lazy_exports
 
-if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch before it is needed
-    from lens_heads.alignment.ablation import AblationResult, ablate_heads
-    from lens_heads.alignment.score_config import ScoreConfig
-    from lens_heads.alignment.scores import TranslationScores, translation_scores
-    from lens_heads.alignment.trater import TRaterResult, trater_scores
+if TYPE_CHECKING:  # imported on first use (lens_heads.core._lazy): no torch before it is needed
+    from lens_heads.alignment import (
+        AblationResult,
+        ScoreConfig,
+        TranslationScores,
+        TRaterResult,
+        ablate_heads,
+        translation_scores,
+        trater_scores,
+    )
     from lens_heads.atlas import AtlasConfig, HeadAtlas, head_atlas
-    from lens_heads.core.errors import LensHeadsError
-    from lens_heads.core.generation import Generation, generate, greedy_generate
-    from lens_heads.core.guards import verify_model
-    from lens_heads.core.hooks import ablated, apply_mask, mask_hooks
-    from lens_heads.core.masks import HeadMask, expected_random_jaccard, jaccard
-    from lens_heads.core.models import MODEL_ALIASES, head_shape, load_model
-    from lens_heads.core.prompts import PromptFormat
-    from lens_heads.core.random_models import random_model, tiny_model
-    from lens_heads.core.scales import HeadScale
-    from lens_heads.core.tasks import Task, get_task, list_tasks
+    from lens_heads.core import (
+        MODEL_ALIASES,
+        Generation,
+        HeadMask,
+        HeadScale,
+        LensHeadsError,
+        PromptFormat,
+        Task,
+        ablated,
+        apply_mask,
+        expected_random_jaccard,
+        generate,
+        get_task,
+        greedy_generate,
+        head_shape,
+        jaccard,
+        list_tasks,
+        load_model,
+        mask_hooks,
+        random_model,
+        tiny_model,
+        verify_model,
+    )
     from lens_heads.demo import DemoConfig, DemoReport, run_demo
     from lens_heads.engine import (
         EvaluationConfig,
@@ -39,22 +57,34 @@ if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch befo
         evaluate,
         train_mask,
     )
-    from lens_heads.heads_up.alpha import AlphaCurve, alpha_curve
-    from lens_heads.heads_up.attention import attention_on_target
-    from lens_heads.heads_up.lens import logit_lens, top_tokens
-    from lens_heads.heads_up.lens_config import LensConfig
-    from lens_heads.heads_up.mask_sets import load_masks
-    from lens_heads.heads_up.mask_stats import MaskStatistics, mask_statistics
-    from lens_heads.heads_up.pathways import PathwaysResult, functional_pathways, train_family_masks
-    from lens_heads.heads_up.roles import HeadRoles, RolesConfig, head_roles
-    from lens_heads.heads_up.similarity import SimilarityStats, figure4_similarity, layer_similarity
-    from lens_heads.heads_up.sweep import SweepResult, plot_sweeps, removal_sweep
-    from lens_heads.heads_up.sweep_config import SweepConfig
-    from lens_heads.heads_up.tasks_per_head import TasksPerHead, tasks_per_head
-    from lens_heads.lahis.importance import HeadImportance, head_importance
-    from lens_heads.lahis.languages import LanguageHeads, language_heads
-    from lens_heads.scale.grid import GridConfig, GridResult, run_grid
-    from lens_heads.scale.planning import Plan, PlanConfig, plan
+    from lens_heads.heads_up import (
+        AlphaCurve,
+        HeadRoles,
+        LensConfig,
+        MaskStatistics,
+        PathwaysResult,
+        RolesConfig,
+        SimilarityStats,
+        SweepConfig,
+        SweepResult,
+        TasksPerHead,
+        alpha_curve,
+        attention_on_target,
+        figure4_similarity,
+        functional_pathways,
+        head_roles,
+        layer_similarity,
+        load_masks,
+        logit_lens,
+        mask_statistics,
+        plot_sweeps,
+        removal_sweep,
+        tasks_per_head,
+        top_tokens,
+        train_family_masks,
+    )
+    from lens_heads.lahis import HeadImportance, LanguageHeads, head_importance, language_heads
+    from lens_heads.scale import GridConfig, GridResult, Plan, PlanConfig, plan, run_grid
 
 _EXPORTS, _lazy_getattr, __dir__ = lazy_exports(__name__, __file__)
 

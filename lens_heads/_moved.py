@@ -1,18 +1,21 @@
-"""Old module paths of lens_heads 0.1 (one flat folder), kept in 0.2 and removed in 0.3.
+"""Old module paths, kept in 0.2 and removed in 0.3: those of lens_heads 0.1 (one flat folder)
+and the implementation modules of 0.2, which are private now (``lens_heads.engine.training`` is
+``lens_heads.engine._training``; import from ``lens_heads`` or its subpackages instead).
 
-``import lens_heads.training`` or ``lh.tasks`` still work: they give the module at its new
-path (the same module object, so a ``monkeypatch`` through the old path intercepts) and warn
-once with a :class:`DeprecationWarning` that names the new path. An old path never shadows the
-API: ``import lens_heads.evaluate`` leaves ``lh.evaluate`` the function (Python would otherwise
-set the package attribute to the module it imported).
+``import lens_heads.training``, ``lh.tasks`` or ``import lens_heads.heads_up.sweep`` still work:
+they give the module at its new path (the same module object, so a ``monkeypatch`` through the
+old path intercepts) and warn once with a :class:`DeprecationWarning` that names the new path.
+An old path never shadows the API: ``import lens_heads.evaluate`` leaves ``lh.evaluate`` the
+function (Python would otherwise set the package attribute to the module it imported), and a
+0.2 module named as its subpackage's function (``heads_up.tasks_per_head``) is not aliased.
 
 >>> import sys, warnings
 >>> _ = sys.modules.pop("lens_heads.training", None)  # as in a new process
 >>> with warnings.catch_warnings(record=True) as caught:
 ...     warnings.simplefilter("always")
 ...     import lens_heads.training as old
->>> import lens_heads.engine.training as new
->>> old is new, "lens_heads.engine.training" in str(caught[-1].message)
+>>> import lens_heads.engine._training as new
+>>> old is new, "lens_heads.engine._training" in str(caught[-1].message)
 (True, True)
 """
 
@@ -25,55 +28,94 @@ import sys
 import warnings
 from types import ModuleType
 
-__all__ = ["MOVED", "REMOVED_IN", "moved_module"]
+__all__ = ["MOVED", "MOVED_IN_0_2", "REMOVED_IN", "moved_module"]
 
 #: the release without the old paths
 REMOVED_IN = "0.3.0"
 
 #: old module path (under ``lens_heads.``) -> new module path
 MOVED: dict[str, str] = {
-    "models": "core.models",
-    "masks": "core.masks",
-    "scales": "core.scales",
-    "hooks": "core.hooks",
-    "prompts": "core.prompts",
-    "tasks": "core.tasks",
-    "metrics": "core.metrics",
-    "_decoding": "core.decoding",
-    "generation": "core.generation",
-    "_io": "core.storage",
-    "_checks": "core.checks",
-    "plotting": "core.figures",
-    "lens": "heads_up.lens",
-    "_training_config": "engine.training_config",
-    "_training_result": "engine.training_result",
-    "training": "engine.training",
-    "evaluate": "engine.evaluation",
-    "sweep": "heads_up.sweep",
-    "alpha": "heads_up.alpha",
-    "pathways": "heads_up.pathways",
-    "mask_stats": "heads_up.mask_stats",
-    "similarity": "heads_up.similarity",
-    "attention": "heads_up.attention",
-    "_aligner": "alignment.aligners",
-    "ablation": "alignment.ablation",
-    "trater": "alignment.trater",
-    "consistency": "alignment.consistency",
-    "importance": "lahis.importance",
-    "languages": "lahis.languages",
-    "language_experiments": "lahis.language_experiments",
-    "soft_mask_experiment": "lahis.soft_mask_experiment",
-    "grid": "scale.grid",
-    "_grid_config": "scale.grid_config",
-    "cli_alignment": "cli.alignment",
-    "cli_lahis": "cli.lahis",
-    "cli_grid": "cli.grid",
+    "models": "core._models",
+    "masks": "core._masks",
+    "scales": "core._scales",
+    "hooks": "core._hooks",
+    "prompts": "core._prompts",
+    "tasks": "core._tasks",
+    "metrics": "core._metrics",
+    "_decoding": "core._decoding",
+    "generation": "core._generation",
+    "_io": "core._storage",
+    "_checks": "core._checks",
+    "plotting": "core._figures",
+    "lens": "heads_up._lens",
+    "_training_config": "engine._training_config",
+    "_training_result": "engine._training_result",
+    "training": "engine._training",
+    "evaluate": "engine._evaluation",
+    "sweep": "heads_up._sweep",
+    "alpha": "heads_up._alpha",
+    "pathways": "heads_up._pathways",
+    "mask_stats": "heads_up._mask_stats",
+    "similarity": "heads_up._similarity",
+    "attention": "heads_up._attention",
+    "_aligner": "alignment._aligners",
+    "ablation": "alignment._ablation",
+    "trater": "alignment._trater",
+    "consistency": "alignment._consistency",
+    "importance": "lahis._importance",
+    "languages": "lahis._languages",
+    "language_experiments": "lahis._language_experiments",
+    "soft_mask_experiment": "lahis._soft_mask_experiment",
+    "grid": "scale._grid",
+    "_grid_config": "scale._grid_config",
+    "cli_alignment": "cli._alignment",
+    "cli_lahis": "cli._lahis",
+    "cli_grid": "cli._grid",
 }
+
+
+#: the subpackages whose implementation modules became private in 0.2 (``sub.name`` ->
+#: ``sub._name``), and the two demo modules that became the ``demo`` subpackage
+PRIVATE_IN = (
+    "core",
+    "engine",
+    "heads_up",
+    "alignment",
+    "lahis",
+    "atlas",
+    "finders",
+    "scale",
+    "cli",
+)
+MOVED_IN_0_2: dict[str, str] = {"demo_outputs": "demo._report"}
+
+
+def _new_path(old: str) -> str | None:
+    """The path under ``lens_heads.`` that ``old`` moved to, or None when it did not move."""
+    if old in MOVED:
+        return MOVED[old]
+    if old in MOVED_IN_0_2:
+        return MOVED_IN_0_2[old]
+    package, _, name = old.partition(".")
+    if package in PRIVATE_IN and name and "." not in name and not name.startswith("_"):
+        # a module named as its subpackage's function (heads_up.tasks_per_head) stays the
+        # function: importing the module under that name would replace it on the package
+        if name in importlib.import_module(f"lens_heads.{package}").__all__:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(
+            f"lens_heads.{package}._{name}",
+            importlib.import_module(f"lens_heads.{package}").__path__,
+        )
+        return f"{package}._{name}" if spec is not None else None
+    return None
 
 
 def moved_module(old: str) -> ModuleType:
     """The module that ``lens_heads.<old>`` became, with a deprecation warning."""
-    new = "lens_heads." + MOVED[old]
+    new = _new_path(old)
+    if new is None:
+        raise ModuleNotFoundError(f"lens_heads.{old} did not move")
+    new = "lens_heads." + new
     warnings.warn(
         f"lens_heads.{old} moved to {new}; the old path goes away in lens_heads {REMOVED_IN}",
         DeprecationWarning,
@@ -98,8 +140,10 @@ class _Alias(importlib.abc.Loader):
 
 class _OldPaths(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: object, target: object = None) -> object:
-        package, _, old = fullname.rpartition(".")
-        if package != "lens_heads" or old not in MOVED:
+        if not fullname.startswith("lens_heads."):
+            return None
+        old = fullname.removeprefix("lens_heads.")
+        if _new_path(old) is None:
             return None
         return importlib.machinery.ModuleSpec(fullname, _Alias(old))
 

@@ -11,24 +11,28 @@ True
 
 from typing import TYPE_CHECKING
 
-from lens_heads.core.lazy import lazy_exports
+from lens_heads.core.internal import lazy_exports
 
-if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch before it is needed
-    from lens_heads.core.compatibility import (
+if TYPE_CHECKING:  # imported on first use (lens_heads.core._lazy): no torch before it is needed
+    from lens_heads.core.internal import (
         CHECKS,
         FAIL,
+        FAMILIES,
         NOT_SUPPORTED,
         PASS,
         TOLERANCE,
         CheckResult,
         DoctorReport,
+        Family,
         Reference,
         doctor,
+        family,
         output_projection,
         run_checks,
         scale_heads_hook,
+        tiny_checkpoint,
+        tiny_tokenizer,
     )
-    from lens_heads.core.families import FAMILIES, Family, family, tiny_checkpoint, tiny_tokenizer
 
 _EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, __file__)
 

@@ -6,7 +6,7 @@ tiny random checkpoint loaded with ``lh.load_model(folder)``, through six checks
     python scripts/compatibility_matrix.py --only gemma2   # one family; prints, writes nothing
     python scripts/library_envs.py matrix                  # at the lowest and newest transformers
 
-Checks 1-4 are :mod:`lens_heads.core.compatibility`'s (what ``lens-heads doctor`` runs); 5 and 6
+Checks 1-4 are :mod:`lens_heads.core._compatibility`'s (what ``lens-heads doctor`` runs); 5 and 6
 need the research lines and live here:
 
 5. ``gradient``: the mask gradient of :func:`lens_heads.head_importance` equals central finite

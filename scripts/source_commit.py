@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from lens_heads.core import hash_sources, write_atomic
 
-ROOTS = ("lens_heads", "analyses")  # what lens_heads.core.provenance.source_hash hashes
+ROOTS = ("lens_heads", "analyses")  # what lens_heads.core._provenance.source_hash hashes
 
 
 def _git(root: Path, *args: str) -> str:

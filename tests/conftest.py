@@ -43,7 +43,7 @@ def _unit_tests_load_no_real_model(request, monkeypatch):
     test would run a real model in the fast tier, unseen."""
     if request.node.get_closest_marker("models") is not None:
         return
-    from lens_heads.core import models
+    from lens_heads.core import _models as models
 
     real = {id(source) for source in models.MODEL_ALIASES.values()}
     load = models._load_offline
@@ -81,7 +81,7 @@ def tiny():
 def tiny_dir(tmp_path_factory) -> Path:
     """The ``tiny`` model as a checkpoint folder (config.json, weights, tokenizer): a real
     ``--model DIR`` whose shape the commands read before loading it."""
-    from lens_heads.core.models import _tiny_hf_model
+    from lens_heads.core._models import _tiny_hf_model
 
     folder = tmp_path_factory.mktemp("tiny-model")
     hf_model, tokenizer = _tiny_hf_model(2, 4, 2, 16, None, 512, 0)

@@ -11,18 +11,18 @@ It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another
 * consistency -- top-k Jaccard across language pairs and models
 """
 
-from lens_heads.alignment.ablation import CATEGORIES, AblationResult, ablate_heads
-from lens_heads.alignment.aligners import AlignmentError, EflomalAligner, SimAligner
-from lens_heads.alignment.consistency import (
+from lens_heads.alignment._ablation import CATEGORIES, AblationResult, ablate_heads
+from lens_heads.alignment._aligners import AlignmentError, EflomalAligner, SimAligner
+from lens_heads.alignment._consistency import (
     AcrossModels,
     Consistency,
     alignment_consistency,
     alignment_heads_across_models,
 )
-from lens_heads.alignment.score_config import ScoreConfig
-from lens_heads.alignment.scores import TranslationScores, translation_scores
-from lens_heads.alignment.trater import TRaterResult, trater_scores
-from lens_heads.alignment.trater_config import TRaterConfig
+from lens_heads.alignment._score_config import ScoreConfig
+from lens_heads.alignment._scores import TranslationScores, translation_scores
+from lens_heads.alignment._trater import TRaterResult, trater_scores
+from lens_heads.alignment._trater_config import TRaterConfig
 
 __all__ = [
     "CATEGORIES",

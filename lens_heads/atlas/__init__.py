@@ -8,17 +8,17 @@ scores and LAHIS importance -- with where the measures agree, and an interactive
 ['previous token', 'induction', 'zero-ablation effect']
 """
 
-from lens_heads.atlas.agreement import AgreementConfig, agreement, top_k_overlap
-from lens_heads.atlas.atlas_result import HeadAtlas
-from lens_heads.atlas.build import AtlasConfig, head_atlas
-from lens_heads.atlas.detectors import (
+from lens_heads.atlas._agreement import AgreementConfig, agreement, top_k_overlap
+from lens_heads.atlas._atlas_result import HeadAtlas
+from lens_heads.atlas._build import AtlasConfig, head_atlas
+from lens_heads.atlas._detectors import (
     DETECTORS,
     DetectorConfig,
     chance_scores,
     detect_patterns,
     repeated_half_loss,
 )
-from lens_heads.atlas.effects import (
+from lens_heads.atlas._effects import (
     ABLATIONS,
     EffectsConfig,
     MeanOutputsConfig,
@@ -26,7 +26,7 @@ from lens_heads.atlas.effects import (
     plain_single_head_effects,
     single_head_effects,
 )
-from lens_heads.atlas.readouts import builtin_relations, ov_readout, relation_scores
+from lens_heads.atlas._readouts import builtin_relations, ov_readout, relation_scores
 
 __all__ = [
     "ABLATIONS",

@@ -1,4 +1,4 @@
-// The head atlas page (lens_heads/atlas/atlas_page.py puts it in the page with the data).
+// The head atlas page (lens_heads/atlas/_atlas_page.py puts it in the page with the data).
 const A = JSON.parse(document.getElementById("atlas-data").textContent);
 const N = A.labels.length;
 const INDEX = Object.fromEntries(A.labels.map((label, i) => [label, i]));

@@ -1,5 +1,5 @@
 """The ``lens-heads`` command: one module per research line, each listing its subcommands as
-``(name, add_arguments, run)`` in ``COMMANDS``; :mod:`lens_heads.cli.common` holds the arguments
+``(name, add_arguments, run)`` in ``COMMANDS``; :mod:`lens_heads.cli._common` holds the arguments
 they share; :func:`add_settings` and :func:`settings_from` generate a command's flags from its
 settings class and read them back (an analysis's own command is made the same way). Layer 5: it
 may import every layer below (and the demo); nothing in it imports this module, so there is no
@@ -37,10 +37,10 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lens_heads.cli import common
-from lens_heads.cli.options import add_settings, settings_from
-from lens_heads.core.checks import InputWarning, each_warning_once
-from lens_heads.core.errors import LensHeadsError
+from lens_heads.cli import _common as common
+from lens_heads.cli._options import add_settings, settings_from
+from lens_heads.core import LensHeadsError
+from lens_heads.core.internal import InputWarning, each_warning_once
 
 __all__ = ["COMMANDS", "EXAMPLES", "add_settings", "build_parser", "main", "settings_from"]
 
@@ -73,7 +73,7 @@ EXAMPLES: dict[str, common.Examples]
 
 
 def _module(name: str) -> Any:
-    return importlib.import_module(f"lens_heads.cli.{name}")
+    return importlib.import_module(f"lens_heads.cli._{name}")
 
 
 def __getattr__(name: str) -> Any:

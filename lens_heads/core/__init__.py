@@ -20,23 +20,23 @@
 
 from typing import TYPE_CHECKING
 
-from lens_heads.core.lazy import lazy_exports
+from lens_heads.core._lazy import lazy_exports
 
-if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch before it is needed
-    from lens_heads.core.checks import resolve_mask
-    from lens_heads.core.errors import InputError, LensHeadsError
-    from lens_heads.core.fingerprints import Fingerprint, claim_folder
-    from lens_heads.core.generation import Generation, generate, greedy_generate
-    from lens_heads.core.generation_config import DecodingConfig, GenerationConfig
-    from lens_heads.core.guards import verify_model
-    from lens_heads.core.hooks import ablated, apply_mask, mask_hooks
-    from lens_heads.core.language_id import CORPUS_LANGUAGES, identify_language
-    from lens_heads.core.libraries import LibraryMismatchError, library_versions
-    from lens_heads.core.logits import answer_logits
-    from lens_heads.core.masks import HeadMask, expected_random_jaccard, format_head, jaccard
-    from lens_heads.core.model_specs import UnsupportedModelError
-    from lens_heads.core.models import MODEL_ALIASES, head_shape, load_model
-    from lens_heads.core.prompts import (
+if TYPE_CHECKING:  # imported on first use (lens_heads.core._lazy): no torch before it is needed
+    from lens_heads.core._checks import resolve_mask
+    from lens_heads.core._errors import InputError, LensHeadsError
+    from lens_heads.core._fingerprints import Fingerprint, claim_folder
+    from lens_heads.core._generation import Generation, generate, greedy_generate
+    from lens_heads.core._generation_config import DecodingConfig, GenerationConfig
+    from lens_heads.core._guards import verify_model
+    from lens_heads.core._hooks import ablated, apply_mask, mask_hooks
+    from lens_heads.core._language_id import CORPUS_LANGUAGES, identify_language
+    from lens_heads.core._libraries import LibraryMismatchError, library_versions
+    from lens_heads.core._logits import answer_logits
+    from lens_heads.core._masks import HeadMask, expected_random_jaccard, format_head, jaccard
+    from lens_heads.core._model_specs import UnsupportedModelError
+    from lens_heads.core._models import MODEL_ALIASES, head_shape, load_model
+    from lens_heads.core._prompts import (
         INSTRUCTION_TEMPLATE,
         PromptFormat,
         collate,
@@ -45,13 +45,13 @@ if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch befo
         hybrid_few_shot,
         pad_token_id,
     )
-    from lens_heads.core.provenance import code_version, hash_sources, machine
-    from lens_heads.core.random_models import random_model, tiny_model
-    from lens_heads.core.scales import HeadScale
-    from lens_heads.core.settings import configure, field_docs
-    from lens_heads.core.storage import Stages, save_figures, write_atomic, write_plotly_js
-    from lens_heads.core.tables import markdown_table
-    from lens_heads.core.tasks import Example, Task, get_task, list_tasks, parallel_corpus
+    from lens_heads.core._provenance import code_version, hash_sources, machine
+    from lens_heads.core._random_models import random_model, tiny_model
+    from lens_heads.core._scales import HeadScale
+    from lens_heads.core._settings import configure, field_docs
+    from lens_heads.core._storage import Stages, save_figures, write_atomic, write_plotly_js
+    from lens_heads.core._tables import markdown_table
+    from lens_heads.core._tasks import Example, Task, get_task, list_tasks, parallel_corpus
 
 _EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, __file__)
 

@@ -18,21 +18,21 @@ modules are its own business.
 ['evaluate', 'train_mask']
 """
 
-from lens_heads.engine.evaluation import evaluate, mask_info, run_plan
-from lens_heads.engine.evaluation_config import EvaluationConfig
-from lens_heads.engine.evaluation_result import (
+from lens_heads.engine._evaluation import evaluate, mask_info, run_plan
+from lens_heads.engine._evaluation_config import EvaluationConfig
+from lens_heads.engine._evaluation_result import (
     METRICS,
     SETTINGS,
     TRANSLATION_METRICS,
     WORD_METRICS,
     EvaluationResult,
 )
-from lens_heads.engine.figures import evaluation_figure
-from lens_heads.engine.scoring import EvaluationRun
-from lens_heads.engine.training import CheckpointError, MaskTrainer, check_training, train_mask
-from lens_heads.engine.training_config import TrainingConfig, native_bf16, with_overrides
-from lens_heads.engine.training_folder import train_or_resume
-from lens_heads.engine.training_result import MaskTrainingResult
+from lens_heads.engine._figures import evaluation_figure
+from lens_heads.engine._scoring import EvaluationRun
+from lens_heads.engine._training import CheckpointError, MaskTrainer, check_training, train_mask
+from lens_heads.engine._training_config import TrainingConfig, native_bf16, with_overrides
+from lens_heads.engine._training_folder import train_or_resume
+from lens_heads.engine._training_result import MaskTrainingResult
 
 __all__ = [
     "METRICS",

@@ -8,25 +8,25 @@ computes, measured as MIB measures circuits, on prompts with counterfactuals.
 * mib -- the node-level submission format of MIB's circuit track
 """
 
-from lens_heads.finders.benchmark import (
+from lens_heads.finders._benchmark import (
     DEFAULT_METHODS,
     BenchmarkConfig,
     FinderBenchmark,
     head_finder_benchmark,
 )
-from lens_heads.finders.counterfactuals import (
+from lens_heads.finders._counterfactuals import (
     CounterfactualPair,
     CounterfactualSet,
     counterfactual_pairs,
 )
-from lens_heads.finders.faithfulness import (
+from lens_heads.finders._faithfulness import (
     SIZES,
     FaithfulnessConfig,
     FaithfulnessCurve,
     faithfulness,
 )
-from lens_heads.finders.methods import METHODS, MethodConfig
-from lens_heads.finders.mib import write_mib_scores
+from lens_heads.finders._methods import METHODS, MethodConfig
+from lens_heads.finders._mib import write_mib_scores
 
 __all__ = [
     "DEFAULT_METHODS",

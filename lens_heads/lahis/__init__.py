@@ -8,8 +8,8 @@ It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another
 * soft_mask_experiment, soft_mask_result -- a soft mask on a language's top heads vs random heads
 """
 
-from lens_heads.lahis.importance import HeadImportance, ImportanceConfig, head_importance
-from lens_heads.lahis.language_experiments import (
+from lens_heads.lahis._importance import HeadImportance, ImportanceConfig, head_importance
+from lens_heads.lahis._language_experiments import (
     PerplexityConfig,
     PerplexityExperiment,
     TransferConfig,
@@ -17,13 +17,13 @@ from lens_heads.lahis.language_experiments import (
     attention_transfer,
     perplexity_experiment,
 )
-from lens_heads.lahis.languages import (
+from lens_heads.lahis._languages import (
     LanguageHeads,
     LanguageHeadsConfig,
     language_heads,
     load_texts_by_language,
 )
-from lens_heads.lahis.soft_mask_experiment import (
+from lens_heads.lahis._soft_mask_experiment import (
     SoftMaskConfig,
     SoftMaskExperiment,
     ranking_documents,

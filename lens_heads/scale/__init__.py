@@ -12,15 +12,15 @@ removal sweep after training).
 
 from typing import TYPE_CHECKING
 
-from lens_heads.core.lazy import lazy_exports
+from lens_heads.core.internal import lazy_exports
 
-if TYPE_CHECKING:  # imported on first use (lens_heads.core.lazy): no torch before it is needed
-    from lens_heads.scale.cell_analyses import GridEvaluationConfig, GridSweepConfig
-    from lens_heads.scale.grid import GridResult, run_grid
-    from lens_heads.scale.grid_config import GridConfig, GridConfigError
-    from lens_heads.scale.plan_config import PlanConfig
-    from lens_heads.scale.plan_result import Plan, PlanDoesNotFitError
-    from lens_heads.scale.planning import plan
+if TYPE_CHECKING:  # imported on first use (lens_heads.core._lazy): no torch before it is needed
+    from lens_heads.scale._cell_analyses import GridEvaluationConfig, GridSweepConfig
+    from lens_heads.scale._grid import GridResult, run_grid
+    from lens_heads.scale._grid_config import GridConfig, GridConfigError
+    from lens_heads.scale._plan_config import PlanConfig
+    from lens_heads.scale._plan_result import Plan, PlanDoesNotFitError
+    from lens_heads.scale._planning import plan
 
 _EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, __file__)
 

@@ -42,7 +42,7 @@ LEVEL = 0.01
 def holm(p_values: Mapping[str, float]) -> dict[str, float]:
     """Holm-adjusted p-values of one family of tests (the multiplicity rule of the page: the
     tests behind one verdict form a family); a test passes when its adjusted p is below
-    :data:`LEVEL`. The package's :func:`lens_heads.core.multiplicity.holm`, by name, read from
+    :data:`LEVEL`. The package's :func:`lens_heads.core._multiplicity.holm`, by name, read from
     its file: the check needs no torch and imports no lens_heads.
 
     >>> holm({"a": 0.001, "b": 0.02, "c": 0.04})
@@ -52,7 +52,7 @@ def holm(p_values: Mapping[str, float]) -> dict[str, float]:
 
     import numpy as np
 
-    path = Path(__file__).resolve().parents[2] / "lens_heads" / "core" / "multiplicity.py"
+    path = Path(__file__).resolve().parents[2] / "lens_heads" / "core" / "_multiplicity.py"
     spec = importlib.util.spec_from_file_location("lens_heads_multiplicity", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # type: ignore[union-attr]

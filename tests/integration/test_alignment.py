@@ -7,7 +7,7 @@ import sacrebleu
 from scipy import stats
 
 import lens_heads as lh
-from lens_heads.core.tasks import parallel_corpus
+from lens_heads.core._tasks import parallel_corpus
 from tests.claims import LEVEL, lower_paired
 
 pytestmark = pytest.mark.integration

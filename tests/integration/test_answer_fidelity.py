@@ -12,7 +12,7 @@ import pytest
 import lens_heads as lh
 from lens_heads.cli import main
 from lens_heads.engine import EvaluationResult, MaskTrainingResult
-from lens_heads.heads_up.similarity import SimilarityStats
+from lens_heads.heads_up._similarity import SimilarityStats
 from tests.claims import LEVEL, majority, more_often
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ import torch
 from scipy import stats
 
 from lens_heads.atlas import DetectorConfig, detect_patterns, repeated_half_loss
-from lens_heads.atlas.detectors import repeated_random_tokens
+from lens_heads.atlas._detectors import repeated_random_tokens
 from tests.detector_reference import transformer_lens_scores
 
 pytestmark = pytest.mark.integration

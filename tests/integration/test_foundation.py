@@ -7,9 +7,9 @@ import torch
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.core.generation import greedy_generate
-from lens_heads.core.masks import HeadMask
-from lens_heads.core.prompts import encode_text
+from lens_heads.core._generation import greedy_generate
+from lens_heads.core._masks import HeadMask
+from lens_heads.core._prompts import encode_text
 
 pytestmark = pytest.mark.integration
 
@@ -103,7 +103,7 @@ def test_cli_rejects_mask_of_another_model(capsys, tmp_path):
 )
 def test_doctor_checks_pass_on_the_offline_models(request, fixture, alias):
     """Checks 1-4 of docs/compatibility.md against plain transformers on the cached checkpoint."""
-    from lens_heads.core.compatibility import PASS, Reference, reference_source, run_checks
+    from lens_heads.core._compatibility import PASS, Reference, reference_source, run_checks
 
     model = request.getfixturevalue(fixture)
     results = run_checks(model, Reference.from_pretrained(reference_source(alias)))

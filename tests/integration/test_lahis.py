@@ -10,8 +10,8 @@ import pytest
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.lahis.language_experiments import perplexity_experiment
-from lens_heads.lahis.languages import LanguageHeads
+from lens_heads.lahis._language_experiments import perplexity_experiment
+from lens_heads.lahis._languages import LanguageHeads
 from tests.claims import LEVEL, lower_paired
 
 pytestmark = pytest.mark.integration
@@ -88,8 +88,8 @@ def test_importance_gradient_equals_finite_differences_on_gemma(gemma):
     its loss in that head's mask value (computed with forward passes only)."""
     import torch
 
-    from lens_heads.lahis.importance import document_losses, head_importance
-    from lens_heads.lahis.languages import load_texts_by_language
+    from lens_heads.lahis._importance import document_losses, head_importance
+    from lens_heads.lahis._languages import load_texts_by_language
 
     texts = load_texts_by_language()["fr"][:2]
     result = head_importance(gemma, texts, precision="float32", batch_size=1, progress=False)

@@ -7,10 +7,10 @@ import torch
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.core.capture import encode_prompt
-from lens_heads.heads_up.attention import AttentionResult
-from lens_heads.heads_up.lens import LogitLensResult, TopTokensResult
-from lens_heads.heads_up.similarity import SimilarityResult
+from lens_heads.core._capture import encode_prompt
+from lens_heads.heads_up._attention import AttentionResult
+from lens_heads.heads_up._lens import LogitLensResult, TopTokensResult
+from lens_heads.heads_up._similarity import SimilarityResult
 from tests.claims import LEVEL, lower_paired
 
 pytestmark = pytest.mark.integration

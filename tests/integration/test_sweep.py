@@ -12,7 +12,7 @@ import pytest
 
 from lens_heads.cli import main
 from lens_heads.engine import EvaluationResult, MaskTrainingResult
-from lens_heads.heads_up.sweep import SweepResult
+from lens_heads.heads_up._sweep import SweepResult
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.logits import answer_logits
+from lens_heads.core._logits import answer_logits
 from lens_heads.engine import EvaluationResult, MaskTrainer, MaskTrainingResult, TrainingConfig
 from tests.claims import LEVEL, lower_paired, lower_sample, more_often
 

@@ -10,13 +10,9 @@ import torch
 
 import lens_heads as lh
 from lens_heads.alignment import TRaterConfig
-from lens_heads.alignment.ablation import (
-    AblationResult,
-    failure_category,
-    resolve_heads,
-)
-from lens_heads.alignment.trater import TextFileError, TRaterResult, load_texts
-from lens_heads.core.language_id import identify_language
+from lens_heads.alignment._ablation import AblationResult, failure_category, resolve_heads
+from lens_heads.alignment._trater import TextFileError, TRaterResult, load_texts
+from lens_heads.core._language_id import identify_language
 
 
 def test_ablation_runs_the_three_settings(tiny, tmp_path):

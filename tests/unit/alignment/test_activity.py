@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from lens_heads.alignment.scores import TranslationScores
+from lens_heads.alignment._scores import TranslationScores
 
 
 def test_activity_groups_split_at_the_threshold_and_at_zero():

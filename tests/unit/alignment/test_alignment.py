@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.alignment import scores as scores_module
-from lens_heads.alignment.aligners import (
+from lens_heads.alignment import _scores as scores_module
+from lens_heads.alignment._aligners import (
     AlignmentError,
     SimAligner,
     alignment_error_rate,
@@ -19,8 +19,8 @@ from lens_heads.alignment.aligners import (
     parse_alignment,
     split_words,
 )
-from lens_heads.alignment.scores import TranslationScores
-from lens_heads.core.generation import greedy_generate
+from lens_heads.alignment._scores import TranslationScores
+from lens_heads.core._generation import greedy_generate
 
 HEAD = (1, 2)  # the head whose pattern the tests replace
 
@@ -79,7 +79,7 @@ def test_gold_pattern_scores_one_and_uniform_scores_chance(tiny, query, argmax_o
 
 
 def test_gold_pattern_scores_one_on_greedy_outputs(tiny):
-    from lens_heads.alignment.scores import score_items
+    from lens_heads.alignment._scores import score_items
 
     def every_word_to_the_first(source_words, target_words):
         return [(0, j) for j in range(len(target_words))]
@@ -337,7 +337,7 @@ def test_model_without_hook_pattern():
 
 # -- consistency across pairs and models -------------------------------------------------------
 def test_consistency_matrix(tiny, tmp_path):
-    from lens_heads.alignment.consistency import Consistency, alignment_consistency
+    from lens_heads.alignment._consistency import Consistency, alignment_consistency
 
     result = alignment_consistency(tiny, ["en", "fr", "zh"], k=3, n_eval=2, shots=1)
     matrix = result.jaccard
@@ -356,7 +356,7 @@ def test_consistency_matrix(tiny, tmp_path):
 
 
 def test_across_models(tiny):
-    from lens_heads.alignment.consistency import alignment_heads_across_models
+    from lens_heads.alignment._consistency import alignment_heads_across_models
 
     other = lh.tiny_model(n_layers=3, n_heads=2, seed=1)
     result = alignment_heads_across_models([tiny, other], "en-de", threshold=0.0, n_eval=2, shots=1)
@@ -371,8 +371,8 @@ def test_across_models(tiny):
 def test_eflomal_aligner_learns_the_builtin_corpus():
     """The optional statistical aligner (real eflomal): near-gold on the word-for-word corpus,
     cached per pair, and a clear error for an empty sentence."""
-    from lens_heads.alignment.aligners import EflomalAligner
-    from lens_heads.core.tasks import parallel_corpus
+    from lens_heads.alignment._aligners import EflomalAligner
+    from lens_heads.core._tasks import parallel_corpus
 
     corpus = parallel_corpus()
     pairs = list(zip(corpus.tokens["en"], corpus.tokens["de"], strict=True))

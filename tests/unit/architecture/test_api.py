@@ -299,7 +299,7 @@ def test_every_settings_field_is_documented_and_every_settings_class_frozen():
     help and the API pages read it) and no settings object changes after its checks ran."""
     import dataclasses
 
-    from lens_heads.core.settings import field_docs
+    from lens_heads.core._settings import field_docs
 
     classes = _settings_classes()
     assert len(classes) >= 20, [c.__name__ for c in classes]
@@ -322,15 +322,23 @@ def test_the_cli_module_table_lists_each_modules_commands_in_order():
 
     for module, names in cli.MODULES.items():
         defined = [
-            name for name, _, _ in importlib.import_module(f"lens_heads.cli.{module}").COMMANDS
+            name for name, _, _ in importlib.import_module(f"lens_heads.cli._{module}").COMMANDS
         ]
         assert tuple(defined) == names, module
     assert [name for name, _, _ in cli.COMMANDS] == [n for ns in cli.MODULES.values() for n in ns]
 
 
-@pytest.mark.parametrize("package", ["lens_heads", "lens_heads.core", "lens_heads.scale"])
+INTERNAL = [
+    f"lens_heads.{sub}.internal"
+    for sub in ("core", "engine", "heads_up", "alignment", "lahis", "scale")
+]
+
+
+@pytest.mark.parametrize(
+    "package", ["lens_heads", "lens_heads.core", "lens_heads.scale", "lens_heads.demo", *INTERNAL]
+)
 def test_lazy_packages_export_what_they_list(package):
-    """The lazy packages (``lens_heads.core.lazy``) resolve every name of their ``__all__`` from
+    """The lazy packages (``lens_heads.core._lazy``) resolve every name of their ``__all__`` from
     the imports under ``if TYPE_CHECKING:``, each the object of its module."""
     import importlib
 
@@ -372,9 +380,9 @@ def _declared_twice(classes) -> dict[str, list[str]]:
 
 def _shared_parts() -> list[type]:
     """The shared parts of settings classes: each ``*Setting`` dataclass built on
-    ``SharedPart`` (most live in ``lens_heads.core.setting_parts``, a research line's own in its
+    ``SharedPart`` (most live in ``lens_heads.core._setting_parts``, a research line's own in its
     subpackage)."""
-    from lens_heads.core.settings import SharedPart
+    from lens_heads.core._settings import SharedPart
 
     return [kind for kind in _dataclasses_named("Setting") if issubclass(kind, SharedPart)]
 
@@ -460,8 +468,8 @@ def test_every_class_holding_a_shared_part_runs_its_checks():
     the part's type and help: only the default differs."""
     import dataclasses
 
-    from lens_heads.core.errors import InputError, InputTypeError
-    from lens_heads.core.settings import field_docs
+    from lens_heads.core._errors import InputError, InputTypeError
+    from lens_heads.core._settings import field_docs
 
     parts = {part.__name__: part for part in _shared_parts()}
     assert set(parts) == set(BAD_VALUES), "give each shared part a refused value in BAD_VALUES"
@@ -529,7 +537,9 @@ def test_analyses_scripts_and_notebooks_import_only_public_names():
     from a public namespace (``API``) that exports it, never from the module that defines it."""
     found = implementation_imports(_user_sources())
     assert not found, f"implementation names imported (use the public namespaces): {found}"
-    planted = "from lens_heads.heads_up.sweep import removal_sweep\nfrom lens_heads import evaluate"
+    planted = (
+        "from lens_heads.heads_up._sweep import removal_sweep\nfrom lens_heads import evaluate"
+    )
     assert implementation_imports({"x.py": planted}) == [
-        "x.py: lens_heads.heads_up.sweep.removal_sweep"
+        "x.py: lens_heads.heads_up._sweep.removal_sweep"
     ]

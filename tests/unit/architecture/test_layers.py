@@ -25,7 +25,6 @@ LAYERS = {
     "atlas": 3,
     "finders": 4,
     "demo": 4,
-    "demo_outputs": 4,
     "cli": 5,
     "__init__": 6,
     "__main__": 6,
@@ -37,7 +36,7 @@ MAX_LINES = 600
 
 @dataclass(frozen=True)
 class Import:
-    importer: str  # dotted module name, e.g. lens_heads.heads_up.alpha
+    importer: str  # dotted module name, e.g. lens_heads.heads_up._alpha
     imported: str  # dotted module name
     names: tuple[str, ...]  # names taken with ``from ... import``
     line: int
@@ -70,7 +69,7 @@ def imports_of(path: Path, root: Path = PACKAGE) -> list[Import]:
             if base.split(".")[0] != root.name:
                 continue
             names = tuple(alias.name for alias in node.names)
-            # ``from lens_heads.core import masks`` imports the module lens_heads.core.masks
+            # ``from lens_heads.core import masks`` imports the module lens_heads.core._masks
             for alias in names:
                 if (
                     is_package(base, root)
@@ -193,6 +192,29 @@ def test_no_private_name_crosses_a_subpackage():
     assert private_violations(all_imports()) == []
 
 
+def test_each_internal_module_lists_what_the_other_subpackages_take_from_it():
+    """``<subpackage>.internal`` re-exports exactly the names other subpackages import from it:
+    a name nobody takes any more is dropped, so the list says what the layers share."""
+    taken: dict[str, set[str]] = {}
+    for i in all_imports():
+        if i.imported.endswith(".internal") and room(i.importer) != room(i.imported):
+            taken.setdefault(i.imported, set()).update(i.names)
+    listed = {
+        module_name(path): set(ast.literal_eval(_assigned(path, "__all__")))
+        for path in sorted(PACKAGE.glob("*/internal.py"))
+    }
+    assert listed == taken
+
+
+def _assigned(path: Path, name: str) -> ast.expr:
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            return node.value
+    raise AssertionError(f"{path} assigns no {name}")
+
+
 def test_no_import_circle():
     assert package_circles(all_imports()) == []
 
@@ -208,27 +230,31 @@ def planted(tmp_path: Path) -> Path:
     for sub in ["core", "engine", "heads_up", "lahis", "cli"]:
         (root / sub).mkdir(parents=True)
         (root / sub / "__init__.py").write_text("")
-    (root / "__init__.py").write_text("from lens_heads.cli import app\n")
-    (root / "core" / "masks.py").write_text("from lens_heads.engine.training import train\n")
-    (root / "engine" / "training.py").write_text(
-        "def train():\n    from lens_heads.core.masks import _private\n"
+    (root / "__init__.py").write_text("from lens_heads.cli import main\n")
+    (root / "core" / "_masks.py").write_text("from lens_heads.engine._training import train\n")
+    (root / "engine" / "_training.py").write_text(
+        "def train():\n    from lens_heads.core._masks import _private\n"
     )
-    (root / "heads_up" / "sweep.py").write_text("from ..lahis import importance\n")
-    (root / "lahis" / "importance.py").write_text("x = 1\n" * (MAX_LINES + 1))
-    (root / "cli" / "app.py").write_text("from lens_heads.cli import common\n")
-    (root / "cli" / "common.py").write_text("import lens_heads.cli.app\n")
+    (root / "heads_up" / "_sweep.py").write_text("from ..lahis import _importance\n")
+    (root / "lahis" / "_importance.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (root / "cli" / "_app.py").write_text("from lens_heads.cli import _common\n")
+    (root / "cli" / "_common.py").write_text("import lens_heads.cli._app\n")
     return root
 
 
 def test_planted_defects_are_caught(planted: Path):
     imports = all_imports(planted)
     assert layer_violations(imports) == [
-        "lens_heads.core.masks:1 imports lens_heads.engine.training from a higher layer",
-        "lens_heads.heads_up.sweep:1 imports lens_heads.lahis.importance across research lines",
-        "lens_heads.heads_up.sweep:1 imports lens_heads.lahis across research lines",
+        "lens_heads.core._masks:1 imports lens_heads.engine._training from a higher layer",
+        "lens_heads.heads_up._sweep:1 imports lens_heads.lahis._importance across research lines",
+        "lens_heads.heads_up._sweep:1 imports lens_heads.lahis across research lines",
     ]
     assert private_violations(imports) == [
-        "lens_heads.engine.training:2 imports ['_private'] from lens_heads.core.masks"
+        "lens_heads.core._masks:1 imports the private module lens_heads.engine._training",
+        "lens_heads.engine._training:2 imports the private module lens_heads.core._masks",
+        "lens_heads.engine._training:2 imports ['_private'] from lens_heads.core._masks",
+        "lens_heads.heads_up._sweep:1 imports the private module lens_heads.lahis._importance",
+        "lens_heads.heads_up._sweep:1 imports ['_importance'] from lens_heads.lahis",
     ]
-    assert ["lens_heads.cli.app", "lens_heads.cli.common"] in circles(imports)
-    assert long_modules(planted) == [f"lens_heads/lahis/importance.py: {MAX_LINES + 1} lines"]
+    assert ["lens_heads.cli._app", "lens_heads.cli._common"] in circles(imports)
+    assert long_modules(planted) == [f"lens_heads/lahis/_importance.py: {MAX_LINES + 1} lines"]

@@ -29,8 +29,8 @@ from lens_heads.atlas import (
     single_head_effects,
     top_k_overlap,
 )
-from lens_heads.atlas.agreement import holm
-from lens_heads.atlas.detectors import repeated_random_tokens
+from lens_heads.atlas._agreement import holm
+from lens_heads.atlas._detectors import repeated_random_tokens
 from tests.detector_reference import PATTERNS, transformer_lens_scores
 
 
@@ -104,7 +104,7 @@ def test_batched_single_head_effects_equal_one_hook_per_head(gqa):
 
 
 def test_mean_ablation_baseline_is_the_mean_of_z_over_real_positions_by_hand(gqa):
-    from lens_heads.core.capture import encode_prompt
+    from lens_heads.core._capture import encode_prompt
 
     found = mean_head_outputs(gqa, PROMPTS[:3], batch_size=2)
     rows = []
@@ -138,7 +138,7 @@ DONORS = [prompt[::-1] for prompt in PROMPTS]
 
 
 def test_resample_ablation_batched_equals_plain_and_a_swap_by_hand(gqa):
-    from lens_heads.core.capture import encode_prompt
+    from lens_heads.core._capture import encode_prompt
 
     config = EffectsConfig(ablations=("resample",), batch_size=3)
     fast = single_head_effects(gqa, PROMPTS, ANSWERS, reference=DONORS, config=config)
@@ -217,7 +217,7 @@ def test_the_bootstrap_interval_is_scipys_spearman_of_each_resample(kind):
 
     from scipy import stats
 
-    from lens_heads.atlas.agreement import _bootstrap
+    from lens_heads.atlas._agreement import _bootstrap
 
     rng = np.random.default_rng(3)
     a = rng.normal(size=40)
@@ -263,7 +263,7 @@ def test_the_atlas_joins_the_measures_resumes_and_reloads(gqa, tmp_path, monkeyp
     torch.testing.assert_close(reloaded.example_attention, atlas.example_attention)
     # a second run reuses every stage; a lost stage (a killed run) is the only one computed again
     calls = []
-    from lens_heads.atlas import build
+    from lens_heads.atlas import _build as build
 
     original = build.single_head_effects
     monkeypatch.setattr(
@@ -347,7 +347,7 @@ def test_the_research_lines_join_from_their_saved_results(gqa, tmp_path):
 
 
 def test_top_ov_tokens_unembed_the_mean_normed_output(gqa):
-    from lens_heads.atlas.readouts import top_ov_tokens
+    from lens_heads.atlas._readouts import top_ov_tokens
 
     sources = [10, 11, 12]
     vocab = list(range(int(gqa.cfg.d_vocab)))
@@ -420,7 +420,7 @@ def test_the_permutation_p_is_fine_enough_for_holm_over_every_pair():
     # the vectorized permutation p matches a loop over scipy's spearmanr
     from scipy import stats
 
-    from lens_heads.atlas.agreement import _permutation_p
+    from lens_heads.atlas._agreement import _permutation_p
 
     a, b = base[:40], base[:40] + rng.normal(size=40)
     rho = stats.spearmanr(a, b).statistic

@@ -19,14 +19,14 @@ import torch
 from safetensors.torch import save_file
 
 import lens_heads as lh
-import lens_heads.cli.common as common
+import lens_heads.cli._common as common
 from lens_heads.cli import COMMANDS, EXAMPLES, build_parser, main
-from lens_heads.cli.common import Examples
-from lens_heads.core.checks import InputWarning
-from lens_heads.core.locks import CLAIM, claim
-from lens_heads.core.tasks import Example, Task
-from lens_heads.lahis.languages import LanguageHeads
-from lens_heads.scale.grid import GridConfigError
+from lens_heads.cli._common import Examples
+from lens_heads.core._checks import InputWarning
+from lens_heads.core._locks import CLAIM, claim
+from lens_heads.core._tasks import Example, Task
+from lens_heads.lahis._languages import LanguageHeads
+from lens_heads.scale._grid import GridConfigError
 
 WORDS = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(5) for j in range(5)]
 
@@ -37,7 +37,7 @@ def no_load(monkeypatch):
         raise AssertionError("a model loaded before the arguments were checked")
 
     monkeypatch.setattr(common, "load_model", refuse)
-    monkeypatch.setattr("lens_heads.core.models.load_model", refuse)
+    monkeypatch.setattr("lens_heads.core.load_model", refuse)
 
 
 def _jsonl(path, rows):
@@ -419,7 +419,7 @@ def test_the_api_refuses_what_it_accepted_silently(tiny):
         lh.head_importance(tiny, ["hello world"], max_tokens=-5, progress=False)
     with pytest.raises(ValueError, match="n_layers must be a positive integer, got 0"):
         lh.tiny_model(n_layers=0)
-    from lens_heads.heads_up.attention import extractive_targets
+    from lens_heads.heads_up._attention import extractive_targets
 
     with pytest.raises(ValueError, match="'present-past' is not extractive"):
         extractive_targets(lh.get_task("present-past"))  # 14 of 239 answers are input words

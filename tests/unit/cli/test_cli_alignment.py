@@ -7,10 +7,11 @@ import json
 import pandas as pd
 import pytest
 
-from lens_heads.alignment.ablation import AblationResult
-from lens_heads.alignment.scores import TranslationScores
-from lens_heads.alignment.trater import TRaterResult
-from lens_heads.cli import common, main
+from lens_heads.alignment._ablation import AblationResult
+from lens_heads.alignment._scores import TranslationScores
+from lens_heads.alignment._trater import TRaterResult
+from lens_heads.cli import _common as common
+from lens_heads.cli import main
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import lens_heads as lh
-import lens_heads.cli.common as common
+import lens_heads.cli._common as common
 from lens_heads.cli import main
 
 
@@ -20,7 +20,7 @@ def no_load(monkeypatch):
         raise AssertionError("a model loaded before the arguments were checked")
 
     monkeypatch.setattr(common, "load_model", refuse)
-    monkeypatch.setattr("lens_heads.core.models.load_model", refuse)
+    monkeypatch.setattr("lens_heads.core.load_model", refuse)
 
 
 def _error(capsys, argv: list[str]) -> str:
@@ -73,7 +73,7 @@ def test_old_and_new_spelling_of_one_flag_together_are_refused(tiny_dir, tmp_pat
     argv += ["--random-seeds", "0", "--seeds", "1", "--out", str(tmp_path / "out")]
     line = _error(capsys, argv)
     assert "--seeds and --random-seeds set one option" in line
-    from lens_heads.core.settings import configure, seeds_from_count
+    from lens_heads.core._settings import configure, seeds_from_count
     from lens_heads.demo import DemoConfig
 
     both = {"generate_tokens": 2, "max_new_tokens": 3}
@@ -172,7 +172,7 @@ def test_an_unknown_atlas_task_is_refused_before_the_model_loads(
 def test_head_atlas_with_a_mapping_for_config_is_a_clear_error(tiny):
     """``lh.head_atlas(model, {"task": None})`` once raised AttributeError."""
     from lens_heads.atlas import AtlasConfig
-    from lens_heads.core.settings import configure
+    from lens_heads.core._settings import configure
 
     with pytest.raises(TypeError):  # under pytest, the runtime type checker says it first
         lh.head_atlas(tiny, {"task": None})
@@ -185,7 +185,7 @@ def test_head_atlas_with_a_mapping_for_config_is_a_clear_error(tiny):
 
 def test_a_resample_prompt_without_a_donor_is_found_before_any_stage(tiny, tmp_path):
     """... once found only after the detector and readout stages computed."""
-    task = lh.Task("lengths", tuple(lh.core.tasks.Example("a" * (i + 1), "b") for i in range(12)))
+    task = lh.Task("lengths", tuple(lh.core.Example("a" * (i + 1), "b") for i in range(12)))
     path = tmp_path / "lengths.json"
     path.write_text(
         "[" + ",".join(f'{{"input": "{e.input}", "output": "b"}}' for e in task.examples) + "]"

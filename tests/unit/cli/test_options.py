@@ -1,4 +1,4 @@
-"""The flags generated from settings classes (``lens_heads.cli.options``): a nested settings
+"""The flags generated from settings classes (``lens_heads.cli._options``): a nested settings
 class is a section of its own, with the library's defaults, its flags' prefix and its base."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import argparse
 
 import pytest
 
-from lens_heads.cli.options import add_settings, settings_from
-from lens_heads.core.errors import InputError
-from lens_heads.lahis.importance import ImportanceConfig
-from lens_heads.lahis.languages import LanguageHeadsConfig
-from lens_heads.lahis.soft_mask_experiment import SoftMaskConfig, soft_mask_config
+from lens_heads.cli._options import add_settings, settings_from
+from lens_heads.core._errors import InputError
+from lens_heads.lahis._importance import ImportanceConfig
+from lens_heads.lahis._languages import LanguageHeadsConfig
+from lens_heads.lahis._soft_mask_experiment import SoftMaskConfig, soft_mask_config
 
 
 def _parser(kind: type, **options) -> argparse.ArgumentParser:
@@ -56,7 +56,7 @@ def test_a_section_takes_its_prefix_and_its_base():
 
 def test_the_soft_mask_command_keeps_its_rate_constant():
     from lens_heads.cli import build_parser
-    from lens_heads.cli.lahis import _soft_mask_settings
+    from lens_heads.cli._lahis import _soft_mask_settings
 
     args = build_parser("soft-mask-experiment").parse_args(
         ["soft-mask-experiment", "--model", "m", "--training-lr", "0.05", "--batch-size", "4",

@@ -12,15 +12,20 @@ import pytest
 import torch
 
 import lens_heads as lh
-import lens_heads.cli.common as cli
+import lens_heads.cli._common as cli
 from lens_heads.cli import build_parser, main
-from lens_heads.core.checks import ContextLengthError, MaskSourceError, check_context, resolve_mask
-from lens_heads.core.masks import HeadMask, MaskShapeError
-from lens_heads.core.tasks import Example, Task, TaskDataError, load_examples
+from lens_heads.core._checks import (
+    ContextLengthError,
+    MaskSourceError,
+    check_context,
+    resolve_mask,
+)
+from lens_heads.core._masks import HeadMask, MaskShapeError
+from lens_heads.core._tasks import Example, Task, TaskDataError, load_examples
 from lens_heads.engine import TrainingConfig, evaluate, train_mask
-from lens_heads.heads_up.lens import logit_lens
-from lens_heads.heads_up.similarity import figure4_similarity
-from lens_heads.heads_up.sweep import removal_sweep
+from lens_heads.heads_up._lens import logit_lens
+from lens_heads.heads_up._similarity import figure4_similarity
+from lens_heads.heads_up._sweep import removal_sweep
 
 WORDS = "cat dog owl bee ant cow pig elk yak emu fox hen ram".split()
 LONG = "word " * 40  # about 200 byte-level tokens: more than the short model's 64 positions
@@ -44,7 +49,7 @@ def no_load(monkeypatch):
         raise AssertionError("the model was loaded before the arguments were checked")
 
     monkeypatch.setattr(cli, "load_model", refuse)
-    monkeypatch.setattr("lens_heads.core.models.load_model", refuse)
+    monkeypatch.setattr("lens_heads.core.load_model", refuse)
 
 
 def _error_line(capsys) -> str:
@@ -216,7 +221,7 @@ def test_png_advice_names_what_is_missing(monkeypatch, caplog):
     import importlib.util
     import shutil
 
-    from lens_heads.core import storage as _io
+    from lens_heads.core import _storage as _io
 
     real = importlib.util.find_spec
     monkeypatch.setattr(

@@ -85,7 +85,7 @@ def test_a_prefixed_section_derives_its_flags_from_its_prefix():
 
 def test_the_check_catches_a_second_spelling(monkeypatch):
     """Plant ``--n`` as a live flag beside ``--n-eval``: the synonym check must fail."""
-    import lens_heads.cli.heads_up as heads_up
+    import lens_heads.cli._heads_up as heads_up
 
     original = heads_up._add_logit_lens
 
@@ -106,7 +106,7 @@ def test_the_check_catches_a_second_spelling(monkeypatch):
 
 def _input_actions() -> dict[str, list[tuple[str, argparse.Action]]]:
     """flag of a shared input -> [(command, its action)] over every subcommand."""
-    from lens_heads.cli.inputs import INPUTS
+    from lens_heads.cli._inputs import INPUTS
 
     flags = {spec.get("flags", (f"--{n.replace('_', '-')}",))[0] for n, spec in INPUTS.items()}
     parser = build_parser()
@@ -120,9 +120,9 @@ def _input_actions() -> dict[str, list[tuple[str, argparse.Action]]]:
 
 def test_an_input_reads_its_value_one_way_in_every_command():
     """Issue 45: the inputs (``--task``, ``--mask``, ``--prompt``, ...) are declared once
-    (:mod:`lens_heads.cli.inputs`): in every command that takes one, it parses its value the same
+    (:mod:`lens_heads.cli._inputs`): in every command that takes one, it parses its value the same
     way and says something about it."""
-    from lens_heads.cli.inputs import INPUTS
+    from lens_heads.cli._inputs import INPUTS
 
     actions = _input_actions()
     assert {"--task", "--mask", "--prompt", "--heads", "--out"} <= set(actions)
@@ -137,7 +137,7 @@ def test_an_input_reads_its_value_one_way_in_every_command():
 
 def test_the_input_check_sees_a_flag_declared_by_hand(monkeypatch):
     """Plant a hand-written ``--prompt`` without its parser: the check must fail."""
-    import lens_heads.cli.core as core
+    import lens_heads.cli._core as core
 
     original = core._add_generate
 
@@ -157,7 +157,11 @@ def test_the_input_check_sees_a_flag_declared_by_hand(monkeypatch):
 
 
 #: the calls that generate flags (settings, inputs, deprecated spellings): not hand-written
-GENERATORS = {"lens_heads/cli/options.py", "lens_heads/cli/inputs.py", "lens_heads/cli/common.py"}
+GENERATORS = {
+    "lens_heads/cli/_options.py",
+    "lens_heads/cli/_inputs.py",
+    "lens_heads/cli/_common.py",
+}
 #: hand-written add_argument calls left (issue 45's target: under 40 in all); may only shrink
 HAND_WRITTEN = 31
 

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.ablation import ablation_baseline, check_ablation, mean_head_outputs
-from lens_heads.core.capture import encode_prompt
-from lens_heads.core.errors import InputError
-from lens_heads.core.hooks import ablated, current_baseline
-from lens_heads.core.tasks import Example, Task
+from lens_heads.core._ablation import ablation_baseline, check_ablation, mean_head_outputs
+from lens_heads.core._capture import encode_prompt
+from lens_heads.core._errors import InputError
+from lens_heads.core._hooks import ablated, current_baseline
+from lens_heads.core._tasks import Example, Task
 
 WORDS = "apple pear plum fig kiwi lime date peach grape melon lemon mango berry cherry".split()
 TASK = Task("upper", tuple(Example(w, w.upper()) for w in WORDS), instruction="Uppercase it.")
@@ -83,7 +83,7 @@ def test_resample_and_unknown_ablations_are_refused_with_the_reason():
 
 
 def test_mask_training_with_mean_ablation_uses_the_training_prompts_mean(model):
-    from lens_heads.engine.training import MaskTrainer
+    from lens_heads.engine._training import MaskTrainer
 
     config = lh.TrainingConfig(
         steps=1, batch_size=4, n_eval=4, precision="float32", ablation="mean"
@@ -131,7 +131,7 @@ def test_a_sweep_with_mean_ablation_equals_each_step_by_hand(model):
         ablation_prompts=reference, chat=False, progress=False,
     )  # fmt: skip
     assert sweep.metadata["ablation"] == "mean" and sweep.metadata["ablation_prompts"] == 3
-    from lens_heads.core.prompts import encode_text
+    from lens_heads.core._prompts import encode_text
 
     baseline = mean_head_outputs(
         model, [encode_text(model.tokenizer, p, chat=False) for p in reference]
@@ -153,7 +153,7 @@ def test_a_sweep_with_mean_ablation_equals_each_step_by_hand(model):
 
 
 def test_a_sweep_with_resample_ablation_swaps_in_the_donors_outputs_by_hand(model):
-    from lens_heads.core.prompts import encode_text
+    from lens_heads.core._prompts import encode_text
 
     order = ["L1H0", "L0H2", "L1H3"]
     encode = lambda text: encode_text(model.tokenizer, text, chat=False)  # noqa: E731
@@ -168,7 +168,7 @@ def test_a_sweep_with_resample_ablation_swaps_in_the_donors_outputs_by_hand(mode
     donor_z = _z(model, torch.tensor([encode(donor)]))
     tokens = torch.tensor([encode(prompt)])
     for step in range(len(order) + 1):
-        removed = {lh.core.masks.parse_head(h) for h in order[:step]}
+        removed = {lh.core.internal.parse_head(h) for h in order[:step]}
 
         def swap(z, hook, removed=removed):
             layer = int(hook.name.split(".")[1])

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 import lens_heads as lh
-from lens_heads.core.tasks import LANGUAGE_NAMES, _data_path, _registry, parallel_corpus
+from lens_heads.core._tasks import LANGUAGE_NAMES, _data_path, _registry, parallel_corpus
 
 WORD_TASKS = [
     "country-capital",

@@ -15,11 +15,22 @@ import torch
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.core import compatibility, decoding, generation, hooks
-from lens_heads.core.compatibility import PASS, Reference
-from lens_heads.core.families import FAMILIES, tiny_checkpoint
-from lens_heads.core.models import UnsupportedModelError
-from lens_heads.core.prompts import encode_text
+from lens_heads.core import (
+    _compatibility as compatibility,
+)
+from lens_heads.core import (
+    _decoding as decoding,
+)
+from lens_heads.core import (
+    _generation as generation,
+)
+from lens_heads.core import (
+    _hooks as hooks,
+)
+from lens_heads.core._compatibility import PASS, Reference
+from lens_heads.core._families import FAMILIES, tiny_checkpoint
+from lens_heads.core._models import UnsupportedModelError
+from lens_heads.core._prompts import encode_text
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -249,7 +260,7 @@ def test_planted_5_finite_differences_of_the_wrong_head(loaded, monkeypatch):
 
 
 def test_planted_6a_a_resume_that_restarts_the_noise(loaded, monkeypatch, tmp_path):
-    from lens_heads.engine.training import MaskTrainer
+    from lens_heads.engine._training import MaskTrainer
 
     model, reference = loaded("llama")
     original = MaskTrainer.load_checkpoint

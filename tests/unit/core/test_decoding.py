@@ -8,12 +8,12 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.decoding import decode_greedy, shared_prefix_length, supports_kv_cache
-from lens_heads.core.masks import HeadMask
-from lens_heads.core.prompts import EncodedExample, encode_example
-from lens_heads.core.tasks import Example, Task
+from lens_heads.core._decoding import decode_greedy, shared_prefix_length, supports_kv_cache
+from lens_heads.core._masks import HeadMask
+from lens_heads.core._prompts import EncodedExample, encode_example
+from lens_heads.core._tasks import Example, Task
 from lens_heads.engine import evaluate
-from lens_heads.engine.scoring import _answer_nll
+from lens_heads.engine._scoring import _answer_nll
 
 INSTRUCTION = "Answer with the word in capitals, nothing else."
 WORDS = "cat dog owl bee ant cow pig elk yak emu fox hen".split()
@@ -98,7 +98,7 @@ def test_answer_ce_equals_teacher_forced_pass(tiny, encoded, batch_size):
 
 def test_answer_logits_budget_shrinks_batches(tiny, encoded, monkeypatch):
     """Batches shrink so their answer logits fit the budget; the results do not change."""
-    import lens_heads.core.decoding as decoding
+    import lens_heads.core._decoding as decoding
 
     prompts = [e.prompt_tokens for e in encoded]
     answers = [e.answer_tokens for e in encoded]
@@ -122,7 +122,7 @@ def test_answer_logits_budget_shrinks_batches(tiny, encoded, monkeypatch):
 
 def test_prefix_is_computed_once(tiny, encoded, monkeypatch):
     """The shared prefix runs once; each batch then feeds only its prompts' own tokens."""
-    import lens_heads.core.decoding as decoding
+    import lens_heads.core._decoding as decoding
 
     fed: list[tuple[int, int]] = []
     step = decoding.cached_forward
@@ -142,7 +142,7 @@ def test_prefix_is_computed_once(tiny, encoded, monkeypatch):
 
 
 def test_per_example_masks_share_no_prefix(tiny, encoded, monkeypatch):
-    import lens_heads.core.decoding as decoding
+    import lens_heads.core._decoding as decoding
 
     fed: list[tuple[int, int]] = []
     step = decoding.cached_forward

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.compatibility import PASS, Reference, run_checks
-from lens_heads.core.devices import resolve_device, resolve_dtype
-from lens_heads.core.families import tiny_checkpoint
-from lens_heads.core.models import _tiny_hf_model
-from lens_heads.core.tasks import Example, Task
+from lens_heads.core._compatibility import PASS, Reference, run_checks
+from lens_heads.core._devices import resolve_device, resolve_dtype
+from lens_heads.core._families import tiny_checkpoint
+from lens_heads.core._models import _tiny_hf_model
+from lens_heads.core._tasks import Example, Task
 
 DEVICES = [
     "cpu",

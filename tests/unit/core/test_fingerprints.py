@@ -1,6 +1,6 @@
 """Issue 43: a resumed result never comes from another model or other data.
 
-The mechanism (:mod:`lens_heads.core.fingerprints`) first, then every resumable API and command:
+The mechanism (:mod:`lens_heads.core._fingerprints`) first, then every resumable API and command:
 a folder made with model A is refused for model B (same shape, other weights), for an edited
 data file and for another setting, each naming what differs; it resumes bit-identically when
 nothing differs; a folder of lens_heads 0.2 (a record without fingerprint) resumes with a
@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.fingerprints import (
+from lens_heads.core._fingerprints import (
     FINGERPRINT_KEY,
     Fingerprint,
     FingerprintError,
@@ -28,7 +28,7 @@ from lens_heads.core.fingerprints import (
     content_hash,
     model_fingerprint,
 )
-from lens_heads.core.storage import Stages
+from lens_heads.core._storage import Stages
 
 WORDS = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(6) for j in range(6)]
 
@@ -178,7 +178,7 @@ def _demo(model, task, value, out):
 
 
 def _soft_mask(model, task, value, out):
-    from lens_heads.lahis.soft_mask_experiment import soft_mask_config, soft_mask_experiment
+    from lens_heads.lahis._soft_mask_experiment import soft_mask_config, soft_mask_experiment
 
     ranking = ["L1H2", "L0H1", "L1H0", "L0H3", "L0H0", "L1H3", "L0H2", "L1H1"]
     soft_mask_experiment(
@@ -271,7 +271,7 @@ def test_a_checkpoint_of_another_model_is_refused_and_an_old_one_warns(model_a, 
 
 # -- folders whose model is a spec: the same path, other weights ---------------------------------
 def _save_tiny(folder: Path, seed: int) -> Path:
-    from lens_heads.core.models import _tiny_hf_model
+    from lens_heads.core._models import _tiny_hf_model
 
     shutil.rmtree(folder, ignore_errors=True)
     hf_model, tokenizer = _tiny_hf_model(2, 4, 2, 16, None, 512, seed)
@@ -281,7 +281,7 @@ def _save_tiny(folder: Path, seed: int) -> Path:
 
 
 def test_a_grid_cell_of_other_weights_at_the_same_path_is_refused(tmp_path, monkeypatch):
-    from lens_heads.scale import grid
+    from lens_heads.scale import _grid as grid
 
     model = _save_tiny(tmp_path / "model", seed=0)
     task = write_task(tmp_path / "capitalize.json")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import lens_heads as lh
-from lens_heads.core.generation import greedy_generate, stop_token_ids
-from lens_heads.core.masks import HeadMask, MaskShapeError
-from lens_heads.core.prompts import encode_text
+from lens_heads.core._generation import greedy_generate, stop_token_ids
+from lens_heads.core._masks import HeadMask, MaskShapeError
+from lens_heads.core._prompts import encode_text
 
 PROMPTS = ["a", "hello there", "the quick brown fox", "zz", "mid length"]
 

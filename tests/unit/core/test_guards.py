@@ -15,8 +15,9 @@ from transformers import DynamicCache
 
 import lens_heads as lh
 from lens_heads import _moved
-from lens_heads.core import guards, kv_cache
-from lens_heads.core.libraries import LibraryMismatchError, declared_range, library_versions
+from lens_heads.core import _guards as guards
+from lens_heads.core import _kv_cache as kv_cache
+from lens_heads.core._libraries import LibraryMismatchError, declared_range, library_versions
 
 
 class DroppingCache(DynamicCache):
@@ -230,8 +231,8 @@ def test_every_old_path_imports_and_the_api_stays_callable():
             getattr(lh, old, None)
     for name in functions:
         assert callable(getattr(lh, name)) and inspect.isfunction(getattr(lh, name)), name
-    real = importlib.import_module("lens_heads.engine.evaluation")
-    assert real.__spec__.name == "lens_heads.engine.evaluation"
+    real = importlib.import_module("lens_heads.engine._evaluation")
+    assert real.__spec__.name == "lens_heads.engine._evaluation"
 
 
 def test_an_old_path_warns_and_names_the_release_that_removes_it():

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.masks import HeadMask, MaskShapeError
+from lens_heads.core._masks import HeadMask, MaskShapeError
 
 PROMPTS = ["hello world", "the cat sat", "x"]
 

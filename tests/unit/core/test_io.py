@@ -1,4 +1,4 @@
-"""Atomic writes and figure export (lens_heads.core.storage), shared by every result's save()."""
+"""Atomic writes and figure export (lens_heads.core._storage), shared by every result's save()."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import stat
 import plotly.graph_objects as go
 import pytest
 
-from lens_heads.core.storage import (
+from lens_heads.core._storage import (
     load_result_folder,
     save_figures,
     write_atomic,
@@ -49,10 +49,10 @@ def test_png_failure_is_reported_once_and_not_retried(tmp_path, monkeypatch, cap
         calls.append(1)
         raise RuntimeError("Kaleido requires Google Chrome to be installed.")
 
-    monkeypatch.setattr("lens_heads.core.storage.figure_png", broken)
-    monkeypatch.setattr("lens_heads.core.storage._png_failure", None)
+    monkeypatch.setattr("lens_heads.core._storage.figure_png", broken)
+    monkeypatch.setattr("lens_heads.core._storage._png_failure", None)
     figures = {"a": go.Figure(), "b": go.Figure()}
-    with caplog.at_level("WARNING", logger="lens_heads.core.storage"):
+    with caplog.at_level("WARNING", logger="lens_heads.core._storage"):
         first = save_figures(tmp_path, figures, png=True)
         second = save_figures(tmp_path, figures, png=True)
     assert [p.name for p in first] == [p.name for p in second] == ["a.html", "b.html"]
@@ -71,8 +71,8 @@ def test_a_stage_from_other_code_is_recomputed(tmp_path, monkeypatch):
     """Issue 23: a finished stage is reused only by the code that computed it."""
     import json
 
-    from lens_heads.core import provenance
-    from lens_heads.core.storage import Stages
+    from lens_heads.core import _provenance as provenance
+    from lens_heads.core._storage import Stages
 
     def compute(value):
         def run(where):
@@ -104,8 +104,8 @@ def test_a_stage_records_the_code_its_run_started_with(tmp_path, monkeypatch):
     marker records the code as the run started, so the edited code recomputes the stage."""
     import json
 
-    from lens_heads.core import provenance
-    from lens_heads.core.storage import Stages
+    from lens_heads.core import _provenance as provenance
+    from lens_heads.core._storage import Stages
 
     source = {"hash": "before-the-edit"}  # what hashing the source files would give now
     monkeypatch.setattr(provenance, "source_hash", lambda: source["hash"])
@@ -123,7 +123,7 @@ def test_a_stage_records_the_code_its_run_started_with(tmp_path, monkeypatch):
 
 
 def _export_in_child(folder: str, queue) -> None:
-    from lens_heads.core import png_export
+    from lens_heads.core import _png_export as png_export
 
     written = save_figures(folder, {"child": go.Figure(go.Bar(y=[1, 2]))}, png=True)
     queue.put(([p.name for p in written], png_export._exporter.pid == os.getpid()))
@@ -135,7 +135,7 @@ def test_png_exports_after_the_first_share_one_chromium_and_a_fork_starts_its_ow
     which does not exist in the child."""
     import multiprocessing
 
-    from lens_heads.core import png_export
+    from lens_heads.core import _png_export as png_export
 
     figure = go.Figure(go.Heatmap(z=[[1, 2], [3, 4]]))
     first = save_figures(tmp_path / "one", {"a": figure}, png=True)

@@ -1,5 +1,5 @@
 """Issue 27: two writers never share a folder. ``folder_lock`` (one helper, used by every command
-through ``lens_heads.cli.common.writing``) refuses a second writer naming the holder's process,
+through ``lens_heads.cli._common.writing``) refuses a second writer naming the holder's process,
 takes over the lock of a killed process, and lets go at the end, also on an error."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lens_heads.core.locks import CLAIM, FolderBusyError, claim, folder_lock, holder
+from lens_heads.core._locks import CLAIM, FolderBusyError, claim, folder_lock, holder
 
 ROOT = Path(__file__).resolve().parents[3]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}

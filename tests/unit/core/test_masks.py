@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lens_heads as lh
-from lens_heads.core.masks import HeadMask, MaskFileError, MaskShapeError, format_head, parse_head
+from lens_heads.core._masks import HeadMask, MaskFileError, MaskShapeError, format_head, parse_head
 
 
 def test_from_heads_labels_and_counts():

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lens_heads.core.metrics import (
+from lens_heads.core._metrics import (
     accuracy,
     answer_ce,
     answer_token_logprobs,

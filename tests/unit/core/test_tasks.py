@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-import lens_heads.core.tasks as tasks_module
-from lens_heads.core.checks import InputWarning
-from lens_heads.core.tasks import (
+import lens_heads.core._tasks as tasks_module
+from lens_heads.core._checks import InputWarning
+from lens_heads.core._tasks import (
     Example,
     ParallelCorpus,
     Task,

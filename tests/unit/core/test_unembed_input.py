@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 import lens_heads as lh
-from lens_heads.core.kv_cache import cached_step
+from lens_heads.core._kv_cache import cached_step
 
 
 def test_a_cached_step_hands_the_unembedding_a_contiguous_input():

@@ -10,9 +10,9 @@ import pytest
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.core.provenance import code_version
+from lens_heads.core._provenance import code_version
 from lens_heads.demo import run_demo
-from lens_heads.heads_up.sweep import SweepResult
+from lens_heads.heads_up._sweep import SweepResult
 
 WORDS = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(6) for j in range(6)]
 
@@ -26,8 +26,8 @@ def loads(monkeypatch, tiny):
         calls.append(spec)
         return tiny
 
-    monkeypatch.setattr("lens_heads.demo.load_model", load)
-    monkeypatch.setattr("lens_heads.core.models.load_model", load)
+    monkeypatch.setattr("lens_heads.demo._run.load_model", load)
+    monkeypatch.setattr("lens_heads.core.load_model", load)
     return calls
 
 
@@ -93,18 +93,18 @@ def test_a_finished_folder_is_checked_against_the_remembered_fingerprint(
     """An offline alias's cache remembers its loaded model's fingerprint: a finished folder is
     checked against it without loading the model; a stage that computes loads the model and
     refuses one that is not what the cache remembered."""
-    from lens_heads.core.fingerprints import FingerprintError, model_fingerprint
+    from lens_heads.core._fingerprints import FingerprintError, model_fingerprint
 
     run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
     remembered = model_fingerprint(tiny)
-    monkeypatch.setattr("lens_heads.demo.known_fingerprint", lambda spec: remembered)
+    monkeypatch.setattr("lens_heads.demo._run.known_fingerprint", lambda spec: remembered)
     run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
     assert loads == ["tiny"], "a finished folder needs no model"
     (tmp_path / "demo" / "logit_lens" / ".complete").unlink()
     run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
     assert loads == ["tiny", "tiny"], "a stage to compute loads the model"
     other = {**remembered, "weights": "0" * 16}
-    monkeypatch.setattr("lens_heads.demo.known_fingerprint", lambda spec: other)
+    monkeypatch.setattr("lens_heads.demo._run.known_fingerprint", lambda spec: other)
     with pytest.raises(FingerprintError, match="weights"):
         run_demo(tmp_path / "demo", model="tiny", task=capitalize_file, **SMALL)
     (tmp_path / "demo" / "logit_lens" / ".complete").unlink()
@@ -149,7 +149,7 @@ def test_the_demo_holds_the_trainers_settings_and_records_the_ones_it_changes():
     """DemoConfig composes a TrainingConfig (issue 45) instead of copying five of its fields; a
     trainer field set away from the demo's schedule enters the folder's settings, so a folder
     trained with another batch is not reused."""
-    from lens_heads.demo import DemoConfig, _other_training
+    from lens_heads.demo._run import DemoConfig, _other_training
 
     config = DemoConfig(steps=7, batch_size=4)
     assert (config.training.steps, config.training.batch_size, config.training.lr) == (7, 4, 0.2)

@@ -17,8 +17,8 @@ import torch
 
 import lens_heads as lh
 from lens_heads.demo import run_demo
-from lens_heads.demo_outputs import PAGE_WIDTH, SHOWN_ROWS, _collapsed_markdown, _collapsed_table
-from lens_heads.heads_up.figures import logit_lens_figure, similarity_figure
+from lens_heads.demo._report import PAGE_WIDTH, SHOWN_ROWS, _collapsed_markdown, _collapsed_table
+from lens_heads.heads_up._figures import logit_lens_figure, similarity_figure
 
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "screenshot_report.sh"
 WORDS = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(6) for j in range(6)]

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 import lens_heads as lh
-import lens_heads.core.models
+import lens_heads.core
 from lens_heads.cli import main
-from lens_heads.core.metrics import echo_rate, exact_match, first_segment, is_echo, is_exact_match
-from lens_heads.core.prompts import answer_end_tokens, encode_example
-from lens_heads.core.tasks import Example, Task, get_task, match_rule_for
+from lens_heads.core._metrics import echo_rate, exact_match, first_segment, is_echo, is_exact_match
+from lens_heads.core._prompts import answer_end_tokens, encode_example
+from lens_heads.core._tasks import Example, Task, get_task, match_rule_for
 from lens_heads.engine import MaskTrainer, TrainingConfig
-from lens_heads.heads_up.similarity import SimilarityStats, figure4_similarity, figure4_stats
+from lens_heads.heads_up._similarity import SimilarityStats, figure4_similarity, figure4_stats
 
 WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "grape", "melon", "peach"]
 
@@ -123,7 +123,7 @@ def test_corpus_level_rates_and_errors():
 def test_paper_rule_counts_an_echo_as_correct_and_exact_match_does_not():
     """The motivating case: on a 'first word of the list' task the echoed list 'starts with' the
     answer, and 'contains' accepts a one-letter answer anywhere."""
-    from lens_heads.core.metrics import is_correct
+    from lens_heads.core._metrics import is_correct
 
     assert is_correct("cat, dog, bird", "cat", "startswith")
     assert not is_exact_match("cat, dog, bird", "cat")
@@ -188,7 +188,7 @@ def test_cli_train_mask_keeps_the_instruction_row_and_takes_match(
     tmp_path, tiny_dir, capsys, monkeypatch
 ):
     monkeypatch.setattr(
-        lens_heads.core.models,
+        lens_heads.core,
         "load_model",
         lambda spec, **kw: lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=0),
     )
@@ -290,9 +290,9 @@ def test_one_prompt_is_refused_for_the_paired_test(tiny):
 
 
 def test_records_say_how_each_output_ended(tiny, upper):
-    from lens_heads.core.decoding import decode_greedy
-    from lens_heads.core.generation import stop_token_ids
-    from lens_heads.core.prompts import encode_text
+    from lens_heads.core._decoding import decode_greedy
+    from lens_heads.core._generation import stop_token_ids
+    from lens_heads.core._prompts import encode_text
 
     result = lh.evaluate(tiny, upper, ["original"], n_eval=6, progress=False, first_line=False)
     ended = result.records["ended_by"].tolist()
@@ -309,7 +309,7 @@ def test_records_say_how_each_output_ended(tiny, upper):
 
 
 def test_decoder_reports_the_stop_token(tiny):
-    from lens_heads.core.decoding import decode_greedy
+    from lens_heads.core._decoding import decode_greedy
 
     prompts = [[5, 6, 7], [8, 9]]
     free = decode_greedy(tiny, prompts, max_new_tokens=4, stops=[], answers=None)

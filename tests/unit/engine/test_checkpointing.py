@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.block_forward import block_forward
-from lens_heads.core.tasks import Example, Task
+from lens_heads.core._block_forward import block_forward
+from lens_heads.core._tasks import Example, Task
 from lens_heads.engine import MaskTrainer, TrainingConfig
 
 
@@ -99,7 +99,7 @@ def test_masks_and_their_optimiser_state_stay_float32_with_bf16_weights(task):
 
 _COMPILED = """
 import torch, lens_heads as lh
-from lens_heads.core.tasks import Example, Task
+from lens_heads.core._tasks import Example, Task
 from lens_heads.engine import MaskTrainer, TrainingConfig
 model = lh.tiny_model(n_layers=2, n_heads=4, d_head=8)
 task = Task("upper", tuple(Example(w, w.upper()) for w in ["abcd", "xyz"] * 6))
@@ -136,7 +136,7 @@ def test_checkpointing_a_model_that_passes_its_blocks_a_kv_cache(task):
     """After a cached decoding (the library guards run one on every load) the bridge hands every
     block a KV cache: a recomputed block must not write its keys into it a second time (found
     by the GPU script's dry run on the Llama-3.1-8B shape)."""
-    from lens_heads.core.model_configs import model_config
+    from lens_heads.core._model_configs import model_config
 
     values = model_config("llama-3.1-8b-instruct")["config"]
     values |= {"num_hidden_layers": 3, "hidden_size": 64, "intermediate_size": 96,

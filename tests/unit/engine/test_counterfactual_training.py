@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.tasks import Example, Task
+from lens_heads.core._tasks import Example, Task
 from lens_heads.engine import MaskTrainer
 
 WORDS = [f"{a}{b}{c}" for a in "bcdfg" for b in "aeiou" for c in "lmnr"]
@@ -41,9 +41,9 @@ def test_the_loss_under_counterfactual_ablation_equals_a_swap_by_hand(tiny):
     mask[1, 1, 3] = 0.0  # and L1H3 in the second row
     found = trainer.loss(tokens, answers, mask, None, baseline)
     # by hand: each row's donor is its counterfactual prompt and its own answer tokens
-    from lens_heads.core.prompts import PromptFormat, encode_example
+    from lens_heads.core._prompts import PromptFormat, encode_example
 
-    indices = lh.engine.training_data.batch_indices(0, len(trainer.encoded), 4, 0)
+    indices = lh.engine._training_data.batch_indices(0, len(trainer.encoded), 4, 0)
     rows = []
     for index in indices:
         example, clean = _task().examples[index], trainer.encoded[index]

@@ -13,13 +13,13 @@ import torch
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.core.generation import greedy_generate
-from lens_heads.core.masks import HeadMask, MaskFileError, MaskShapeError
-from lens_heads.core.metrics import answer_ce
-from lens_heads.core.prompts import PromptFormat, collate, encode_example
-from lens_heads.core.tasks import Example, Task
+from lens_heads.core._generation import greedy_generate
+from lens_heads.core._masks import HeadMask, MaskFileError, MaskShapeError
+from lens_heads.core._metrics import answer_ce
+from lens_heads.core._prompts import PromptFormat, collate, encode_example
+from lens_heads.core._tasks import Example, Task
 from lens_heads.engine import METRICS, EvaluationResult, evaluate
-from lens_heads.engine.scoring import first_line_of
+from lens_heads.engine._scoring import first_line_of
 
 WORDS = [f"{w}" for w in "cat dog owl bee ant cow pig elk yak emu fox hen ram".split()]
 
@@ -330,8 +330,8 @@ def test_markdown_plot_and_save_load(result, tmp_path):
 
 
 def test_cli_eval_and_tasks(tiny, tiny_dir, mask, tmp_path, monkeypatch, capsys):
-    import lens_heads.cli.common as cli
-    import lens_heads.core.tasks as tasks_module
+    import lens_heads.cli._common as cli
+    import lens_heads.core as tasks_module  # the command takes its tasks from there at each call
 
     monkeypatch.setattr(cli, "load_model", lambda args: tiny)
     data = tmp_path / "upper.jsonl"
@@ -387,9 +387,9 @@ def test_save_png_failure_is_logged_not_raised(result, tmp_path, monkeypatch, ca
     def broken(figure, **kwargs):
         raise RuntimeError("Kaleido requires Google Chrome to be installed.")
 
-    monkeypatch.setattr("lens_heads.core.storage.figure_png", broken)
-    monkeypatch.setattr("lens_heads.core.storage._png_failure", None)
-    with caplog.at_level("WARNING", logger="lens_heads.core.storage"):
+    monkeypatch.setattr("lens_heads.core._storage.figure_png", broken)
+    monkeypatch.setattr("lens_heads.core._storage._png_failure", None)
+    with caplog.at_level("WARNING", logger="lens_heads.core._storage"):
         written = result.save(tmp_path / "png", png=True)
     assert "figure.png" not in [p.name for p in written]
     assert "PNG export skipped (RuntimeError: Kaleido requires Google Chrome" in caplog.text
@@ -402,7 +402,7 @@ def test_per_example_answer_ce_is_finite(result):
 def test_answer_ce_window_without_logits_to_keep(tiny, mask):
     """Models whose forward refuses ``logits_to_keep`` (legacy HookedTransformer) get the
     window sliced from the full logits: the same CE."""
-    from lens_heads.engine.scoring import _logits_window
+    from lens_heads.engine._scoring import _logits_window
 
     class Legacy:
         def __init__(self, model):

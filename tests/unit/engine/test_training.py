@@ -16,10 +16,10 @@ import torch
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.core.logits import answer_logits
-from lens_heads.core.prompts import collate, encode_example, encode_text
-from lens_heads.core.tasks import Example, Task
-from lens_heads.engine.training import (
+from lens_heads.core._logits import answer_logits
+from lens_heads.core._prompts import collate, encode_example, encode_text
+from lens_heads.core._tasks import Example, Task
+from lens_heads.engine._training import (
     CheckpointError,
     MaskTrainer,
     MaskTrainingResult,
@@ -32,7 +32,7 @@ from lens_heads.engine.training import (
     tau_at,
     train_mask,
 )
-from lens_heads.engine.training_data import batch_indices
+from lens_heads.engine._training_data import batch_indices
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -406,7 +406,7 @@ def test_the_training_precision_keeps_its_old_name_with_a_warning():
     """Issue 45: the training precision is ``precision`` as everywhere else; ``dtype=`` (its
     name before 0.2.0), the ``dtype`` attribute and ``resolve_dtype`` still work with a
     DeprecationWarning, and a run stored under the old key loads as it was."""
-    from lens_heads.core.settings import configure
+    from lens_heads.core._settings import configure
 
     with pytest.warns(DeprecationWarning, match="dtype= is now precision="):
         old = TrainingConfig(steps=3, dtype="bf16")
@@ -675,14 +675,14 @@ def test_base_model_format_without_a_chat_template(model, upper_task):
 
 # -- the command ----------------------------------------------------------------------------------
 def test_cli_train_mask_smoke(tmp_path, tiny_dir, monkeypatch, upper_task, capsys):
-    import lens_heads.core.models
+    import lens_heads.core
 
     def load(spec, **kw):  # named after its spec, as load_model names what it loads
         model = lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=0)
         model.lens_heads_name = str(spec)
         return model
 
-    monkeypatch.setattr(lens_heads.core.models, "load_model", load)
+    monkeypatch.setattr(lens_heads.core, "load_model", load)
     data = tmp_path / "upper.json"
     data.write_text(
         pd.DataFrame({"input": upper_task.inputs, "output": upper_task.outputs}).to_json(

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.tasks import Example, Task
+from lens_heads.core._tasks import Example, Task
 from lens_heads.finders import (
     BenchmarkConfig,
     FinderBenchmark,
@@ -20,9 +20,9 @@ from lens_heads.finders import (
     faithfulness,
     head_finder_benchmark,
 )
-from lens_heads.finders.counterfactuals import ioi_records
-from lens_heads.finders.faithfulness import PairScorer
-from lens_heads.finders.methods import METHODS, score
+from lens_heads.finders._counterfactuals import ioi_records
+from lens_heads.finders._faithfulness import PairScorer
+from lens_heads.finders._methods import METHODS, score
 
 WORDS = [f"{a}{b}{c}" for a in "bcdfg" for b in "aeiou" for c in "lmnrst"]
 
@@ -101,7 +101,7 @@ def test_the_warm_mask_starts_from_the_gradients_circuit_and_keeps_it(linear):
     gradients' top ``k`` heads, and a few steps trained to match the model keep them: its
     circuit of two heads is the two carrying heads. (A cold start, the same logit for every
     head, has no such head start.)"""
-    from lens_heads.finders.methods import warm_start
+    from lens_heads.finders._methods import warm_start
 
     pairs = _pairs(linear)
     config = MethodConfig(ig_steps=4, mask_steps=3, precision="float32")
@@ -195,7 +195,7 @@ def test_the_benchmark_resumes_reloads_and_exports_for_mib(tiny, tmp_path, monke
     assert frame.loc[frame["method"] != frame["best gradient"], "p (Holm)"].notna().all()
     reloaded = FinderBenchmark.load(tmp_path / "benchmark")
     assert reloaded.to_frame()["CMD"].tolist() == pytest.approx(frame["CMD"].tolist())
-    from lens_heads.finders import benchmark
+    from lens_heads.finders import _benchmark as benchmark
 
     monkeypatch.setattr(benchmark, "score", lambda *a, **k: pytest.fail("recomputed"))
     again = head_finder_benchmark(tiny, ["capitalize"], methods, config, out=tmp_path)
@@ -210,7 +210,7 @@ def test_the_benchmark_resumes_reloads_and_exports_for_mib(tiny, tmp_path, monke
         frame.set_index("method").loc["attribution", "CMD"]
     )
     assert ("antonym", "random-1") in kept.index
-    from lens_heads.finders.mib import write_mib_scores
+    from lens_heads.finders._mib import write_mib_scores
 
     path = write_mib_scores(first.curves["capitalize/attribution"].scores, tmp_path / "mib",
                             "capitalize", "tiny", d_model=64)  # fmt: skip

@@ -18,11 +18,11 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.masks import HeadMask, MaskShapeError
-from lens_heads.core.tasks import Example, Task
+from lens_heads.core._masks import HeadMask, MaskShapeError
+from lens_heads.core._tasks import Example, Task
 from lens_heads.engine import evaluate
-from lens_heads.heads_up.alpha import AlphaCurve, table8
-from lens_heads.heads_up.sweep import SweepResult
+from lens_heads.heads_up._alpha import AlphaCurve, table8
+from lens_heads.heads_up._sweep import SweepResult
 
 WORDS = "cat dog owl bee ant cow pig elk yak emu fox hen ram gnu".split()
 ALPHAS = (0.0, 0.25, 0.5, 1.0)
@@ -108,7 +108,7 @@ def test_batched_curve_equals_a_loop_of_evaluator_calls(tiny, curve, mask):
 def test_all_alphas_are_decoded_in_one_pass(tiny, mask, monkeypatch):
     """One call of the decoder for the instructed prompts (every alpha as per-example masks,
     a batch of prompts with all its alphas) and one for the un-instructed point."""
-    scoring = importlib.import_module("lens_heads.engine.scoring")
+    scoring = importlib.import_module("lens_heads.engine._scoring")
     calls: list[tuple[int, torch.Tensor | None, int]] = []
     inner = scoring.generate_and_score
 
@@ -128,9 +128,9 @@ def test_all_alphas_are_decoded_in_one_pass(tiny, mask, monkeypatch):
 
 
 def test_prefix_runs_once_per_distinct_mask(tiny, mask, monkeypatch):
-    import lens_heads.core.decoding as decoding
-    from lens_heads.core.decoding import decode_greedy, shared_prefix_length
-    from lens_heads.core.prompts import encode_example
+    import lens_heads.core._decoding as decoding
+    from lens_heads.core._decoding import decode_greedy, shared_prefix_length
+    from lens_heads.core._prompts import encode_example
 
     fed: list[tuple[int, int]] = []
     step = decoding.cached_forward
@@ -160,8 +160,8 @@ def test_prefix_runs_once_per_distinct_mask(tiny, mask, monkeypatch):
 
 
 def test_large_batches_drop_finished_rows_with_the_same_tokens(tiny, mask, monkeypatch):
-    import lens_heads.core.decoding as decoding
-    from lens_heads.core.decoding import decode_greedy
+    import lens_heads.core._decoding as decoding
+    from lens_heads.core._decoding import decode_greedy
 
     prompts = [tiny.to_tokens(w, prepend_bos=False)[0].tolist() for w in WORDS[:6]]
     per_row = torch.stack([mask.with_alpha(a).multiplier() for a in (0.0, 1.0)] * 3)

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.hooks import maybe_mask
-from lens_heads.core.masks import MaskShapeError
-from lens_heads.heads_up.attention import (
+from lens_heads.core._hooks import maybe_mask
+from lens_heads.core._masks import MaskShapeError
+from lens_heads.heads_up._attention import (
     AttentionResult,
     attention_on_target,
     extractive_targets,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.heads_up.attention import attention_on_target, candidate_words
+from lens_heads.heads_up._attention import attention_on_target, candidate_words
 
 PROMPTS = ["pear, dog, cat", "owl, fig, ant"]
 TARGETS = ["pear", "fig"]

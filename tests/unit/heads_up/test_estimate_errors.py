@@ -8,11 +8,15 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.hooks import ablated
-from lens_heads.core.tasks import Example, Task
-from lens_heads.engine import scoring
-from lens_heads.heads_up import EstimateErrors, EstimateErrorsConfig, estimate_errors
-from lens_heads.heads_up.sweep_gradients import sweep_estimates
+from lens_heads.core._hooks import ablated
+from lens_heads.core._tasks import Example, Task
+from lens_heads.engine import _scoring as scoring
+from lens_heads.heads_up import (
+    EstimateErrors,
+    EstimateErrorsConfig,
+    estimate_errors,
+)
+from lens_heads.heads_up._sweep_gradients import sweep_estimates
 
 WORDS = "apple pear plum fig kiwi lime date peach grape melon lemon mango".split()
 TASK = Task("upper", tuple(Example(w, w.upper()) for w in WORDS))
@@ -145,7 +149,7 @@ def test_the_command_writes_the_table_and_reloads(tiny_dir, tmp_path, capsys):
 def test_resample_ablation_takes_a_training_prompt_of_the_same_length_as_donor(model):
     from dataclasses import replace
 
-    from lens_heads.core.hooks import head_outputs
+    from lens_heads.core._hooks import head_outputs
 
     found = estimate_errors(model, TASK, ORDER, replace(FAST, ablation="resample"))
     train, _, encoded = _prompts(model, FAST)
@@ -167,14 +171,14 @@ def test_resample_ablation_takes_a_training_prompt_of_the_same_length_as_donor(m
 def test_the_path_is_the_answer_logit_along_the_integrated_gradient_path(model, tmp_path):
     from dataclasses import replace
 
-    from lens_heads.heads_up.sweep_gradients import answer_logit
+    from lens_heads.heads_up._sweep_gradients import answer_logit
 
     found = estimate_errors(model, TASK, ORDER, replace(FAST, path_points=5))
     _, _, encoded = _prompts(model, FAST)
     example = encoded[1]
     removed = torch.ones(2, 4)
     for head in ORDER:
-        layer, index = lh.core.masks.parse_head(head)
+        layer, index = lh.core.internal.parse_head(head)
         removed[layer, index] = 0.0
     t = torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0])[:, None, None]
     with torch.no_grad():

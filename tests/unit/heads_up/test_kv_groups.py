@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.heads_up.kv_groups import kv_groups_removed
+from lens_heads.heads_up._kv_groups import kv_groups_removed
 
 
 def test_counts_and_expectation_by_hand():

@@ -10,18 +10,18 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.capture import (
+from lens_heads.core._capture import (
     Run,
     cosine_by_layer,
     encode_prompt,
     layer_activations,
     lens_logits,
 )
-from lens_heads.core.hooks import maybe_mask
-from lens_heads.core.masks import MaskShapeError
-from lens_heads.core.prompts import token_text
-from lens_heads.heads_up.lens import LogitLensResult, TopTokensResult, logit_lens, top_tokens
-from lens_heads.heads_up.similarity import SimilarityResult, figure4_similarity, layer_similarity
+from lens_heads.core._hooks import maybe_mask
+from lens_heads.core._masks import MaskShapeError
+from lens_heads.core._prompts import token_text
+from lens_heads.heads_up._lens import LogitLensResult, TopTokensResult, logit_lens, top_tokens
+from lens_heads.heads_up._similarity import SimilarityResult, figure4_similarity, layer_similarity
 
 
 # -- capture helpers -----------------------------------------------------------------------------

@@ -11,11 +11,11 @@ import torch
 
 import lens_heads as lh
 from analyses import table5_mask_stats
-from lens_heads.core.masks import HeadMask, MaskShapeError
+from lens_heads.core._masks import HeadMask, MaskShapeError
 from lens_heads.engine import MaskTrainingResult
-from lens_heads.heads_up.mask_sets import load_masks
-from lens_heads.heads_up.mask_stats import MaskStatistics, pair_row
-from lens_heads.heads_up.tasks_per_head import TasksPerHead
+from lens_heads.heads_up._mask_sets import load_masks
+from lens_heads.heads_up._mask_stats import MaskStatistics, pair_row
+from lens_heads.heads_up._tasks_per_head import TasksPerHead
 
 
 def masks_2x3() -> dict[str, HeadMask]:
@@ -291,7 +291,7 @@ def test_table5_flags_are_generated_and_a_bad_pair_is_refused_before_any_mask_is
     malformed --pairs is a LensHeadsError naming the flag, before the folder is read."""
     from dataclasses import fields
 
-    from lens_heads.core.settings import field_docs
+    from lens_heads.core._settings import field_docs
 
     assert all(
         field_docs(table5_mask_stats.Config)[f.name] for f in fields(table5_mask_stats.Config)

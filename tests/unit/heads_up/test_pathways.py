@@ -12,10 +12,10 @@ import pytest
 
 import lens_heads as lh
 from analyses import table6_pathways
-from lens_heads.core.masks import HeadMask, MaskShapeError
-from lens_heads.core.tasks import Example, Task
+from lens_heads.core._masks import HeadMask, MaskShapeError
+from lens_heads.core._tasks import Example, Task
 from lens_heads.engine import MaskTrainingResult
-from lens_heads.heads_up.pathways import CONDITIONS, PathwaysResult, pathway_heads
+from lens_heads.heads_up._pathways import CONDITIONS, PathwaysResult, pathway_heads
 
 WORDS = "cat dog owl bee ant cow pig elk yak emu".split()
 
@@ -252,7 +252,7 @@ def test_default_training_config_is_the_short_negative_init_schedule(tiny, tmp_p
         seen.append((config, options["resume"]))
         return MaskTrainingResult.example()
 
-    monkeypatch.setattr("lens_heads.engine.training_folder.train_mask", train)
+    monkeypatch.setattr("lens_heads.engine._training_folder.train_mask", train)
     masks = lh.train_family_masks(tiny, family(1), out=tmp_path, progress=False)
     assert seen == [(lh.TrainingConfig.short(init_mean=-3.0), True)]
     assert (tmp_path / "upper" / "mask.safetensors").is_file() and list(masks) == ["upper"]

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.errors import InputError
-from lens_heads.core.tasks import Example, Task
-from lens_heads.engine.training import MaskTrainer
+from lens_heads.core._errors import InputError
+from lens_heads.core._tasks import Example, Task
+from lens_heads.engine._training import MaskTrainer
 from lens_heads.heads_up import HeadRoles, RolesConfig, head_roles
 
 D_HEAD = 8

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lens_heads.heads_up import agreement_table, cohen_kappa
-from lens_heads.heads_up.roles_agreement import majority, split_halves
+from lens_heads.heads_up._roles_agreement import majority, split_halves
 
 
 def test_kappa_by_hand():
@@ -69,7 +69,7 @@ def test_head_roles_give_a_tie_no_majority():
     """HeadRoles: a head whose two masks give two classes has no majority (the old rule gave it
     the class named first), with agreement one half; counts and heads list the class."""
     from lens_heads.heads_up import HeadRoles
-    from lens_heads.heads_up.roles_result import MAJORITY_CLASSES
+    from lens_heads.heads_up._roles_result import MAJORITY_CLASSES
 
     roles = HeadRoles.example()
     frame = roles.to_frame()

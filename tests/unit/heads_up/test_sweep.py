@@ -1,5 +1,6 @@
-"""Unit tests of lens_heads.heads_up.sweep on tiny models: the batched engine equals the naive loop,
-step 0 is the full model, similarity to itself is 1, orders, bad input, io and the CLI."""
+"""Unit tests of the removal sweep (lens_heads.heads_up._sweep) on tiny models: the batched engine
+equals the naive loop, step 0 is the full model, similarity to itself is 1, orders, bad input,
+io and the CLI."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ import torch
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.core.masks import MaskShapeError
-from lens_heads.core.metrics import token_ranks
-from lens_heads.core.prompts import encode_text
-from lens_heads.core.tasks import Example, Task
+from lens_heads.core._masks import MaskShapeError
+from lens_heads.core._metrics import token_ranks
+from lens_heads.core._prompts import encode_text
+from lens_heads.core._tasks import Example, Task
 from lens_heads.engine import TrainingConfig
-from lens_heads.heads_up.sweep import SweepResult
-from lens_heads.heads_up.sweep_inputs import removal_order, resolve_target
+from lens_heads.heads_up._sweep import SweepResult
+from lens_heads.heads_up._sweep_inputs import removal_order, resolve_target
 
 WEIGHTS = torch.tensor([[0.3, -1.0, 2.0, 0.1], [1.5, -0.2, 0.7, -3.0]])  # every head distinct
 SWEEP = dict(target="a", max_new_tokens=4, reference_prompt="please repeat: apple", progress=False)
@@ -210,7 +211,7 @@ def test_save_load_round_trip_and_figures(tiny, tmp_path, naive):
 
 
 def test_default_batch_size_bounds_the_logits_memory(tiny, monkeypatch):
-    from lens_heads.heads_up.sweep_inputs import default_batch_size
+    from lens_heads.heads_up._sweep_inputs import default_batch_size
 
     assert default_batch_size(tiny, 40) == 64  # small: the cap
     n_tokens = 100_000  # long: as many steps as keep one chunk's logits under 256 MiB
@@ -230,9 +231,9 @@ def test_default_batch_size_bounds_the_logits_memory(tiny, monkeypatch):
 
 @pytest.fixture()
 def tiny_cli(monkeypatch, tiny):
-    import lens_heads.core.models
+    import lens_heads.core
 
-    monkeypatch.setattr(lens_heads.core.models, "load_model", lambda spec, **kw: tiny)
+    monkeypatch.setattr(lens_heads.core, "load_model", lambda spec, **kw: tiny)
     return tiny
 
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.capture import encode_prompt, target_token_ids
-from lens_heads.core.masks import parse_head
-from lens_heads.heads_up.sweep_gradients import SweepEstimates, answer_logit, sweep_estimates
+from lens_heads.core._capture import encode_prompt, target_token_ids
+from lens_heads.core._masks import parse_head
+from lens_heads.heads_up._sweep_gradients import SweepEstimates, answer_logit, sweep_estimates
 
 ORDER = ["L1H0", "L0H2", "L1H3", "L0H1", "L1H1"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from lens_heads.engine import MaskTrainingResult, TrainingConfig
-from lens_heads.heads_up.trajectories import coincidence, dependent_changes
+from lens_heads.heads_up._trajectories import coincidence, dependent_changes
 
 
 def _result(trajectory: torch.Tensor) -> MaskTrainingResult:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-import lens_heads.cli.common as common
+import lens_heads.cli._common as common
 from lens_heads.cli import main
-from lens_heads.lahis.importance import HeadImportance
-from lens_heads.lahis.language_experiments import PerplexityExperiment, TransferResult
-from lens_heads.lahis.languages import LanguageHeads
+from lens_heads.lahis._importance import HeadImportance
+from lens_heads.lahis._language_experiments import PerplexityExperiment, TransferResult
+from lens_heads.lahis._languages import LanguageHeads
 
 
 @pytest.fixture()

@@ -9,25 +9,25 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.language_id import identify_language
-from lens_heads.core.masks import HeadMask, MaskFileError, MaskShapeError
-from lens_heads.core.models import model_name
-from lens_heads.core.scales import HeadScale, ScaleValueError
-from lens_heads.core.tasks import Example, Task
-from lens_heads.lahis.importance import (
+from lens_heads.core._language_id import identify_language
+from lens_heads.core._masks import HeadMask, MaskFileError, MaskShapeError
+from lens_heads.core._models import model_name
+from lens_heads.core._scales import HeadScale, ScaleValueError
+from lens_heads.core._tasks import Example, Task
+from lens_heads.lahis._importance import (
     HeadImportance,
     ImportanceInputError,
     document_losses,
     head_importance,
     scores_from_gradients,
 )
-from lens_heads.lahis.language_experiments import (
+from lens_heads.lahis._language_experiments import (
     PerplexityExperiment,
     TransferResult,
     perplexity_experiment,
     transfer_scale,
 )
-from lens_heads.lahis.languages import (
+from lens_heads.lahis._languages import (
     LanguageHeads,
     language_heads,
     load_texts_by_language,
@@ -403,7 +403,7 @@ def test_mask_file_error_for_missing_scale(tmp_path):
 
 def test_train_mask_soft_cli_arguments(tmp_path):
     from lens_heads.cli import build_parser
-    from lens_heads.cli.lahis import trainable_from_args
+    from lens_heads.cli._lahis import trainable_from_args
 
     parser = build_parser()
     base = ["train-mask", "--model", "m", "--task", "t", "--out", str(tmp_path)]
@@ -438,8 +438,8 @@ def _planted_language_scores() -> torch.Tensor:
 
 
 def test_attention_transfer_plumbing(model, monkeypatch):
-    from lens_heads.lahis import language_experiments
-    from lens_heads.lahis.language_experiments import attention_transfer
+    from lens_heads.lahis import _language_experiments as language_experiments
+    from lens_heads.lahis._language_experiments import attention_transfer
 
     heads = LanguageHeads(
         ["en", "fr", "es", "de", "zh"], _planted_language_scores(), 0.75, 4, "x", "tiny"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import shutil
@@ -12,15 +11,13 @@ import pytest
 import torch
 
 import lens_heads as lh
-from lens_heads.core.masks import MaskShapeError, parse_head
-from lens_heads.core.scales import HeadScale
-from lens_heads.core.tasks import Example, Task
-from lens_heads.lahis.importance import HeadImportance
-from lens_heads.lahis.languages import LanguageHeads
-
-# the module (the package's attribute of that name is the function it exports)
-experiment_module = importlib.import_module("lens_heads.lahis.soft_mask_experiment")
-from lens_heads.lahis.soft_mask_experiment import (  # noqa: E402
+import lens_heads.lahis._soft_mask_experiment as experiment_module
+from lens_heads.core._masks import MaskShapeError, parse_head
+from lens_heads.core._scales import HeadScale
+from lens_heads.core._tasks import Example, Task
+from lens_heads.lahis._importance import HeadImportance
+from lens_heads.lahis._languages import LanguageHeads
+from lens_heads.lahis._soft_mask_experiment import (
     SoftMaskExperiment,
     random_heads,
     soft_mask_config,
@@ -243,7 +240,7 @@ def test_resume_trains_only_the_missing_condition(run, model, monkeypatch, tmp_p
         return real(model, task, config, **kwargs)
 
     monkeypatch.setattr(experiment_module, "train_mask", counting)
-    monkeypatch.setattr("lens_heads.engine.training_folder.train_mask", counting)  # the one way
+    monkeypatch.setattr("lens_heads.engine._training_folder.train_mask", counting)  # the one way
     again = soft_mask_experiment(
         model, _task(), _importance(), training=_config(), out=copy, **SETTINGS
     )
@@ -321,11 +318,11 @@ def test_other_bad_input_is_named(model):
 
 # -- the command ------------------------------------------------------------------------------
 def test_cli_soft_mask_experiment(tmp_path, tiny_dir, monkeypatch, capsys):
-    import lens_heads.core.models
+    import lens_heads.core
     from lens_heads.cli import main
 
     monkeypatch.setattr(
-        lens_heads.core.models,
+        lens_heads.core,
         "load_model",
         lambda spec, **kw: lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=0),
     )

@@ -11,9 +11,9 @@ import pytest
 
 import lens_heads as lh
 from lens_heads.cli import main
-from lens_heads.core.locks import CLAIM, claim, release
+from lens_heads.core._locks import CLAIM, claim, release
 from lens_heads.scale import GridEvaluationConfig
-from lens_heads.scale.grid import DONE, GridConfigError, run_cell, run_grid
+from lens_heads.scale._grid import DONE, GridConfigError, run_cell, run_grid
 
 GOOD = """\
 name = "t"

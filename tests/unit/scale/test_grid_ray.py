@@ -17,8 +17,8 @@ import pytest
 import ray
 
 import lens_heads as lh
-from lens_heads.core.locks import CLAIM
-from lens_heads.scale.grid import DONE, TIMING_COLUMNS, run_cell, run_grid
+from lens_heads.core._locks import CLAIM
+from lens_heads.scale._grid import DONE, TIMING_COLUMNS, run_cell, run_grid
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIG = """\
@@ -139,7 +139,7 @@ def test_two_runs_on_one_folder_compute_each_cell_once(cluster, config, referenc
     path = tmp_path / "grid.toml"
     path.write_text(CONFIG)
     script = (
-        "import sys; from lens_heads.scale.grid import run_grid; "
+        "import sys; from lens_heads.scale._grid import run_grid; "
         "r = run_grid(sys.argv[1], sys.argv[2], address='local', progress=False); "
         "sys.exit(len(r.failures))"
     )

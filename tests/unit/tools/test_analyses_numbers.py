@@ -28,12 +28,12 @@ from analyses import (
     table3_few_shot,
     table7_attention,
 )
-from lens_heads.core.capture import encode_prompt
-from lens_heads.core.prompts import INSTRUCTION_TEMPLATE, encode_example, encode_text
+from lens_heads.core._capture import encode_prompt
+from lens_heads.core._prompts import INSTRUCTION_TEMPLATE, encode_example, encode_text
 from lens_heads.engine import EvaluationResult, MaskTrainingResult
-from lens_heads.heads_up.attention import AttentionResult
-from lens_heads.heads_up.similarity_stats import SimilarityStats
-from lens_heads.heads_up.sweep import SweepResult
+from lens_heads.heads_up._attention import AttentionResult
+from lens_heads.heads_up._similarity_stats import SimilarityStats
+from lens_heads.heads_up._sweep import SweepResult
 
 REMOVED = [(0, 1), (1, 2)]  # the planted mask's removed heads
 #: the planted keep probabilities after training (all distinct: a fixed removal order)

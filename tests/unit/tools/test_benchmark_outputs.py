@@ -8,7 +8,7 @@ import json
 
 from benchmarks import run
 from benchmarks.harness import BenchmarkResult, compare
-from lens_heads.core.provenance import code_version
+from lens_heads.core._provenance import code_version
 
 
 def test_different_outputs_fail_a_fast_benchmark():

@@ -12,7 +12,7 @@ import torch
 
 import lens_heads as lh
 from lens_heads.engine import MaskTrainer
-from lens_heads.engine.training import gumbel_noise, tau_at
+from lens_heads.engine._training import gumbel_noise, tau_at
 
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "negative_init_diagnosis.py"
 

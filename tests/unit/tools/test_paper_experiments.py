@@ -118,7 +118,7 @@ def test_own_versus_random_by_hand():
     import pandas as pd
 
     from analyses.lahis_languages import own_versus_random
-    from lens_heads.lahis.language_experiments import PerplexityExperiment
+    from lens_heads.lahis._language_experiments import PerplexityExperiment
 
     result = PerplexityExperiment.example()
     rows = [("en", "en", d, 2.0, 2.0 + 0.5 * (d + 1), 2.0 + 0.1 * d) for d in range(6)]
@@ -176,7 +176,7 @@ def test_the_table3_grid_files_are_what_the_analysis_trains_and_evaluates(tmp_pa
     from pathlib import Path
 
     from analyses.table3_few_shot import Config, _queries, export_tasks
-    from lens_heads.core.checks import InputWarning
+    from lens_heads.core._checks import InputWarning
 
     shipped = Path(__file__).resolve().parents[3] / "docs" / "grids" / "table3_few_shot"
     config = Config(unseen="country-capital")

@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import source_commit  # noqa: E402
 from reproduction.devices import source_words  # noqa: E402
 
-from lens_heads.core.provenance import source_hash  # noqa: E402
+from lens_heads.core._provenance import source_hash  # noqa: E402
 
 
 def _git(repo: Path, *args: str) -> str:

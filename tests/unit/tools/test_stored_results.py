@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from lens_heads.core.libraries import LIBRARIES
+from lens_heads.core._libraries import LIBRARIES
 
 ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "results"
@@ -63,7 +63,7 @@ def test_every_run_records_the_libraries_that_computed_it(name, record):
     assert "source" not in record, f"{name} is a transcription: list it in TRANSCRIBED"
     assert not missing_versions(record), (
         f"results/{name}: no version recorded for {missing_versions(record)}; re-run its "
-        "command (the machine record of lens_heads.core.provenance.machine() has them)"
+        "command (the machine record of lens_heads.core._provenance.machine() has them)"
     )
 
 

@@ -1,0 +1,331 @@
+"""What the other layers of lens_heads take from ``lens_heads.core`` beyond its API
+(checks, encoders, hooks, storage and statistics helpers).
+
+Not public: these names may change in any release. Users import from ``lens_heads.core``
+or ``lens_heads``; the layers above import from here, so that no implementation module
+of one subpackage is imported by another (tests/unit/architecture/test_layers.py).
+"""
+
+from typing import TYPE_CHECKING
+
+from lens_heads.core._lazy import lazy_exports
+
+if TYPE_CHECKING:  # imported on first use, as the package itself does
+    from lens_heads.core._ablation import (
+        REFERENCE_SIZE,
+        MeanOutputsConfig,
+        ablation_baseline,
+        donor_prompts,
+        mean_head_outputs,
+        right_padded,
+    )
+    from lens_heads.core._block_forward import block_forward
+    from lens_heads.core._capture import (
+        DEFAULT_HOOKS,
+        HOOK_LABELS,
+        PromptLike,
+        Run,
+        capture,
+        check_mask,
+        cosine_by_layer,
+        encode_prompt,
+        layer_activations,
+        lens_logits,
+        run_stack,
+        target_token_ids,
+    )
+    from lens_heads.core._checks import (
+        InputWarning,
+        check_context,
+        check_int,
+        check_number,
+        check_numeric_fields,
+        check_prompt,
+        check_prompts,
+        check_top_k,
+        each_warning_once,
+        own_checks,
+        read_text_file,
+        warn_input,
+    )
+    from lens_heads.core._compatibility import (
+        CHECKS,
+        FAIL,
+        NOT_SUPPORTED,
+        PASS,
+        TOLERANCE,
+        CheckResult,
+        DoctorReport,
+        Reference,
+        doctor,
+        output_projection,
+        run_checks,
+        scale_heads_hook,
+    )
+    from lens_heads.core._decoding import (
+        LOGITS_BUDGET_BYTES,
+        answer_rows_budget,
+        cached_forward,
+        decode_greedy,
+        repeat_cache,
+        shared_prefix_length,
+        supports_kv_cache,
+    )
+    from lens_heads.core._devices import native_bf16
+    from lens_heads.core._errors import (
+        ComputationError,
+        InputTypeError,
+        MissingFileError,
+        NonFiniteError,
+        UnknownNameError,
+    )
+    from lens_heads.core._families import FAMILIES, Family, family, tiny_checkpoint, tiny_tokenizer
+    from lens_heads.core._figures import head_grid_layout, head_score_figure
+    from lens_heads.core._fingerprints import check_fingerprint, content_hash, model_fingerprint
+    from lens_heads.core._generation import stop_token_ids
+    from lens_heads.core._guards import check_pattern_capture
+    from lens_heads.core._hooks import MaskLike, current_baseline, head_outputs, maybe_mask
+    from lens_heads.core._kv_cache import cached_step
+    from lens_heads.core._lazy import lazy_exports
+    from lens_heads.core._loading_parts import DTYPES, LoadingSetting, TaskSetting
+    from lens_heads.core._locks import CLAIM, Heartbeat, claim, folder_lock, release
+    from lens_heads.core._logits import partial_unembed_works
+    from lens_heads.core._masks import MaskFileError, MaskShapeError, parse_head
+    from lens_heads.core._metrics import (
+        answer_ce,
+        bleu,
+        chrf_pp,
+        is_correct,
+        is_echo,
+        is_exact_match,
+        rouge_l,
+        token_ranks,
+    )
+    from lens_heads.core._model_configs import CONFIG_ALIASES
+    from lens_heads.core._model_shape import (
+        ModelShape,
+        TokenizerOnly,
+        load_tokenizer,
+        model_shape,
+        shape_of_model,
+    )
+    from lens_heads.core._model_specs import cache_dir, model_name
+    from lens_heads.core._models import ModelLike, cached_aliases, known_fingerprint, prepare_model
+    from lens_heads.core._multiplicity import holm
+    from lens_heads.core._prompts import (
+        ANSWER_ENDS,
+        EncodedExample,
+        answer_end_tokens,
+        encode_text,
+        newline_tokens,
+        sample_shots,
+        token_text,
+    )
+    from lens_heads.core._provenance import cpu_native_bf16
+    from lens_heads.core._random_models import refuse_random_weights
+    from lens_heads.core._setting_parts import (
+        ABLATIONS,
+        FIXED,
+        AblationSetting,
+        AblationsSetting,
+        BatchSetting,
+        ChatSetting,
+        CheckpointSetting,
+        HeldOutSetting,
+        InstructedSetting,
+        IntegratedGradientsSetting,
+        MasksSetting,
+        NewTokensSetting,
+        PositionSetting,
+        PrecisionSetting,
+        ProgressSetting,
+        SeedSetting,
+        SeparatorSetting,
+        SharedPart,
+        ShotSeedSetting,
+        ShotsSetting,
+        SplitSetting,
+        check_ablation,
+    )
+    from lens_heads.core._settings import composed, seeds_from_count, warn_renamed
+    from lens_heads.core._statistics_parts import (
+        MAX_RESAMPLES,
+        BootstrapSetting,
+        LevelSetting,
+        PermutationsSetting,
+        RandomControlsSetting,
+        TopKSetting,
+    )
+    from lens_heads.core._storage import (
+        PLOTLY_JS,
+        FolderResult,
+        PlotlyJs,
+        check_readable,
+        check_settings,
+        read_json,
+        write_atomic_with,
+    )
+    from lens_heads.core._tables import mean_std_table
+    from lens_heads.core._tasks import ParallelCorpus, load_parallel_tsv
+
+_EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, __file__)
+
+__all__ = [
+    "ABLATIONS",
+    "ANSWER_ENDS",
+    "CHECKS",
+    "CLAIM",
+    "CONFIG_ALIASES",
+    "DEFAULT_HOOKS",
+    "DTYPES",
+    "FAIL",
+    "FAMILIES",
+    "FIXED",
+    "HOOK_LABELS",
+    "LOGITS_BUDGET_BYTES",
+    "MAX_RESAMPLES",
+    "NOT_SUPPORTED",
+    "PASS",
+    "PLOTLY_JS",
+    "REFERENCE_SIZE",
+    "TOLERANCE",
+    "AblationSetting",
+    "AblationsSetting",
+    "BatchSetting",
+    "BootstrapSetting",
+    "ChatSetting",
+    "CheckResult",
+    "CheckpointSetting",
+    "ComputationError",
+    "DoctorReport",
+    "EncodedExample",
+    "Family",
+    "FolderResult",
+    "Heartbeat",
+    "HeldOutSetting",
+    "InputTypeError",
+    "InputWarning",
+    "InstructedSetting",
+    "IntegratedGradientsSetting",
+    "LevelSetting",
+    "LoadingSetting",
+    "MaskFileError",
+    "MaskLike",
+    "MaskShapeError",
+    "MasksSetting",
+    "MeanOutputsConfig",
+    "MissingFileError",
+    "ModelLike",
+    "ModelShape",
+    "NewTokensSetting",
+    "NonFiniteError",
+    "ParallelCorpus",
+    "PermutationsSetting",
+    "PlotlyJs",
+    "PositionSetting",
+    "PrecisionSetting",
+    "ProgressSetting",
+    "PromptLike",
+    "RandomControlsSetting",
+    "Reference",
+    "Run",
+    "SeedSetting",
+    "SeparatorSetting",
+    "SharedPart",
+    "ShotSeedSetting",
+    "ShotsSetting",
+    "SplitSetting",
+    "TaskSetting",
+    "TokenizerOnly",
+    "TopKSetting",
+    "UnknownNameError",
+    "ablation_baseline",
+    "answer_ce",
+    "answer_end_tokens",
+    "answer_rows_budget",
+    "bleu",
+    "block_forward",
+    "cache_dir",
+    "cached_aliases",
+    "cached_forward",
+    "cached_step",
+    "capture",
+    "check_ablation",
+    "check_context",
+    "check_fingerprint",
+    "check_int",
+    "check_mask",
+    "check_number",
+    "check_numeric_fields",
+    "check_pattern_capture",
+    "check_prompt",
+    "check_prompts",
+    "check_readable",
+    "check_settings",
+    "check_top_k",
+    "chrf_pp",
+    "claim",
+    "composed",
+    "content_hash",
+    "cosine_by_layer",
+    "cpu_native_bf16",
+    "current_baseline",
+    "decode_greedy",
+    "doctor",
+    "donor_prompts",
+    "each_warning_once",
+    "encode_prompt",
+    "encode_text",
+    "family",
+    "folder_lock",
+    "head_grid_layout",
+    "head_outputs",
+    "head_score_figure",
+    "holm",
+    "is_correct",
+    "is_echo",
+    "is_exact_match",
+    "known_fingerprint",
+    "layer_activations",
+    "lazy_exports",
+    "lens_logits",
+    "load_parallel_tsv",
+    "load_tokenizer",
+    "maybe_mask",
+    "mean_head_outputs",
+    "mean_std_table",
+    "model_fingerprint",
+    "model_name",
+    "model_shape",
+    "native_bf16",
+    "newline_tokens",
+    "output_projection",
+    "own_checks",
+    "parse_head",
+    "partial_unembed_works",
+    "prepare_model",
+    "read_json",
+    "read_text_file",
+    "refuse_random_weights",
+    "release",
+    "repeat_cache",
+    "right_padded",
+    "rouge_l",
+    "run_checks",
+    "run_stack",
+    "sample_shots",
+    "scale_heads_hook",
+    "seeds_from_count",
+    "shape_of_model",
+    "shared_prefix_length",
+    "stop_token_ids",
+    "supports_kv_cache",
+    "target_token_ids",
+    "tiny_checkpoint",
+    "tiny_tokenizer",
+    "token_ranks",
+    "token_text",
+    "warn_input",
+    "warn_renamed",
+    "write_atomic_with",
+]
