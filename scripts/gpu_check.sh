@@ -52,7 +52,7 @@ fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 DRY="$DRY" python3 - <<'EOF' || exit 1
 import os, sys, torch
-from lens_heads.core._libraries import library_versions
+from lens_heads.core import library_versions
 if not torch.cuda.is_available() and not os.environ.get("DRY"):
     sys.exit(f"torch {torch.__version__} sees no CUDA GPU: run scripts/gpu_check.sh on a GPU machine"
              " (or DRY=1 for a dry run on the CPU)")

@@ -15,6 +15,10 @@ FINDER_RUNS = {
     "Gemma 3 270M": "head_finders/gemma-3-270m",
     "SmolLM2-135M-Instruct, toolkit tasks": "head_finders/smollm2-135m-instruct-tasks",
     "Gemma 3 270M, toolkit tasks": "head_finders/gemma-3-270m-tasks",
+    "Gemma 3 270M, country-capital": "head_finders/gemma-3-270m-country-capital",
+    "Gemma 3 270M, antonym": "head_finders/gemma-3-270m-antonym",
+    "SmolLM2-135M-Instruct, country-capital": "head_finders/smollm2-135m-instruct-country-capital",
+    "SmolLM2-135M-Instruct, antonym": "head_finders/smollm2-135m-instruct-antonym",
 }
 #: the verdict's rule: the faithfulness-trained mask's CMD is at least this much lower (relative)
 #: than integrated gradients' (NAP-IG), in the same run
