@@ -57,6 +57,7 @@ NAMESPACES = (
     "lens_heads.atlas",
     "lens_heads.scale",
     "lens_heads.finders",
+    "lens_heads.demo",
     "lens_heads.testing",
     "lens_heads.cli",
 )

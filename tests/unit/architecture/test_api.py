@@ -100,6 +100,7 @@ API = {
         "plain_single_head_effects", "relation_scores", "repeated_half_loss",
         "single_head_effects", "top_k_overlap",
     ],
+    "lens_heads.demo": ["DemoConfig", "DemoReport", "run_demo"],
     "lens_heads.testing": [
         "CHECKS", "FAIL", "FAMILIES", "NOT_SUPPORTED", "PASS", "TOLERANCE", "CheckResult",
         "DoctorReport", "Family", "Reference", "doctor", "family", "output_projection",
