@@ -242,3 +242,32 @@ def test_an_old_path_warns_and_names_the_release_that_removes_it():
     with pytest.warns(DeprecationWarning, match=f"lens_heads {_moved.REMOVED_IN}"):
         importlib.import_module("lens_heads.sweep")
     assert lh.__version__ == "0.2.0" and _moved.REMOVED_IN == "0.3.0"
+
+
+def test_every_public_module_path_of_0_2_imports_the_private_module_with_a_warning():
+    """Each module made private (``lens_heads.engine.training`` -> ``engine._training``) still
+    imports under its old path as the same module object, warning with the new path; a module
+    named as its subpackage's function (``heads_up.tasks_per_head``) leaves the function there."""
+    import pathlib
+    import sys
+
+    root = pathlib.Path(lh.__file__).parent
+    checked = 0
+    for sub in _moved.PRIVATE_IN:
+        package = importlib.import_module(f"lens_heads.{sub}")
+        for path in sorted((root / sub).glob("_*.py")):
+            name = path.stem[1:]
+            if path.stem.startswith("__") or name in package.__all__:
+                continue
+            old = f"lens_heads.{sub}.{name}"
+            sys.modules.pop(old, None)
+            with pytest.warns(DeprecationWarning, match=f"lens_heads.{sub}._{name}"):
+                module = importlib.import_module(old)
+            assert module is importlib.import_module(f"lens_heads.{sub}._{name}"), old
+            checked += 1
+    assert checked > 100
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("lens_heads.heads_up.tasks_per_head")
+    assert inspect.isfunction(importlib.import_module("lens_heads.heads_up").tasks_per_head)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("lens_heads.core.no_such_module")
