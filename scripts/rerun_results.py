@@ -95,6 +95,13 @@ FINDER_METHODS = (
     "warm-mask,heads-up,induction,previous-token,random-0,random-1,random-2"
 )
 
+#: the logit-difference masks' runs (issue 46): each model and task of ``FINDER_RUNS`` again,
+#: with the two masks trained on the logit difference beside integrated gradients (the
+#: verdict's baseline) and a random floor, each run of its own (about 30 minutes for IOI on
+#: SmolLM2 at one thread)
+DIFFERENCE_RUNS = {f"{name}-difference": run for name, run in FINDER_RUNS.items()}
+DIFFERENCE_METHODS = "integrated,difference-mask,warm-difference-mask,random-0"
+
 PLAN: tuple[Entry, ...] = (
     Entry(
         "demo/smollm2-135m-instruct-float32",
@@ -476,6 +483,28 @@ PLAN: tuple[Entry, ...] = (
             pending=True,
         )
         for name, (model, tasks, *flags) in FINDER_RUNS.items()
+    ),
+    *(
+        Entry(
+            f"head_finders/{name}",
+            _analysis(
+                "head_finders",
+                f"head-finders/{name}",
+                "--model",
+                model,
+                "--tasks",
+                tasks,
+                "--methods",
+                DIFFERENCE_METHODS,
+                "--mask-steps",
+                "50",
+                *flags,
+                precision="auto",
+            ),
+            str(RUNS / f"head-finders/{name}"),
+            pending=True,
+        )
+        for name, (model, tasks, *flags) in DIFFERENCE_RUNS.items()
     ),
     Entry(
         "roles_vs_chg/smollm2-135m-instruct",

@@ -215,7 +215,12 @@ def content_hash(value: Any) -> str:
     elif isinstance(value, Task):
         digest.update(value.fingerprint().encode())
         rule = [value.instruction, value.match, value.kind, value.source_lang, value.target_lang]
-        rule += [[e.match, e.source, e.counterfactual] for e in value.examples]
+        # a counterfactual's answer joins the rule only where set: older hashes stay as they were
+        rule += [
+            [e.match, e.source, e.counterfactual]
+            + ([] if e.counterfactual_output is None else [e.counterfactual_output])
+            for e in value.examples
+        ]
         digest.update(json.dumps(rule).encode())
     elif isinstance(value, bytes):
         digest.update(value)

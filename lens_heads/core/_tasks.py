@@ -73,13 +73,15 @@ class Example:
     ``source`` names the task it came from (both set in mixed sets such as the hybrid few-shot
     set of :func:`lens_heads.core.hybrid_few_shot`); ``counterfactual`` is an input of
     the same token length with another answer, whose head outputs replace removed heads under
-    counterfactual ablation (:mod:`lens_heads.finders`)."""
+    counterfactual ablation (:mod:`lens_heads.finders`), and ``counterfactual_output`` that
+    input's answer (the contrast of a mask trained on the logit difference)."""
 
     input: str
     output: str
     match: MatchRule | None = None
     source: str | None = None
     counterfactual: str | None = None
+    counterfactual_output: str | None = None
 
     def __post_init__(self) -> None:
         if self.match is not None and self.match not in _MATCH_RULES:

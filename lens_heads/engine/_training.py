@@ -63,6 +63,7 @@ from lens_heads.core.internal import (
     partial_unembed_works,
     write_atomic_with,
 )
+from lens_heads.engine._objectives import difference_gap, divergence_from_model
 from lens_heads.engine._training_checkpoint import (
     CHECKPOINT_FILE,
     CHECKPOINT_FORMAT,
@@ -179,7 +180,7 @@ class MaskTrainer:
         self.config = config
         self.train_set = check_training(task, config, model=model)
         check_counterfactuals(self.train_set, config)
-        self.encoded, self.donors = encode_training(model, self.train_set, config)
+        self.encoded, self.donors, self.contrasts = encode_training(model, self.train_set, config)
         self.pad_id = pad_token_id(model.tokenizer)
         self.shape = head_shape(model)
         reference = [example.prompt_tokens for example in self.encoded[:REFERENCE_SIZE]]
@@ -263,6 +264,13 @@ class MaskTrainer:
         tokens, answer_mask, _ = collate([self.encoded[i] for i in indices], self.pad_id)
         return tokens.to(self.device), answer_mask.to(self.device)
 
+    def batch_contrasts(self, step: int) -> Tensor | None:
+        """``objective="difference"``: the contrast token of each example of batch ``step``."""
+        if self.contrasts is None:
+            return None
+        indices = batch_indices(step, len(self.encoded), self.config.batch_size, self.config.seed)
+        return torch.tensor([self.contrasts[i] for i in indices], device=self.device)
+
     def batch_baseline(self, step: int, width: int) -> Tensor | None:
         """Counterfactual ablation: every head's output on batch ``step``'s donors (right padded
         to ``width`` like the batch), ``[batch, pos, n_layers, n_heads, d_head]``; else None."""
@@ -279,11 +287,14 @@ class MaskTrainer:
         mask: Tensor,
         ffn: Tensor | None = None,
         baseline: Tensor | None = None,
+        contrasts: Tensor | None = None,
     ) -> Tensor:
         """The loss of ``tokens`` under the head ``mask`` (and the MLP mask ``ffn``): the
-        answer-token CE, or with ``objective="model"`` the KL divergence from the unmasked model,
-        differentiable with respect to whatever the masks were computed from (the loss of
-        :meth:`step`, and of any diagnosis that takes a gradient without updating)."""
+        answer-token CE, with ``objective="model"`` the KL divergence from the unmasked model,
+        with ``"difference"`` the relative squared gap of the logit difference against each
+        row's ``contrasts`` token (:func:`difference_gap`); differentiable with respect to
+        whatever the masks were computed from (the loss of :meth:`step`, and of any diagnosis
+        that takes a gradient without updating)."""
         if self.config.query_side:
             hooks = _query_side_hooks(mask)
         else:
@@ -299,13 +310,15 @@ class MaskTrainer:
         with torch.enable_grad(), self._autocast(), blocks:
             logits = answer_logits(self.model, tokens, answer_mask, hooks, partial=self.partial)
         logits = logits.float()
-        if config.objective == "model":  # the unmasked model's distribution is the target
+        if config.objective in ("model", "difference"):  # the unmasked model is the target
             with torch.no_grad(), self._autocast():
                 reference = answer_logits(self.model, tokens, answer_mask, [], partial=self.partial)
-            return torch.nn.functional.kl_div(
-                logits.log_softmax(-1), reference.float().log_softmax(-1),
-                reduction="batchmean", log_target=True,
-            )  # fmt: skip
+        if config.objective == "difference":
+            if contrasts is None:
+                raise InputError("objective='difference' needs each row's contrast token")
+            return difference_gap(logits, reference.float(), tokens, answer_mask, contrasts)
+        if config.objective == "model":
+            return divergence_from_model(logits, reference.float())
         return torch.nn.functional.cross_entropy(logits, tokens[answer_mask])
 
     def step(self) -> float:
@@ -333,7 +346,10 @@ class MaskTrainer:
             baseline = baseline.repeat(seeds, 1, 1, 1, 1)
         # every seed has the same answer tokens: the mean over the rows is the mean of the seeds'
         # losses, and ``seeds`` times it gives each seed the gradient of its own loss
-        loss = self.loss(tokens, answer_mask, mask, ffn, baseline)
+        contrasts = self.batch_contrasts(step)
+        if contrasts is not None and seeds > 1:
+            contrasts = contrasts.repeat(seeds)
+        loss = self.loss(tokens, answer_mask, mask, ffn, baseline, contrasts)
         if not bool(torch.isfinite(loss)):
             raise NonFiniteError(
                 f"the training loss is not finite at step {step} (precision {config.precision}); "

@@ -43,7 +43,7 @@ from lens_heads.core.internal import (
 )
 
 #: what a mask can be trained towards: the task's answers, or the unmasked model's outputs
-OBJECTIVES = ("answer", "model")
+OBJECTIVES = ("answer", "model", "difference")
 
 #: the largest learning rate accepted: above it one AdamW step saturates every mask logit
 MAX_LR = 10.0
@@ -154,8 +154,12 @@ class TrainingConfig(
     """Sigmoid gates: the pull stops acting on a gate logit beyond +-pull_clamp."""
     objective: str = "answer"
     """What the masked model is trained towards: answer (the cross-entropy of the task's answer
-    tokens, the paper's) or model (the KL divergence from the unmasked model's own next-token
-    distribution at those positions: a circuit that behaves like the model, not better)."""
+    tokens, the paper's), model (the KL divergence from the unmasked model's own next-token
+    distribution at those positions: a circuit that behaves like the model, not better) or
+    difference (the squared gap between the masked and the unmasked model's logit difference of
+    the answer's first token and the counterfactual answer's, over the batch's mean squared
+    unmasked difference: the quantity faithfulness measures, in logits, where probabilities
+    saturate; each example needs ``counterfactual`` and ``counterfactual_output``)."""
     budget: int | None = None
     """Keep at most this many heads: a penalty (``budget_weight``) pulls the mean keep
     probability down to budget / heads, and the mask is the top ``budget`` heads of W."""

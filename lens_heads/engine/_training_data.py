@@ -3,9 +3,18 @@ tokens (with each one's counterfactual donor under counterfactual ablation) and 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
-from lens_heads.core import InputError, PromptFormat, Task, encode_example, has_chat_template
+from lens_heads.core import (
+    Example,
+    InputError,
+    PromptFormat,
+    Task,
+    encode_example,
+    has_chat_template,
+)
 from lens_heads.core.internal import (
     EncodedExample,
     ModelLike,
@@ -33,10 +42,12 @@ def training_split(task: Task, config: TrainingConfig) -> Task:
 
 def encode_training(
     model: ModelLike, train: Task, config: TrainingConfig
-) -> tuple[list[EncodedExample], list[list[int]] | None]:
-    """The training examples encoded (prompt and answer tokens) and, for counterfactual
-    ablation, each one's donor: its counterfactual prompt, rendered alike and of the same token
-    length, continued with the example's own answer tokens."""
+) -> tuple[list[EncodedExample], list[list[int]] | None, list[int] | None]:
+    """The training examples encoded (prompt and answer tokens); for counterfactual ablation,
+    each one's donor: its counterfactual prompt, rendered alike and of the same token length,
+    continued with the example's own answer tokens; for ``objective="difference"``, each one's
+    contrast: the first token of its counterfactual's answer, encoded after the counterfactual
+    prompt as the answer is after the prompt."""
     tokenizer = model.tokenizer
     chat = has_chat_template(tokenizer) if config.chat is None else config.chat
     end = answer_end_tokens(
@@ -45,6 +56,7 @@ def encode_training(
     instruction = train.instruction if config.instructed else None
     encoded: list[EncodedExample] = []
     donors: list[list[int]] | None = [] if config.ablation == "counterfactual" else None
+    contrasts: list[int] | None = [] if config.objective == "difference" else None
     for index, example in enumerate(train.examples):
         demos: tuple[tuple[str, str], ...] = ()
         if config.shots:
@@ -73,7 +85,21 @@ def encode_training(
                     "must have exactly as many (lens_heads.finders.counterfactual_pairs pairs them)"
                 )
             donors.append([*donor, *clean.tokens[len(clean.prompt_tokens) :]])
-    return encoded, donors
+        if contrasts is not None:
+            contrasts.append(_contrast(tokenizer, fmt, example, index, chat))
+    return encoded, donors, contrasts
+
+
+def _contrast(tokenizer: Any, fmt: PromptFormat, example: Example, index: int, chat: bool) -> int:
+    if example.counterfactual is None or not example.counterfactual_output:
+        raise InputError(
+            f"objective='difference' needs every training example's counterfactual input and "
+            f"its answer (Example.counterfactual, Example.counterfactual_output); example "
+            f"{index} ({example.input[:40]!r}) lacks one (lens_heads.finders builds such tasks)"
+        )
+    other = fmt.render(example.counterfactual, tokenizer)
+    encoded = encode_example(tokenizer, other, example.counterfactual_output, chat=chat)
+    return int(encoded.answer_tokens[0])
 
 
 def check_counterfactuals(train: Task, config: TrainingConfig) -> None:

@@ -62,6 +62,9 @@ class CounterfactualPair:
     counterfactual_text: str
     output: str = ""
     """The clean prompt's whole answer (what a mask trained on the pairs is trained to say)."""
+    counterfactual_output: str = ""
+    """The counterfactual prompt's whole answer (the contrast of the logit-difference objective:
+    ``TrainingConfig(objective="difference")``)."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,13 @@ class CounterfactualSet:
         """The pairs as a task whose examples carry their counterfactual input (what a mask is
         trained on under counterfactual ablation)."""
         examples = tuple(
-            Example(p.text, p.output, counterfactual=p.counterfactual_text) for p in self.pairs
+            Example(
+                p.text,
+                p.output,
+                counterfactual=p.counterfactual_text,
+                counterfactual_output=p.counterfactual_output or None,
+            )
+            for p in self.pairs
         )
         return Task(self.task, examples, instruction=instruction)
 
@@ -146,6 +155,7 @@ def _ioi(
                 record["prompt"],
                 record["counterfactual"],
                 record["answer"],
+                record["counterfactual_answer"],
             )
         )
         if len(pairs) == n:
@@ -187,6 +197,7 @@ def _task(
                 example.input,
                 other.input,
                 example.output,
+                other.output,
             )
         )
         if len(pairs) == n:

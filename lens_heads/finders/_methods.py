@@ -1,37 +1,42 @@
 """Every head finder of the toolkit as a method of the benchmark: a function from the model, the
 task and its training pairs to one score per head (higher: more important), timed.
 
-=====================  ==================================================================
-``effects``            exact single-head effects: ``m`` with all heads minus ``m`` with the
-                       head alone ablated (``effects-counterfactual``, ``-mean``, ``-zero``;
-                       :func:`lens_heads.atlas.single_head_effects`, which runs each layer's
-                       heads from that layer on)
-``attribution``        first-order attribution patching at the node level (MIB's NAP): the
-                       gradient of ``m`` in each head's multiplier ``a`` (its output is
-                       ``a z + (1 - a) z_cf``), at ``a = 1``
-``integrated``         integrated gradients of the same (NAP-IG): the mean gradient along all
-                       multipliers from 1 to 0 (``ig_steps`` midpoints); they sum to
-                       ``m(all) - m(empty)``
-``heads-up``           the trained weights ``W`` of a Heads up! mask (uninstructed training)
-``heads-up-share``     the share of several Heads up! masks keeping each head (ties: mean W)
-``chg``                Causal Head Gating's down-fit gates (heads the task cannot lose)
-``lahis``              LAHIS gradient importance on the training prompts and answers
-``translation``        token-alignment translation scores (a translation task only)
-``induction``          the induction detector (a control: it knows no task)
-``previous-token``     the previous-token detector (a control)
-``ov-copying``         the weights-only OV copying readout (a control)
-``faithful-mask``      a mask trained for each circuit size: a head budget and counterfactual
-                       patching outside it, trained on the answer (cross-entropy); its ranking:
-                       the share of sizes keeping a head
-``matching-mask``      the same masks trained to behave like the whole model instead (the KL
-                       divergence from its outputs, ``objective="model"``), as CMD asks
-``warm-mask``          the matching masks, each started from integrated gradients' ranking
-                       (the top ``k`` heads kept at the start; the gradients' cost counted in)
-``random-<seed>``      random scores (a floor)
-=====================  ==================================================================
+========================  ==================================================================
+``effects``               exact single-head effects: ``m`` with all heads minus ``m`` with the
+                          head alone ablated (``effects-counterfactual``, ``-mean``, ``-zero``;
+                          :func:`lens_heads.atlas.single_head_effects`, which runs each layer's
+                          heads from that layer on)
+``attribution``           first-order attribution patching at the node level (MIB's NAP): the
+                          gradient of ``m`` in each head's multiplier ``a`` (its output is
+                          ``a z + (1 - a) z_cf``), at ``a = 1``
+``integrated``            integrated gradients of the same (NAP-IG): the mean gradient along all
+                          multipliers from 1 to 0 (``ig_steps`` midpoints); they sum to
+                          ``m(all) - m(empty)``
+``heads-up``              the trained weights ``W`` of a Heads up! mask (uninstructed training)
+``heads-up-share``        the share of several Heads up! masks keeping each head (ties: mean W)
+``chg``                   Causal Head Gating's down-fit gates (heads the task cannot lose)
+``lahis``                 LAHIS gradient importance on the training prompts and answers
+``translation``           token-alignment translation scores (a translation task only)
+``induction``             the induction detector (a control: it knows no task)
+``previous-token``        the previous-token detector (a control)
+``ov-copying``            the weights-only OV copying readout (a control)
+``faithful-mask``         a mask trained for each circuit size: a head budget and counterfactual
+                          patching outside it, trained on the answer (cross-entropy); its ranking:
+                          the share of sizes keeping a head
+``matching-mask``         the same masks trained to behave like the whole model instead (the KL
+                          divergence from its outputs, ``objective="model"``), as CMD asks
+``warm-mask``             the matching masks, each started from integrated gradients' ranking
+                          (the top ``k`` heads kept at the start; the gradients' cost counted in)
+``difference-mask``       the same masks trained to give the whole model's logit difference of
+                          the answer and the counterfactual answer, example by example
+                          (``objective="difference"``): the quantity ``f`` is made of, in logits,
+                          which do not saturate where the model is sure
+``warm-difference-mask``  the difference masks, each started from integrated gradients' ranking
+``random-<seed>``         random scores (a floor)
+========================  ==================================================================
 
 >>> sorted(METHODS)[:3]
-['attribution', 'chg', 'effects-counterfactual']
+['attribution', 'chg', 'difference-mask']
 """
 
 from __future__ import annotations
@@ -310,7 +315,9 @@ def _budget_masks(objective: str, warm: bool = False) -> Method:
     and every head outside the mask patched with its output on the example's counterfactual
     prompt, on the training pairs (with their instruction); the circuit is its top ``k`` heads.
     ``objective``: ``"model"`` trains each circuit to behave like the whole model (the KL
-    divergence from its outputs: faithfulness), ``"answer"`` to predict the answer best.
+    divergence from its outputs), ``"difference"`` to give its logit difference of the answer
+    and the counterfactual answer (what faithfulness measures), ``"answer"`` to predict the
+    answer best.
     ``warm``: each mask starts from integrated gradients' ranking (:func:`warm_start`; their
     cost is counted in), not from the same value for every head."""
 
@@ -340,7 +347,7 @@ def _budget_masks(objective: str, warm: bool = False) -> Method:
             circuits[k] = result.mask.values.float()
             rows = config.steps * config.batch_size
             # a donor forward and the masked one (and the unmasked one for the model's outputs)
-            forwards += rows * (3 if objective == "model" else 2)
+            forwards += rows * (2 if objective == "answer" else 3)
             backwards += rows
         stacked = torch.stack([circuits[k] for k in counts])
         return stacked.mean(dim=0), forwards, backwards, stacked
@@ -371,6 +378,8 @@ METHODS: dict[str, Method] = {
     "faithful-mask": _budget_masks("answer"),
     "matching-mask": _budget_masks("model"),
     "warm-mask": _budget_masks("model", warm=True),
+    "difference-mask": _budget_masks("difference"),
+    "warm-difference-mask": _budget_masks("difference", warm=True),
     "induction": _detector("induction"),
     "previous-token": _detector("previous token"),
     "ov-copying": _ov_copying,

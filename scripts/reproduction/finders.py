@@ -41,7 +41,13 @@ def _p(value: Any) -> str:
 
 
 #: the faithfulness-trained masks (lens_heads.finders.METHODS), each judged on its own
-TRAINED_MASKS = ("faithful-mask", "matching-mask", "warm-mask")
+TRAINED_MASKS = (
+    "faithful-mask",
+    "matching-mask",
+    "warm-mask",
+    "difference-mask",
+    "warm-difference-mask",
+)
 
 
 def verdict(methods: dict[str, dict[str, Any]], mask_name: str = "faithful-mask") -> str:

@@ -4,6 +4,8 @@ example's own answer) and a head budget."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -113,5 +115,73 @@ def test_the_model_objective_is_the_kl_divergence_from_the_unmasked_model(tiny):
     expected = float((full.exp() * (full - masked)).sum(-1).mean())
     assert found == pytest.approx(expected, rel=1e-4) and found > 1e-6
     assert found != pytest.approx(float(answer_ce), rel=1e-2)
-    with pytest.raises(lh.LensHeadsError, match="objective must be one of answer, model"):
+    with pytest.raises(lh.LensHeadsError, match="one of answer, model, difference"):
         _config(objective="logit")
+
+
+def _contrasted_task() -> Task:
+    """Each word's counterfactual is another word of its length, and its answer that word's."""
+    examples = []
+    for index, word in enumerate(WORDS):
+        other = WORDS[(index + 7) % len(WORDS)]
+        examples.append(
+            Example(word, word.upper(), counterfactual=other, counterfactual_output=other.upper())
+        )
+    return Task("caps", tuple(examples), instruction="Capitalize.")
+
+
+def test_the_difference_objective_is_the_relative_gap_of_the_logit_difference_by_hand(tiny):
+    """``objective="difference"``: at each row's first answer position, the logit difference of
+    its answer's first token and its counterfactual answer's (encoded after the counterfactual
+    prompt), masked against unmasked: ``mean((d - d_ref)^2) / mean(d_ref^2)``, by hand."""
+    from lens_heads.core._prompts import PromptFormat, encode_example
+
+    task = _contrasted_task()
+    trainer = MaskTrainer(tiny, task, _config(objective="difference"))
+    tokens, answers = trainer.batch(0)
+    baseline = trainer.batch_baseline(0, tokens.shape[1])
+    contrasts = trainer.batch_contrasts(0)
+    indices = lh.engine._training_data.batch_indices(0, len(trainer.encoded), 4, 0)
+    expected_contrasts = []
+    for index in indices:
+        example = task.examples[index]
+        prompt = PromptFormat(chat=False).render(example.counterfactual, tiny.tokenizer)
+        encoded = encode_example(tiny.tokenizer, prompt, example.counterfactual_output, chat=False)
+        expected_contrasts.append(encoded.answer_tokens[0])
+    assert contrasts.tolist() == expected_contrasts
+    assert any(c != int(tokens[r, answers[r].nonzero()[0]]) for r, c in enumerate(contrasts))
+    kept = torch.ones(4, 2, 4)
+    assert float(trainer.loss(tokens, answers, kept, None, baseline, contrasts)) == pytest.approx(
+        0, abs=1e-6
+    )
+    mask = kept.clone()
+    mask[:, 0, 3] = 0.0
+    mask[:, 1, 2] = 0.0
+    found = float(trainer.loss(tokens, answers, mask, None, baseline, contrasts))
+
+    def patch(z, hook):
+        layer = int(hook.name.split(".")[1])
+        return torch.where(mask[:, layer][:, None, :, None].bool(), z, baseline[:, :, layer])
+
+    hooks = [(f"blocks.{layer}.attn.hook_z", patch) for layer in range(2)]
+    full, masked = tiny(tokens), tiny.run_with_hooks(tokens, fwd_hooks=hooks)
+    gaps, targets = [], []
+    for row in range(4):
+        column = int(answers[row].nonzero()[0])  # the first answer token, predicted before it
+        answer, contrast = int(tokens[row, column]), int(contrasts[row])
+        d_ref = full[row, column - 1, answer] - full[row, column - 1, contrast]
+        d = masked[row, column - 1, answer] - masked[row, column - 1, contrast]
+        gaps.append(float(d - d_ref) ** 2)
+        targets.append(float(d_ref) ** 2)
+    expected = sum(gaps) / sum(targets)
+    assert found == pytest.approx(expected, rel=1e-4) and found > 1e-6
+    kl = MaskTrainer(tiny, task, _config(objective="model"))
+    assert found != pytest.approx(float(kl.loss(tokens, answers, mask, None, baseline)), rel=1e-2)
+
+
+def test_the_difference_objective_needs_each_counterfactual_answer(tiny):
+    with pytest.raises(lh.LensHeadsError, match="needs every training example's counterfactual"):
+        lh.train_mask(tiny, _task(), _config(objective="difference"), progress=False)
+    result = lh.train_mask(tiny, _contrasted_task(), _config(objective="difference", budget=3),
+                           progress=False)  # fmt: skip
+    assert result.mask.n_selected == 3 and all(math.isfinite(v) for v in result.history["loss"])

@@ -621,9 +621,9 @@ def _masks_seen(trainer: MaskTrainer, steps: int) -> list[tuple[torch.Tensor, to
     replay.set_state(trainer.generator.get_state())
     loss, seen = trainer.loss, []
 
-    def recording_loss(tokens, answer_mask, mask, ffn=None, baseline=None):
+    def recording_loss(tokens, answer_mask, mask, ffn=None, baseline=None, contrasts=None):
         seen.append(mask.detach().expand(tokens.shape[0], *trainer.shape).clone())
-        return loss(tokens, answer_mask, mask, ffn, baseline)
+        return loss(tokens, answer_mask, mask, ffn, baseline, contrasts)
 
     trainer.loss = recording_loss
     pairs = []

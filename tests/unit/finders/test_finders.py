@@ -115,6 +115,29 @@ def test_the_warm_mask_starts_from_the_gradients_circuit_and_keeps_it(linear):
                                  sizes=(0.5, 1.0)).forwards  # fmt: skip  # the gradients' too
 
 
+def test_the_difference_mask_contrasts_each_pair_and_finds_the_two_heads(linear):
+    """The pairs carry their counterfactual's answer: a trainer on ``as_task`` contrasts each
+    example with exactly the pair's ``counterfactual_answer`` (the token the metric ``m``
+    subtracts), and the difference mask's circuit of two heads is the two carrying heads."""
+    from lens_heads.engine import MaskTrainer, TrainingConfig
+
+    pairs = _pairs(linear)
+    assert all(p.counterfactual_output for p in pairs.pairs)
+    config = TrainingConfig(steps=1, batch_size=4, n_eval=0, precision="float32", chat=False,
+                            ablation="counterfactual", answer_end="none", objective="difference",
+                            instructed=True)  # fmt: skip
+    trainer = MaskTrainer(linear, pairs.as_task(_task().instruction), config)
+    assert trainer.contrasts == [p.counterfactual_answer for p in pairs.pairs]
+    assert [e.answer_tokens[0] for e in trainer.encoded] == [p.answer for p in pairs.pairs]
+    methods = MethodConfig(ig_steps=4, mask_steps=3, precision="float32")
+    for method in ("difference-mask", "warm-difference-mask"):
+        found = score(linear, method, _task(), pairs, methods, chat=False, sizes=(0.5, 1.0))
+        assert found.circuits is not None and found.circuits[0].sum() == 2
+    warm = score(linear, "warm-difference-mask", _task(), pairs, methods, chat=False,
+                 sizes=(0.5, 1.0))  # fmt: skip
+    assert warm.circuits[0].flatten().tolist() == [1.0, 1.0, 0.0, 0.0]
+
+
 def test_counterfactual_ablation_is_a_swap_of_hook_z_by_hand(tiny):
     pairs = counterfactual_pairs(tiny, _task(), n=4, n_eval=60)
     mask = torch.ones(2, 4)
