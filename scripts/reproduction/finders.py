@@ -20,6 +20,23 @@ FINDER_RUNS = {
     "SmolLM2-135M-Instruct, country-capital": "head_finders/smollm2-135m-instruct-country-capital",
     "SmolLM2-135M-Instruct, antonym": "head_finders/smollm2-135m-instruct-antonym",
 }
+#: the runs of the masks trained on the logit difference: the same model-task runs again, with
+#: those masks, integrated gradients and a random floor (``DIFFERENCE_RUNS`` of the plan)
+DIFFERENCE_FINDER_RUNS = {
+    "SmolLM2-135M-Instruct, ioi": "head_finders/smollm2-135m-instruct-difference",
+    "Gemma 3 270M, ioi": "head_finders/gemma-3-270m-difference",
+    "SmolLM2-135M-Instruct, capitalize": "head_finders/smollm2-135m-instruct-tasks-difference",
+    "Gemma 3 270M, capitalize": "head_finders/gemma-3-270m-tasks-difference",
+    **{
+        f"{model}, {task}": f"head_finders/{folder}-{task}-difference"
+        for task in ("country-capital", "antonym")
+        for model, folder in (
+            ("SmolLM2-135M-Instruct", "smollm2-135m-instruct"),
+            ("Gemma 3 270M", "gemma-3-270m"),
+        )
+    },
+}
+DIFFERENCE_MASKS = ("difference-mask", "warm-difference-mask")
 #: the verdict's rule: the faithfulness-trained mask's CMD is at least this much lower (relative)
 #: than integrated gradients' (NAP-IG), in the same run
 TARGET = 0.30
@@ -200,3 +217,55 @@ def across_runs(load: Load) -> str:
     if not parts:
         return ""
     return f"Across the {len(runs)} stored model-task runs (counted): " + "; ".join(parts) + "."
+
+
+def _gain(methods: dict[str, Any], name: str) -> tuple[str, bool]:
+    """The cell of the mask ``name``'s relative CMD gain on integrated gradients (positive:
+    lower CMD) with the verdict by :data:`TARGET`, and whether it is met."""
+    mask, integrated = methods.get(name), methods.get("integrated")
+    if not mask or not integrated or not integrated.get("CMD") or mask.get("CMD") is None:
+        return "--", False
+    gain = (integrated["CMD"] - mask["CMD"]) / integrated["CMD"]
+    met = gain >= TARGET
+    return f"{100 * gain:+.0f} % ({'met' if met else 'not met'})", met
+
+
+def difference_table(load: Load) -> str:
+    """The masks trained on the logit difference, run by run: each one's CMD beside integrated
+    gradients' in the same run (intervals, the paired Holm p), the relative gain and the verdict
+    by the page's rule, and where their CMD comes from; runs not yet made say so."""
+    lines = [
+        "| model, task | pairs | integrated | difference-mask | p | gain | warm-difference-mask "
+        "| p | gain |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    explained, commands, met = [], [], 0
+    for label, path in DIFFERENCE_FINDER_RUNS.items():
+        try:
+            numbers = load(path)
+        except NotMeasured as missing:
+            lines.append(f"| {label} | not yet measured | | | | | | | |")
+            commands.append(missing.command)
+            continue
+        for task, methods in numbers["tasks"].items():
+            methods = dict(methods)
+            pairs = methods.pop("pairs", None)
+            cells = [label, str(pairs)]
+            cells.append(_interval(methods.get("integrated", {}), "CMD"))
+            for name in DIFFERENCE_MASKS:
+                row = methods.get(name, {})
+                gain, reached = _gain(methods, name)
+                cells += [_interval(row, "CMD"), _p(row.get("p (Holm)")), gain]
+                met += reached
+            lines.append("| " + " | ".join(cells) + " |")
+            why_line = why(numbers, task, (*DIFFERENCE_MASKS, "integrated"))
+            if why_line:
+                explained.append(f"*{label}*: {why_line}")
+    measured = len(DIFFERENCE_FINDER_RUNS) - len(commands)
+    parts = ["\n".join(lines), *explained]
+    parts.append(
+        f"Measured in {measured} of {len(DIFFERENCE_FINDER_RUNS)} model-task runs; a verdict "
+        f"met {met} times. The runs still to make are in the "
+        "[reproduction index](reproduction.md), each with its command."
+    )
+    return "\n\n".join(parts)

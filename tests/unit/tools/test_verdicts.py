@@ -852,6 +852,37 @@ def test_the_finders_page_counts_the_pattern_over_every_stored_run():
     assert across_runs(lambda path: (_ for _ in ()).throw(NotMeasured(path))) == ""
 
 
+def test_the_difference_masks_table_judges_each_mask_against_the_same_runs_gradients():
+    """docs/finders.md, the logit-difference masks: per model and task, each mask's CMD beside
+    integrated gradients' in the same run, the relative gain and the verdict by TARGET (30 %),
+    counted; a run not yet made says so and is not counted."""
+    from reproduction import NotMeasured
+    from reproduction.finders import DIFFERENCE_FINDER_RUNS, difference_table
+
+    def row(cmd: float) -> dict:
+        return {"CMD": cmd, "CMD low": cmd - 0.01, "CMD high": cmd + 0.01, "p (Holm)": 0.0004}
+
+    paths = list(DIFFERENCE_FINDER_RUNS.values())
+    tasks = {"ioi": {"integrated": row(0.1), "difference-mask": row(0.06),
+                     "warm-difference-mask": row(0.08), "pairs": 40}}  # fmt: skip
+    stored = {paths[0]: {"tasks": tasks}}
+
+    def load(path: str) -> dict:
+        if path not in stored:
+            raise NotMeasured(path, "python -m analyses.head_finders ...")
+        return stored[path]
+
+    text = difference_table(load)
+    assert (
+        "| SmolLM2-135M-Instruct, ioi | 40 | 0.100 [0.090, 0.110] | 0.060 [0.050, 0.070] | <0.001 "
+        "| +40 % (met) | 0.080 [0.070, 0.090] | <0.001 | +20 % (not met) |"
+    ) in text
+    assert "| Gemma 3 270M, ioi | not yet measured |" in text
+    assert "Measured in 1 of 8 model-task runs; a verdict met 1 times" in text
+    tasks["ioi"]["warm-difference-mask"] = row(0.15)
+    assert "-50 % (not met)" in difference_table(load)
+
+
 def test_the_chg_timing_states_each_cpus_median_range_and_winner():
     """docs/roles.md: the repeated timings give, per kind of CPU and precision, each tool's
     median and range and the winner the run's rule chose, then per CPU the winners; a CPU not
