@@ -626,13 +626,32 @@ def record_wall_time(numbers: Path, seconds: float) -> None:
         numbers.write_text(json.dumps(stored, indent=2, default=str) + "\n", encoding="utf-8")
 
 
+def _chosen(part: str, result: str) -> bool:
+    """Whether ``--only part`` picks ``result``: its whole name picks that entry alone (so that
+    ``head_finders/gemma-3-270m`` is not also its ``-difference`` run), any other part of a
+    name every entry containing it.
+
+    >>> _chosen("head_finders/gemma-3-270m", "head_finders/gemma-3-270m-difference")
+    False
+    >>> _chosen("figure4", "figure4/smollm2-135m-instruct-answer-only")
+    True
+    """
+    if any(part == entry.result for entry in PLAN):
+        return part == result
+    return part in result
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", action="append", help="entries whose result contains this")
+    parser.add_argument(
+        "--only",
+        action="append",
+        help="entries whose result contains this (a result's whole name: that entry alone)",
+    )
     parser.add_argument("--list", action="store_true", help="print the plan and stop")
     parser.add_argument("--results", type=Path, default=ROOT / "results")
     args = parser.parse_args(argv)
-    plan = [e for e in PLAN if not args.only or any(part in e.result for part in args.only)]
+    plan = [e for e in PLAN if not args.only or any(_chosen(part, e.result) for part in args.only)]
     if args.list:
         for entry in plan:
             needs = "  [bf16]" if entry.bf16 else "  [no native bf16]" if entry.without_bf16 else ""

@@ -306,6 +306,24 @@ def test_a_planned_result_not_yet_run_is_not_yet_measured_with_its_command(docs,
         docs.load("figure7/not-in-the-plan", copy / "results")
 
 
+def test_only_a_results_whole_name_picks_that_entry_alone(docs):
+    """``rerun_results.py --only NAME``: a result's whole name is that entry, not every entry
+    whose name starts with it (``head_finders/gemma-3-270m`` is not its ``-difference`` run);
+    any other part of a name still picks every entry containing it."""
+    from rerun_results import PLAN, _chosen
+
+    names = [entry.result for entry in PLAN]
+    assert [n for n in names if _chosen("head_finders/gemma-3-270m", n)] == [
+        "head_finders/gemma-3-270m"
+    ]
+    assert "head_finders/gemma-3-270m-difference" in names
+    picked = [n for n in names if _chosen("gemma-3-270m-antonym", n)]
+    assert picked == [
+        "head_finders/gemma-3-270m-antonym",
+        "head_finders/gemma-3-270m-antonym-difference",
+    ]
+
+
 def test_the_gpu_block_counts_what_the_stored_gpu_check_holds(docs, tmp_path):
     """The GPU block reads the stored check: a cell planted as failed, or a failed device test,
     shows in its counts; without a stored check it says how to run one."""
