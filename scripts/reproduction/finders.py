@@ -109,8 +109,8 @@ def cmd_split(sizes: list[float], f: list[float]) -> tuple[float, float]:
 
 def why(numbers: dict[str, Any], task: str, names: tuple[str, ...]) -> str:
     """Where the CMD of each of ``names`` comes from, from the stored curves: above 1 (circuits
-    that beat the model) or below (circuits that fall short), and f at the largest circuit short
-    of every head."""
+    that beat the model) or below (circuits that fall short), f at the largest circuit short
+    of every head, and f's largest value short of every head with its circuit's size."""
     parts = []
     for name in names:
         curve = numbers.get("curves", {}).get(f"{task}/{name}")
@@ -119,9 +119,11 @@ def why(numbers: dict[str, Any], task: str, names: tuple[str, ...]) -> str:
         sizes, f = curve["sizes"], curve["f absolute"]
         above, below = cmd_split(sizes, f)
         largest = max(i for i, size in enumerate(sizes) if size < 1)
+        peak = max((i for i, size in enumerate(sizes) if size < 1), key=lambda i: f[i])
         parts.append(
             f"{name} {above:.3f} above 1 and {below:.3f} below (f = {f[largest]:.2f} with "
-            f"{curve['counts'][largest]} heads)"
+            f"{curve['counts'][largest]} heads, its largest {f[peak]:.2f} with "
+            f"{curve['counts'][peak]})"
         )
     if not parts:
         return ""

@@ -816,7 +816,11 @@ def test_the_finders_page_splits_cmd_at_one():
     assert above == pytest.approx((0.4 * 0.5 / 2 + 0.5 * 0.5 / 2) / 1.0)
     curve = {"sizes": sizes, "f absolute": [0.0, 1.0, 1.6, 1.0], "counts": [0, 1, 5, 10]}
     text = why({"curves": {"ioi/faithful-mask": curve}}, "ioi", ("faithful-mask", "integrated"))
-    assert "faithful-mask 0.270 above 1 and 0.050 below (f = 1.60 with 5 heads)" in text
+    assert "faithful-mask 0.270 above 1 and 0.050 below (f = 1.60 with 5 heads" in text
+    assert "its largest 1.60 with 5)" in text
+    curve["f absolute"] = [0.0, 1.9, 1.6, 1.0]
+    text = why({"curves": {"ioi/faithful-mask": curve}}, "ioi", ("faithful-mask",))
+    assert "(f = 1.60 with 5 heads, its largest 1.90 with 1)" in text
     assert "integrated" not in text.split(":", 1)[1]  # no stored curve: not named
     assert why({}, "ioi", ("faithful-mask",)) == ""
 
