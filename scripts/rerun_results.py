@@ -102,6 +102,16 @@ FINDER_METHODS = (
 DIFFERENCE_RUNS = {f"{name}-difference": run for name, run in FINDER_RUNS.items()}
 DIFFERENCE_METHODS = "integrated,difference-mask,warm-difference-mask,random-0"
 
+
+def _finder(name: str, methods: str, model: str, tasks: str, *flags: str) -> Entry:
+    """A head-finder benchmark of ``model`` on ``tasks`` with ``methods`` (issue 46)."""
+    command = _analysis(
+        "head_finders", f"head-finders/{name}", "--model", model, "--tasks", tasks,
+        "--methods", methods, "--mask-steps", "50", *flags, precision="auto",
+    )  # fmt: skip
+    return Entry(f"head_finders/{name}", command, str(RUNS / f"head-finders/{name}"), pending=True)
+
+
 PLAN: tuple[Entry, ...] = (
     Entry(
         "demo/smollm2-135m-instruct-float32",
@@ -462,50 +472,8 @@ PLAN: tuple[Entry, ...] = (
         bf16=True,
         pending=True,
     ),
-    *(
-        Entry(
-            f"head_finders/{name}",
-            _analysis(
-                "head_finders",
-                f"head-finders/{name}",
-                "--model",
-                model,
-                "--tasks",
-                tasks,
-                "--methods",
-                FINDER_METHODS,
-                "--mask-steps",
-                "50",
-                *flags,
-                precision="auto",
-            ),
-            str(RUNS / f"head-finders/{name}"),
-            pending=True,
-        )
-        for name, (model, tasks, *flags) in FINDER_RUNS.items()
-    ),
-    *(
-        Entry(
-            f"head_finders/{name}",
-            _analysis(
-                "head_finders",
-                f"head-finders/{name}",
-                "--model",
-                model,
-                "--tasks",
-                tasks,
-                "--methods",
-                DIFFERENCE_METHODS,
-                "--mask-steps",
-                "50",
-                *flags,
-                precision="auto",
-            ),
-            str(RUNS / f"head-finders/{name}"),
-            pending=True,
-        )
-        for name, (model, tasks, *flags) in DIFFERENCE_RUNS.items()
-    ),
+    *(_finder(name, FINDER_METHODS, *run) for name, run in FINDER_RUNS.items()),
+    *(_finder(name, DIFFERENCE_METHODS, *run) for name, run in DIFFERENCE_RUNS.items()),
     Entry(
         "roles_vs_chg/smollm2-135m-instruct",
         "python -m benchmarks.bench_roles --out runs/rerun/roles-vs-chg",
