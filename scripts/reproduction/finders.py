@@ -67,6 +67,15 @@ TRAINED_MASKS = (
 )
 
 
+def gain(methods: dict[str, dict[str, Any]], mask_name: str) -> float | None:
+    """The rule's number: how much lower (relative) the mask ``mask_name``'s CMD is than
+    ``integrated``'s in the same run; None where either is missing or integrated's is 0."""
+    mask, integrated = methods.get(mask_name), methods.get("integrated")
+    if not mask or not integrated or mask.get("CMD") is None or not integrated.get("CMD"):
+        return None
+    return (integrated["CMD"] - mask["CMD"]) / integrated["CMD"]
+
+
 def verdict(methods: dict[str, dict[str, Any]], mask_name: str = "faithful-mask") -> str:
     """The rule: the trained mask ``mask_name`` meets the target when its CMD is at least
     :data:`TARGET` (relative) below ``integrated``'s in the same run (the paired comparison's
@@ -75,15 +84,15 @@ def verdict(methods: dict[str, dict[str, Any]], mask_name: str = "faithful-mask"
     mask, integrated = methods.get(mask_name), methods.get("integrated")
     if not mask or not integrated or mask.get("CMD") is None or integrated.get("CMD") is None:
         return f"not judged: the run has no {mask_name} or no integrated ranking"
-    if integrated["CMD"] <= 0:
+    relative = gain(methods, mask_name)
+    if relative is None:
         return "not judged: integrated gradients' CMD is 0 (nothing to improve on)"
-    gain = (integrated["CMD"] - mask["CMD"]) / integrated["CMD"]
-    met = "**met**" if gain >= TARGET else "**not met**"
-    direction = "lower" if gain >= 0 else "higher"
+    met = "**met**" if relative >= TARGET else "**not met**"
+    direction = "lower" if relative >= 0 else "higher"
     return (
-        f"{met}: the trained mask's CMD is {100 * abs(gain):.0f} % {direction} than integrated "
-        f"gradients' ({mask['CMD']:.3f} against {integrated['CMD']:.3f}; the target: at least "
-        f"{100 * TARGET:.0f} % lower)"
+        f"{met}: the trained mask's CMD is {100 * abs(relative):.0f} % {direction} than "
+        f"integrated gradients' ({mask['CMD']:.3f} against {integrated['CMD']:.3f}; the target: "
+        f"at least {100 * TARGET:.0f} % lower)"
     )
 
 
@@ -222,14 +231,13 @@ def across_runs(load: Load) -> str:
 
 
 def _gain(methods: dict[str, Any], name: str) -> tuple[str, bool]:
-    """The cell of the mask ``name``'s relative CMD gain on integrated gradients (positive:
-    lower CMD) with the verdict by :data:`TARGET`, and whether it is met."""
-    mask, integrated = methods.get(name), methods.get("integrated")
-    if not mask or not integrated or not integrated.get("CMD") or mask.get("CMD") is None:
+    """The cell of the mask ``name``'s :func:`gain` with the verdict by :data:`TARGET`, and
+    whether it is met."""
+    relative = gain(methods, name)
+    if relative is None:
         return "--", False
-    gain = (integrated["CMD"] - mask["CMD"]) / integrated["CMD"]
-    met = gain >= TARGET
-    return f"{100 * gain:+.0f} % ({'met' if met else 'not met'})", met
+    met = relative >= TARGET
+    return f"{100 * relative:+.0f} % ({'met' if met else 'not met'})", met
 
 
 def difference_table(load: Load) -> str:
