@@ -101,6 +101,14 @@ FINDER_METHODS = (
 #: SmolLM2 at one thread)
 DIFFERENCE_RUNS = {f"{name}-difference": run for name, run in FINDER_RUNS.items()}
 DIFFERENCE_METHODS = "integrated,difference-mask,warm-difference-mask,random-0"
+#: the calibrated runs (issue 46): the difference masks with each size's circuit cut back on the
+#: training pairs to the prefix nearest f = 1, beside integrated gradients plain and cut back the
+#: same way (the like-for-like baseline), each model and task again
+CALIBRATED_RUNS = {f"{name}-calibrated": run for name, run in FINDER_RUNS.items()}
+CALIBRATED_METHODS = (
+    "integrated,calibrated-integrated,calibrated-difference-mask,"
+    "calibrated-warm-difference-mask,random-0"
+)
 
 
 def _finder(name: str, methods: str, model: str, tasks: str, *flags: str) -> Entry:
@@ -474,6 +482,7 @@ PLAN: tuple[Entry, ...] = (
     ),
     *(_finder(name, FINDER_METHODS, *run) for name, run in FINDER_RUNS.items()),
     *(_finder(name, DIFFERENCE_METHODS, *run) for name, run in DIFFERENCE_RUNS.items()),
+    *(_finder(name, CALIBRATED_METHODS, *run) for name, run in CALIBRATED_RUNS.items()),
     Entry(
         "roles_vs_chg/smollm2-135m-instruct",
         "python -m benchmarks.bench_roles --out runs/rerun/roles-vs-chg",

@@ -32,11 +32,15 @@ task and its training pairs to one score per head (higher: more important), time
                           (``objective="difference"``): the quantity ``f`` is made of, in logits,
                           which do not saturate where the model is sure
 ``warm-difference-mask``  the difference masks, each started from integrated gradients' ranking
+``calibrated-<method>``   a method's circuits cut back on the training pairs: for each size,
+                          the prefix of at most ``k`` of its heads whose ``f`` there is nearest
+                          1 (:func:`calibrated_circuits`; the difference masks, warm or not,
+                          and ``calibrated-integrated``, the like-for-like baseline)
 ``random-<seed>``         random scores (a floor)
 ========================  ==================================================================
 
 >>> sorted(METHODS)[:3]
-['attribution', 'chg', 'difference-mask']
+['attribution', 'calibrated-difference-mask', 'calibrated-integrated']
 """
 
 from __future__ import annotations
@@ -310,7 +314,7 @@ def warm_start(scores: Tensor, k: int, spread: float = 0.1) -> Tensor:
     return logits.clamp(-3.0, 3.0).view(scores.shape)
 
 
-def _budget_masks(objective: str, warm: bool = False) -> Method:
+def _budget_masks(objective: str, warm: bool = False, calibrate: bool = False) -> Method:
     """Masks trained for each circuit size: the one trainer with a head budget of ``k`` heads
     and every head outside the mask patched with its output on the example's counterfactual
     prompt, on the training pairs (with their instruction); the circuit is its top ``k`` heads.
@@ -319,7 +323,9 @@ def _budget_masks(objective: str, warm: bool = False) -> Method:
     and the counterfactual answer (what faithfulness measures), ``"answer"`` to predict the
     answer best.
     ``warm``: each mask starts from integrated gradients' ranking (:func:`warm_start`; their
-    cost is counted in), not from the same value for every head."""
+    cost is counted in), not from the same value for every head.
+    ``calibrate``: each size's circuit is the prefix of its mask's order (heads by trained W)
+    that :func:`calibrated_circuits` picks on the training pairs, at most ``k`` heads."""
 
     def run(inputs: _Inputs) -> tuple[Tensor, int, int, Tensor]:
         from lens_heads.engine import train_mask
@@ -328,7 +334,7 @@ def _budget_masks(objective: str, warm: bool = False) -> Method:
         n_layers, n_heads = head_shape(inputs.model)
         task = inputs.train_pairs.as_task(inputs.instruction)
         counts = head_counts(inputs.sizes, n_layers * n_heads)
-        circuits, forwards, backwards = {}, 0, 0
+        circuits, weights, forwards, backwards = {}, {}, 0, 0
         ranking = None
         if warm:
             ranking, forwards, backwards = _integrated(inputs)
@@ -345,12 +351,84 @@ def _budget_masks(objective: str, warm: bool = False) -> Method:
             initial = None if ranking is None else warm_start(ranking, k)
             result = train_mask(inputs.model, task, config, progress=False, initial=initial)
             circuits[k] = result.mask.values.float()
+            weights[k] = result.W.detach().float().cpu()
             rows = config.steps * config.batch_size
             # a donor forward and the masked one (and the unmasked one for the model's outputs)
             forwards += rows * (2 if objective == "answer" else 3)
             backwards += rows
+        if calibrate:
+            sizes = sorted(weights)
+            picked, spent = calibrated_circuits(inputs, [weights[k] for k in sizes], sizes)
+            circuits.update(zip(sizes, picked, strict=True))
+            forwards += spent
         stacked = torch.stack([circuits[k] for k in counts])
         return stacked.mean(dim=0), forwards, backwards, stacked
+
+    return run
+
+
+def prefix_sizes(k: int, ratio: float = 0.75) -> list[int]:
+    """The circuit sizes :func:`calibrated_circuits` tries for a budget of ``k`` heads: ``k``
+    and a geometric grid below it down to one head, largest first.
+
+    >>> prefix_sizes(20)
+    [20, 15, 11, 8, 6, 5, 4, 3, 2, 1]
+    """
+    found, size = [], float(k)
+    while size >= 1:
+        if round(size) not in found:
+            found.append(round(size))
+        size *= ratio
+    return found if found[-1] == 1 else [*found, 1]
+
+
+def calibrated_circuits(
+    inputs: _Inputs, orders: Sequence[Tensor], budgets: Sequence[int]
+) -> tuple[list[Tensor], int]:
+    """For each budget ``k`` and its head order (``[n_layers, n_heads]``, higher first), the
+    circuit of the top ``k'`` heads, ``k'`` of :func:`prefix_sizes` (at most ``k``), whose
+    faithfulness on the *training* pairs (counterfactual patching) is nearest 1; ties (within
+    1e-6) keep the larger circuit. A circuit that overshoots (``f`` above 1: heads that work
+    against the answer patched away with the rest) is cut back to one that matches the model.
+    Returns the circuits and the forwards spent. The held-out pairs are never read."""
+    from lens_heads.finders._faithfulness import PairScorer, top_heads
+
+    n_layers, n_heads = head_shape(inputs.model)
+    scorer = PairScorer(
+        inputs.model, inputs.train_pairs, "counterfactual", inputs.config.batch_size
+    )
+    ends = [torch.ones(n_layers, n_heads), torch.zeros(n_layers, n_heads)]
+    candidates, owners = [], []
+    for index, (order, k) in enumerate(zip(orders, budgets, strict=True)):
+        for size in prefix_sizes(k):
+            candidates.append(top_heads(order, size))
+            owners.append(index)
+    values = scorer.metrics(torch.stack(ends + candidates)).mean(dim=-1)
+    f = (values[2:] - values[1]) / (values[0] - values[1])
+    best: dict[int, tuple[float, Tensor]] = {}
+    for owner, gap, circuit in zip(owners, (1.0 - f).abs().tolist(), candidates, strict=True):
+        if owner not in best or gap < best[owner][0] - 1e-6:  # largest first: ties keep it
+            best[owner] = (gap, circuit)
+    return [best[i][1] for i in range(len(budgets))], scorer.forwards
+
+
+def _calibrated(base: str) -> Method:
+    """A ranking's circuits cut back like a calibrated mask's (:func:`calibrated_circuits`):
+    for each size, the prefix of at most ``k`` of its heads by absolute score (CMD's order)
+    nearest ``f = 1`` on the training pairs; the ranking's cost counted in."""
+
+    def run(inputs: _Inputs) -> tuple[Tensor, int, int, Tensor]:
+        from lens_heads.finders._faithfulness import head_counts
+
+        scores, forwards, backwards, *_ = METHODS[base](inputs)
+        n_layers, n_heads = head_shape(inputs.model)
+        counts = head_counts(inputs.sizes, n_layers * n_heads)
+        inner = [k for k in sorted(set(counts)) if 0 < k < n_layers * n_heads]
+        picked, spent = calibrated_circuits(inputs, [scores.abs()] * len(inner), inner)
+        circuits = {k: torch.full((n_layers, n_heads), float(k > 0)) for k in counts}
+        circuits.update(zip(inner, picked, strict=True))
+        stacked = torch.stack([circuits[k] for k in counts])
+        return scores, forwards + spent, backwards, stacked
 
     return run
 
@@ -380,6 +458,9 @@ METHODS: dict[str, Method] = {
     "warm-mask": _budget_masks("model", warm=True),
     "difference-mask": _budget_masks("difference"),
     "warm-difference-mask": _budget_masks("difference", warm=True),
+    "calibrated-difference-mask": _budget_masks("difference", calibrate=True),
+    "calibrated-warm-difference-mask": _budget_masks("difference", warm=True, calibrate=True),
+    "calibrated-integrated": _calibrated("integrated"),
     "induction": _detector("induction"),
     "previous-token": _detector("previous token"),
     "ov-copying": _ov_copying,

@@ -138,6 +138,59 @@ def test_the_difference_mask_contrasts_each_pair_and_finds_the_two_heads(linear)
     assert warm.circuits[0].flatten().tolist() == [1.0, 1.0, 0.0, 0.0]
 
 
+@pytest.fixture(scope="module")
+def opposed():
+    """The linear model with head 2 made the negative of head 0 (the second key-value head a
+    copy of the first, head 2's query head 0's, its output weights head 0's negated): all four
+    heads together add one head's worth to the logit difference, heads 0 and 1 alone two."""
+    model = lh.tiny_model(n_layers=1, n_heads=4, n_kv_heads=2, d_head=16, seed=3)
+    hf = model.original_model
+    attention = hf.model.layers[0].self_attn
+    with torch.no_grad():
+        for projection in (attention.k_proj, attention.v_proj):
+            projection.weight[16:32] = projection.weight[0:16]
+        q, o = attention.q_proj.weight, attention.o_proj.weight
+        q[16:32] = q[0:16]
+        q[32:48] = q[0:16]
+        o[:, 16:32] = o[:, 0:16]
+        o[:, 32:48] = -o[:, 0:16]
+        o[:, 48:64] = 0.0
+        hf.model.layers[0].mlp.down_proj.weight.zero_()
+    hf.model.norm.forward = lambda hidden: hidden
+    return model
+
+
+def test_a_calibrated_circuit_is_cut_back_to_the_prefix_nearest_the_model(opposed):
+    """Heads 0 and 1 kept with head 2 patched give f = 2 (the head against the answer gone), head
+    0 alone f = 1, heads 0 to 2 f = 1: a budget of two heads is cut back to head 0, a budget of
+    three keeps all three (the tie at f = 1 goes to the larger circuit)."""
+    from lens_heads.finders._methods import _Inputs, calibrated_circuits
+
+    pairs = _pairs(opposed)
+    scorer = PairScorer(opposed, pairs, "counterfactual", 64)
+    circuits = torch.tensor([[[1.0, 1.0, 1.0, 1.0]], [[0.0] * 4], [[1.0, 1.0, 0, 0]],
+                             [[1.0, 0, 0, 0]], [[1.0, 1.0, 1.0, 0]]])  # fmt: skip
+    m = scorer.metrics(circuits).mean(dim=1)
+    f = ((m[2:] - m[1]) / (m[0] - m[1])).tolist()
+    assert f == pytest.approx([2.0, 1.0, 1.0], abs=1e-4)
+    inputs = _Inputs(opposed, _task(), pairs, MethodConfig(), False, (0.5, 1.0))
+    order = torch.tensor([[4.0, 3.0, 2.0, 1.0]])
+    picked, forwards = calibrated_circuits(inputs, [order, order], [2, 3])
+    assert picked[0].flatten().tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert picked[1].flatten().tolist() == [1.0, 1.0, 1.0, 0.0]
+    assert forwards > 0
+    # integrated gradients rank heads 0, 1 and 2 alike by size: their top two overshoot, the
+    # calibrated circuit of at most two heads is one head
+    config = MethodConfig(ig_steps=4)
+    plain = score(opposed, "integrated", _task(), pairs, config, chat=False, sizes=(0.5, 1.0))
+    assert plain.scores.abs()[0, :3].tolist() == pytest.approx([plain.scores[0, 0].item()] * 3,
+                                                                rel=1e-3)  # fmt: skip
+    cut = score(opposed, "calibrated-integrated", _task(), pairs, config, chat=False,
+                sizes=(0.5, 1.0))  # fmt: skip
+    assert cut.circuits is not None and cut.circuits[0].sum() == 1
+    assert cut.circuits[1].sum() == 4 and cut.forwards > plain.forwards
+
+
 def test_counterfactual_ablation_is_a_swap_of_hook_z_by_hand(tiny):
     pairs = counterfactual_pairs(tiny, _task(), n=4, n_eval=60)
     mask = torch.ones(2, 4)
