@@ -243,6 +243,9 @@ class FaithfulnessCurve(FolderResult):
     """``m`` of every pair (columns) under every circuit measured (rows): all heads, none, the
     signed circuits, the absolute ones and the removals (for paired comparisons)."""
     settings: dict[str, Any] = field(default_factory=dict)
+    kept: list[int] = field(default_factory=list)
+    """Heads in each size's circuit: ``counts`` for a ranking's top heads, fewer where a method
+    builds a smaller circuit within the budget (a calibrated one)."""
 
     _format: ClassVar[str] = "lens_heads.faithfulness_curve/1"
 
@@ -255,6 +258,7 @@ class FaithfulnessCurve(FolderResult):
             {
                 "size": self.sizes,
                 "heads": self.counts,
+                "heads kept": self.kept or self.counts,
                 "faithfulness (signed)": self.f_signed,
                 "faithfulness (absolute)": self.f_absolute,
                 "removal": self.removal,
@@ -372,6 +376,7 @@ def faithfulness(
         scores=scores,
         pair_metrics=values,
         settings={"ablation": config.ablation, "pairs": len(pairs), "bootstrap": config.bootstrap},
+        kept=[int(circuit.sum()) for circuit in absolute],
     )
 
 

@@ -189,6 +189,14 @@ def test_a_calibrated_circuit_is_cut_back_to_the_prefix_nearest_the_model(oppose
                 sizes=(0.5, 1.0))  # fmt: skip
     assert cut.circuits is not None and cut.circuits[0].sum() == 1
     assert cut.circuits[1].sum() == 4 and cut.forwards > plain.forwards
+    # on the held-out pairs: the plain top two overshoot to f = 2, the cut-back circuit is at 1
+    held_out = counterfactual_pairs(opposed, _task(), n=12, n_eval=60, seed=2)
+    both = [faithfulness(opposed, held_out, found.scores, name, sizes=(0.5, 1.0), bootstrap=10,
+                         circuits=found.circuits)
+            for name, found in (("plain", plain), ("cut", cut))]  # fmt: skip
+    assert both[0].f_absolute[0] == pytest.approx(2.0, abs=1e-4) and both[0].kept == [2, 4]
+    assert both[1].f_absolute[0] == pytest.approx(1.0, abs=1e-4) and both[1].kept == [1, 4]
+    assert both[1].cmd < both[0].cmd and both[1].to_frame()["heads kept"].tolist() == [1, 4]
 
 
 def test_counterfactual_ablation_is_a_swap_of_hook_z_by_hand(tiny):
