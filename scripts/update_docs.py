@@ -512,6 +512,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "scale_gpu_plan": scale.gpu_plan,
     "finders_leaderboard": _pages(finders.leaderboard),
     "finders_difference": _pages(finders.difference_table),
+    "finders_calibrated": _pages(finders.calibrated_table),
 }
 
 

@@ -37,6 +37,15 @@ DIFFERENCE_FINDER_RUNS = {
     },
 }
 DIFFERENCE_MASKS = ("difference-mask", "warm-difference-mask")
+#: the runs of the calibrated circuits (``CALIBRATED_RUNS`` of the plan): the difference masks
+#: and integrated gradients, each size's circuit cut back on the training pairs
+CALIBRATED_FINDER_RUNS = {
+    label: path.replace("-difference", "-calibrated")
+    for label, path in DIFFERENCE_FINDER_RUNS.items()
+}
+CALIBRATED_MASKS = ("calibrated-difference-mask", "calibrated-warm-difference-mask")
+#: the like-for-like baseline of the calibrated masks: integrated gradients cut back the same way
+CALIBRATED_BASELINE = "calibrated-integrated"
 #: the verdict's rule: the faithfulness-trained mask's CMD is at least this much lower (relative)
 #: than integrated gradients' (NAP-IG), in the same run
 TARGET = 0.30
@@ -64,13 +73,18 @@ TRAINED_MASKS = (
     "warm-mask",
     "difference-mask",
     "warm-difference-mask",
+    "calibrated-difference-mask",
+    "calibrated-warm-difference-mask",
 )
 
 
-def gain(methods: dict[str, dict[str, Any]], mask_name: str) -> float | None:
+def gain(
+    methods: dict[str, dict[str, Any]], mask_name: str, baseline: str = "integrated"
+) -> float | None:
     """The rule's number: how much lower (relative) the mask ``mask_name``'s CMD is than
-    ``integrated``'s in the same run; None where either is missing or integrated's is 0."""
-    mask, integrated = methods.get(mask_name), methods.get("integrated")
+    ``baseline``'s (integrated gradients') in the same run; None where either is missing or the
+    baseline's is 0."""
+    mask, integrated = methods.get(mask_name), methods.get(baseline)
     if not mask or not integrated or mask.get("CMD") is None or not integrated.get("CMD"):
         return None
     return (integrated["CMD"] - mask["CMD"]) / integrated["CMD"]
@@ -116,6 +130,14 @@ def cmd_split(sizes: list[float], f: list[float]) -> tuple[float, float]:
     return above / span, below / span
 
 
+def _heads(curve: dict[str, Any], index: int) -> str:
+    """The heads of a stored curve's circuit ``index``: its count, or what a circuit smaller
+    than its budget kept (``kept``, stored from the calibrated runs on)."""
+    budget = curve["counts"][index]
+    kept = (curve.get("kept") or curve["counts"])[index]
+    return f"{budget} heads" if kept == budget else f"{kept} heads (a budget of {budget})"
+
+
 def why(numbers: dict[str, Any], task: str, names: tuple[str, ...]) -> str:
     """Where the CMD of each of ``names`` comes from, from the stored curves: above 1 (circuits
     that beat the model) or below (circuits that fall short), f at the largest circuit short
@@ -131,8 +153,7 @@ def why(numbers: dict[str, Any], task: str, names: tuple[str, ...]) -> str:
         peak = max((i for i, size in enumerate(sizes) if size < 1), key=lambda i: f[i])
         parts.append(
             f"{name} {above:.3f} above 1 and {below:.3f} below (f = {f[largest]:.2f} with "
-            f"{curve['counts'][largest]} heads, its largest {f[peak]:.2f} with "
-            f"{curve['counts'][peak]})"
+            f"{_heads(curve, largest)}, its largest {f[peak]:.2f} with {_heads(curve, peak)})"
         )
     if not parts:
         return ""
@@ -230,52 +251,73 @@ def across_runs(load: Load) -> str:
     return f"Across the {len(runs)} stored model-task runs (counted): " + "; ".join(parts) + "."
 
 
-def _gain(methods: dict[str, Any], name: str) -> tuple[str, bool]:
-    """The cell of the mask ``name``'s :func:`gain` with the verdict by :data:`TARGET`, and
-    whether it is met."""
-    relative = gain(methods, name)
+def _gain(methods: dict[str, Any], name: str, baseline: str = "integrated") -> tuple[str, bool]:
+    """The cell of the mask ``name``'s :func:`gain` on ``baseline`` with the verdict by
+    :data:`TARGET`, and whether it is met."""
+    relative = gain(methods, name, baseline)
     if relative is None:
         return "--", False
     met = relative >= TARGET
     return f"{100 * relative:+.0f} % ({'met' if met else 'not met'})", met
 
 
-def difference_table(load: Load) -> str:
-    """The masks trained on the logit difference, run by run: each one's CMD beside integrated
-    gradients' in the same run (intervals, the paired Holm p), the relative gain and the verdict
-    by the page's rule, and where their CMD comes from; runs not yet made say so."""
-    lines = [
-        "| model, task | pairs | integrated | difference-mask | p | gain | warm-difference-mask "
-        "| p | gain |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+def mask_table(
+    load: Load, runs: dict[str, str], masks: tuple[str, ...], also: str | None = None
+) -> str:
+    """Masks of their own runs, run by run: each one's CMD beside integrated gradients' in the
+    same run (intervals, the paired Holm p), the relative gain and the verdict by the page's
+    rule, and where their CMD comes from; runs not yet made say so. ``also``: a second baseline
+    of the run (its CMD shown, each mask's gain on it beside, judged by the same share but not
+    counted as the verdict)."""
+    header = ["model, task", "pairs", "integrated", *([also] if also else [])]
+    for name in masks:
+        header += [name, "p", "gain", *([f"gain on {also}"] if also else [])]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     explained, commands, met = [], [], 0
-    for label, path in DIFFERENCE_FINDER_RUNS.items():
+    for label, path in runs.items():
         try:
             numbers = load(path)
-        except NotMeasured as missing:
-            lines.append(f"| {label} | not yet measured | | | | | | | |")
-            commands.append(missing.command)
+        except NotMeasured:
+            lines.append(f"| {label} | not yet measured |" + " |" * (len(header) - 2))
+            commands.append(f"`{path}`")
             continue
         for task, methods in numbers["tasks"].items():
             methods = dict(methods)
             pairs = methods.pop("pairs", None)
-            cells = [label, str(pairs)]
-            cells.append(_interval(methods.get("integrated", {}), "CMD"))
-            for name in DIFFERENCE_MASKS:
+            cells = [label, str(pairs), _interval(methods.get("integrated", {}), "CMD")]
+            if also:
+                cells.append(_interval(methods.get(also, {}), "CMD"))
+            for name in masks:
                 row = methods.get(name, {})
-                gain, reached = _gain(methods, name)
-                cells += [_interval(row, "CMD"), _p(row.get("p (Holm)")), gain]
+                cell, reached = _gain(methods, name)
+                cells += [_interval(row, "CMD"), _p(row.get("p (Holm)")), cell]
+                if also:
+                    cells.append(_gain(methods, name, also)[0])
                 met += reached
             lines.append("| " + " | ".join(cells) + " |")
-            why_line = why(numbers, task, (*DIFFERENCE_MASKS, "integrated"))
+            why_line = why(numbers, task, (*masks, *([also] if also else []), "integrated"))
             if why_line:
                 explained.append(f"*{label}*: {why_line}")
-    measured = len(DIFFERENCE_FINDER_RUNS) - len(commands)
+    measured = len(runs) - len(commands)
     parts = ["\n".join(lines), *explained]
+    still = (
+        " Each run still to make is `python scripts/rerun_results.py --only <result>` (the plan "
+        f"holds its command), for {', '.join(commands)}."
+        if commands
+        else ""
+    )
     parts.append(
-        f"Measured in {measured} of {len(DIFFERENCE_FINDER_RUNS)} model-task runs; a verdict "
-        f"met {met} times. The runs still to make are in the "
-        "[reproduction index](reproduction.md), each with its command."
+        f"Measured in {measured} of {len(runs)} model-task runs; a verdict met {met} times.{still}"
     )
     return "\n\n".join(parts)
+
+
+def difference_table(load: Load) -> str:
+    """The masks trained on the logit difference (:func:`mask_table`)."""
+    return mask_table(load, DIFFERENCE_FINDER_RUNS, DIFFERENCE_MASKS)
+
+
+def calibrated_table(load: Load) -> str:
+    """The calibrated circuits (:func:`mask_table`), with calibrated integrated gradients beside
+    as the like-for-like baseline."""
+    return mask_table(load, CALIBRATED_FINDER_RUNS, CALIBRATED_MASKS, also=CALIBRATED_BASELINE)

@@ -817,7 +817,7 @@ def test_the_finders_page_splits_cmd_at_one():
     curve = {"sizes": sizes, "f absolute": [0.0, 1.0, 1.6, 1.0], "counts": [0, 1, 5, 10]}
     text = why({"curves": {"ioi/faithful-mask": curve}}, "ioi", ("faithful-mask", "integrated"))
     assert "faithful-mask 0.270 above 1 and 0.050 below (f = 1.60 with 5 heads" in text
-    assert "its largest 1.60 with 5)" in text
+    assert "its largest 1.60 with 5 heads)" in text
     curve["f absolute"] = [0.0, 1.9, 1.6, 1.0]
     text = why({"curves": {"ioi/faithful-mask": curve}}, "ioi", ("faithful-mask",))
     assert "(f = 1.60 with 5 heads, its largest 1.90 with 1)" in text
@@ -885,6 +885,42 @@ def test_the_difference_masks_table_judges_each_mask_against_the_same_runs_gradi
     assert "Measured in 1 of 8 model-task runs; a verdict met 1 times" in text
     tasks["ioi"]["warm-difference-mask"] = row(0.15)
     assert "-50 % (not met)" in difference_table(load)
+
+
+def test_the_calibrated_table_gives_the_like_for_like_gain_and_the_heads_kept():
+    """docs/finders.md, the calibrated circuits: each calibrated mask judged on plain integrated
+    gradients by the rule, its gain on calibrated integrated gradients beside it (not counted as
+    a verdict), the heads a circuit kept beside its budget, and each run still to make named."""
+    from reproduction import NotMeasured
+    from reproduction.finders import CALIBRATED_FINDER_RUNS, calibrated_table
+
+    def row(cmd: float) -> dict:
+        return {"CMD": cmd, "CMD low": cmd - 0.01, "CMD high": cmd + 0.01, "p (Holm)": 0.02}
+
+    paths = list(CALIBRATED_FINDER_RUNS.values())
+    assert paths[0] == "head_finders/smollm2-135m-instruct-calibrated"
+    tasks = {"ioi": {"integrated": row(0.1), "calibrated-integrated": row(0.05),
+                     "calibrated-difference-mask": row(0.06),
+                     "calibrated-warm-difference-mask": row(0.04), "pairs": 40}}  # fmt: skip
+    sizes, counts = [0.1, 0.5, 1.0], [27, 135, 270]
+    curve = {"sizes": sizes, "counts": counts, "kept": [10, 57, 270], "f absolute": [1.1, 1, 1]}
+    stored = {paths[0]: {"tasks": tasks, "curves": {"ioi/calibrated-difference-mask": curve}}}
+
+    def load(path: str) -> dict:
+        if path not in stored:
+            raise NotMeasured(path, "python -m analyses.head_finders ...")
+        return stored[path]
+
+    text = calibrated_table(load)
+    assert (
+        "| SmolLM2-135M-Instruct, ioi | 40 | 0.100 [0.090, 0.110] | 0.050 [0.040, 0.060] "
+        "| 0.060 [0.050, 0.070] | 0.020 | +40 % (met) | -20 % (not met) "
+        "| 0.040 [0.030, 0.050] | 0.020 | +60 % (met) | +20 % (not met) |"
+    ) in text
+    assert "Measured in 1 of 8 model-task runs; a verdict met 2 times" in text
+    assert "f = 1.00 with 57 heads (a budget of 135), its largest 1.10 with 10 heads" in text
+    assert "`head_finders/gemma-3-270m-calibrated`" in text
+    assert "`head_finders/smollm2-135m-instruct-calibrated`" not in text
 
 
 def test_the_chg_timing_states_each_cpus_median_range_and_winner():
