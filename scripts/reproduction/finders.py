@@ -135,7 +135,8 @@ def _heads(curve: dict[str, Any], index: int) -> str:
     than its budget kept (``kept``, stored from the calibrated runs on)."""
     budget = curve["counts"][index]
     kept = (curve.get("kept") or curve["counts"])[index]
-    return f"{budget} heads" if kept == budget else f"{kept} heads (a budget of {budget})"
+    heads = f"{kept} head{'' if kept == 1 else 's'}"
+    return heads if kept == budget else f"{heads} (a budget of {budget})"
 
 
 def why(numbers: dict[str, Any], task: str, names: tuple[str, ...]) -> str:

@@ -820,7 +820,7 @@ def test_the_finders_page_splits_cmd_at_one():
     assert "its largest 1.60 with 5 heads)" in text
     curve["f absolute"] = [0.0, 1.9, 1.6, 1.0]
     text = why({"curves": {"ioi/faithful-mask": curve}}, "ioi", ("faithful-mask",))
-    assert "(f = 1.60 with 5 heads, its largest 1.90 with 1)" in text
+    assert "(f = 1.60 with 5 heads, its largest 1.90 with 1 head)" in text
     assert "integrated" not in text.split(":", 1)[1]  # no stored curve: not named
     assert why({}, "ioi", ("faithful-mask",)) == ""
 
