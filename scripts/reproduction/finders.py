@@ -161,6 +161,17 @@ def why(numbers: dict[str, Any], task: str, names: tuple[str, ...]) -> str:
     return "Where CMD comes from (the area of |1 - f| split at f = 1): " + "; ".join(parts) + "."
 
 
+def _cost(provenance: dict[str, Any]) -> str:
+    """What the whole run cost: its minutes, on which CPU, with how many threads."""
+    machine = provenance.get("machine", {})
+    threads = machine.get("threads")
+    on = f"{machine.get('cpu', '?')}" + (
+        f", {threads} thread{'' if threads == 1 else 's'}" if threads else ""
+    )
+    seconds = provenance.get("seconds")
+    return f"{seconds / 60:.1f} min in all on {on}" if seconds else on
+
+
 def leaderboard(load: Load) -> str:
     """Per stored model and task: each method's CPR and CMD with their 95 % bootstrap intervals,
     its comparison with the best gradient method (Holm), its cost, the random floor and the
@@ -175,8 +186,7 @@ def leaderboard(load: Load) -> str:
         provenance = numbers.get("provenance", {})
         lines = [
             f"**{label}** (`{provenance.get('command', '?')}`; source "
-            f"{provenance.get('code', {}).get('source', '?')}; "
-            f"{provenance.get('machine', {}).get('cpu', '?')}).",
+            f"{provenance.get('code', {}).get('source', '?')}; {_cost(provenance)}).",
         ]
         for task, methods in numbers["tasks"].items():
             methods = dict(methods)

@@ -781,6 +781,10 @@ def test_the_finder_verdict_follows_the_pages_rule():
     assert "Verdict (warm-mask against integrated gradients): **met**" in page
     assert "Verdict (faithful-mask against integrated gradients): **met**" in page
     assert "Random rankings (1 seeds): CMD 0.700 to 0.700" in page and "40 held-out pairs" in page
+    # the run's whole cost, from its provenance
+    stored["provenance"] = {"command": "c", "seconds": 3954.5,
+                            "machine": {"cpu": "AMD EPYC", "threads": 1}}  # fmt: skip
+    assert "65.9 min in all on AMD EPYC, 1 thread)" in finders.leaderboard(lambda path: stored)
 
 
 def test_the_roles_comparison_states_chance_and_kappa():
