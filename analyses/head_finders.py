@@ -78,8 +78,9 @@ def _plain(value: Any) -> Any:
 def numbers_of(result: FinderBenchmark) -> dict[str, Any]:
     """The stored leaderboard: per task, each method's numbers (best CMD first); and per task and
     method the curve (sizes, head counts and the heads its circuits kept, signed and absolute
-    faithfulness, the removal curve, ``m`` of the full and the empty circuit) and the ranking's
-    head scores, so that a reader can plot and compare them from ``results/`` alone."""
+    faithfulness, for circuits chosen by it ``f`` on the training pairs, the removal curve,
+    ``m`` of the full and the empty circuit) and the ranking's head scores, so that a reader
+    can plot and compare them from ``results/`` alone."""
     found: dict[str, Any] = {"model": result.model, "tasks": {}, "curves": {}}
     for task in dict.fromkeys(result.frame["task"]):
         board = result.leaderboard(task)
@@ -92,6 +93,7 @@ def numbers_of(result: FinderBenchmark) -> dict[str, Any]:
             "sizes": [float(s) for s in curve.sizes],
             "counts": [int(c) for c in curve.counts],
             "kept": [int(c) for c in curve.kept] or [int(c) for c in curve.counts],
+            **({"f fitted": [_plain(v) for v in curve.fitted]} if curve.fitted else {}),
             "f signed": [_plain(v) for v in curve.f_signed],
             "f absolute": [_plain(v) for v in curve.f_absolute],
             "removal": [_plain(v) for v in curve.removal],

@@ -422,6 +422,7 @@ class _Runner:
                     self.config.faithfulness,
                     scorer=scorer,
                     circuits=scores.circuits,
+                    fitted=scores.notes.get("fitted"),
                 ),
                 lambda value, where: value.save(where),
                 FaithfulnessCurve.load,

@@ -246,6 +246,9 @@ class FaithfulnessCurve(FolderResult):
     kept: list[int] = field(default_factory=list)
     """Heads in each size's circuit: ``counts`` for a ranking's top heads, fewer where a method
     builds a smaller circuit within the budget (a calibrated one)."""
+    fitted: list[float] = field(default_factory=list)
+    """Where a method chose each circuit by its faithfulness on the training pairs (a
+    calibrated one): that ``f``, beside this held-out one; else empty."""
 
     _format: ClassVar[str] = "lens_heads.faithfulness_curve/1"
 
@@ -313,12 +316,14 @@ def faithfulness(
     *,
     scorer: PairScorer | None = None,
     circuits: Float[Tensor, "n_sizes n_layers n_heads"] | None = None,
+    fitted: Sequence[float] | None = None,
     **overrides: Any,
 ) -> FaithfulnessCurve:
     """The faithfulness curve, CPR and CMD of ranking ``scores`` (higher: more important) on
     ``pairs``; see the module. ``circuits`` gives one mask per size instead of the ranking's top
-    heads (a method that builds each circuit itself, e.g. a mask trained for each size).
-    ``scorer`` reuses one :class:`PairScorer` (and its baselines) across rankings."""
+    heads (a method that builds each circuit itself, e.g. a mask trained for each size), and
+    ``fitted`` the ``f`` it chose them by on the training pairs (kept beside). ``scorer``
+    reuses one :class:`PairScorer` (and its baselines) across rankings."""
     from lens_heads.core import configure
 
     config = configure(FaithfulnessConfig, config, overrides, "faithfulness")
@@ -377,6 +382,7 @@ def faithfulness(
         pair_metrics=values,
         settings={"ablation": config.ablation, "pairs": len(pairs), "bootstrap": config.bootstrap},
         kept=[int(circuit.sum()) for circuit in absolute],
+        fitted=[float(value) for value in fitted or []],
     )
 
 

@@ -109,6 +109,8 @@ class MethodScores:
     forwards: int = 0
     backwards: int = 0
     notes: dict[str, Any] = field(default_factory=dict)
+    """What a method tells beyond its scores: ``fitted``, the ``f`` on the training pairs of
+    each size's circuit, where the method chose its circuits by it (the calibrated ones)."""
     circuits: Tensor | None = None
     """A method that builds each size's circuit itself: one 0/1 mask per size
     ``[n_sizes, n_layers, n_heads]`` (its faithfulness is that of these circuits)."""
@@ -327,7 +329,7 @@ def _budget_masks(objective: str, warm: bool = False, calibrate: bool = False) -
     ``calibrate``: each size's circuit is the prefix of its mask's order (heads by trained W)
     that :func:`calibrated_circuits` picks on the training pairs, at most ``k`` heads."""
 
-    def run(inputs: _Inputs) -> tuple[Tensor, int, int, Tensor]:
+    def run(inputs: _Inputs) -> tuple[Tensor, int, int, Tensor, dict[str, Any]]:
         from lens_heads.engine import train_mask
         from lens_heads.finders._faithfulness import head_counts
 
@@ -356,13 +358,15 @@ def _budget_masks(objective: str, warm: bool = False, calibrate: bool = False) -
             # a donor forward and the masked one (and the unmasked one for the model's outputs)
             forwards += rows * (2 if objective == "answer" else 3)
             backwards += rows
+        notes = {}
         if calibrate:
             sizes = sorted(weights)
-            picked, spent = calibrated_circuits(inputs, [weights[k] for k in sizes], sizes)
+            picked, fitted, spent = calibrated_circuits(inputs, [weights[k] for k in sizes], sizes)
             circuits.update(zip(sizes, picked, strict=True))
             forwards += spent
+            notes["fitted"] = _fitted(counts, n_layers * n_heads, sizes, fitted)
         stacked = torch.stack([circuits[k] for k in counts])
-        return stacked.mean(dim=0), forwards, backwards, stacked
+        return stacked.mean(dim=0), forwards, backwards, stacked, notes
 
     return run
 
@@ -384,13 +388,14 @@ def prefix_sizes(k: int, ratio: float = 0.75) -> list[int]:
 
 def calibrated_circuits(
     inputs: _Inputs, orders: Sequence[Tensor], budgets: Sequence[int]
-) -> tuple[list[Tensor], int]:
+) -> tuple[list[Tensor], list[float], int]:
     """For each budget ``k`` and its head order (``[n_layers, n_heads]``, higher first), the
     circuit of the top ``k'`` heads, ``k'`` of :func:`prefix_sizes` (at most ``k``), whose
     faithfulness on the *training* pairs (counterfactual patching) is nearest 1; ties (within
     1e-6) keep the larger circuit. A circuit that overshoots (``f`` above 1: heads that work
     against the answer patched away with the rest) is cut back to one that matches the model.
-    Returns the circuits and the forwards spent. The held-out pairs are never read."""
+    Returns the circuits, their ``f`` on the training pairs (what chose them: a reader compares
+    it with the held-out ``f``) and the forwards spent. The held-out pairs are never read."""
     from lens_heads.finders._faithfulness import PairScorer, top_heads
 
     n_layers, n_heads = head_shape(inputs.model)
@@ -405,11 +410,22 @@ def calibrated_circuits(
             owners.append(index)
     values = scorer.metrics(torch.stack(ends + candidates)).mean(dim=-1)
     f = (values[2:] - values[1]) / (values[0] - values[1])
-    best: dict[int, tuple[float, Tensor]] = {}
-    for owner, gap, circuit in zip(owners, (1.0 - f).abs().tolist(), candidates, strict=True):
+    best: dict[int, tuple[float, Tensor, float]] = {}
+    for owner, value, circuit in zip(owners, f.tolist(), candidates, strict=True):
+        gap = abs(1.0 - value)
         if owner not in best or gap < best[owner][0] - 1e-6:  # largest first: ties keep it
-            best[owner] = (gap, circuit)
-    return [best[i][1] for i in range(len(budgets))], scorer.forwards
+            best[owner] = (gap, circuit, value)
+    chosen = [best[i] for i in range(len(budgets))]
+    return [c[1] for c in chosen], [c[2] for c in chosen], scorer.forwards
+
+
+def _fitted(
+    counts: Sequence[int], n: int, budgets: Sequence[int], fitted: Sequence[float]
+) -> list[float]:
+    """The training-pair ``f`` of every size's circuit: the calibrated ``budgets``' ``fitted``,
+    0 for no head and 1 for every head (by definition)."""
+    found = dict(zip(budgets, fitted, strict=True))
+    return [found.get(k, 1.0 if k == n else 0.0) for k in counts]
 
 
 def _calibrated(base: str) -> Method:
@@ -417,18 +433,19 @@ def _calibrated(base: str) -> Method:
     for each size, the prefix of at most ``k`` of its heads by absolute score (CMD's order)
     nearest ``f = 1`` on the training pairs; the ranking's cost counted in."""
 
-    def run(inputs: _Inputs) -> tuple[Tensor, int, int, Tensor]:
+    def run(inputs: _Inputs) -> tuple[Tensor, int, int, Tensor, dict[str, Any]]:
         from lens_heads.finders._faithfulness import head_counts
 
         scores, forwards, backwards, *_ = METHODS[base](inputs)
         n_layers, n_heads = head_shape(inputs.model)
         counts = head_counts(inputs.sizes, n_layers * n_heads)
         inner = [k for k in sorted(set(counts)) if 0 < k < n_layers * n_heads]
-        picked, spent = calibrated_circuits(inputs, [scores.abs()] * len(inner), inner)
+        picked, fitted, spent = calibrated_circuits(inputs, [scores.abs()] * len(inner), inner)
         circuits = {k: torch.full((n_layers, n_heads), float(k > 0)) for k in counts}
         circuits.update(zip(inner, picked, strict=True))
         stacked = torch.stack([circuits[k] for k in counts])
-        return scores, forwards + spent, backwards, stacked
+        notes = {"fitted": _fitted(counts, n_layers * n_heads, inner, fitted)}
+        return scores, forwards + spent, backwards, stacked, notes
 
     return run
 
@@ -498,9 +515,10 @@ def score(
     chat = has_chat_template(model.tokenizer) if chat is None else chat
     inputs = _Inputs(model, task, train_pairs, config, chat, tuple(sizes), instruction)
     start = time.perf_counter()
-    scores, forwards, backwards, *circuits = METHODS[method](inputs)
+    scores, forwards, backwards, *rest = METHODS[method](inputs)
     seconds = round(time.perf_counter() - start, 2)
+    circuits, notes = [*rest, None, None][:2]
     return MethodScores(
         scores.detach().float().cpu(), seconds, int(forwards), int(backwards),
-        circuits=circuits[0].float().cpu() if circuits else None,
+        notes=dict(notes or {}), circuits=None if circuits is None else circuits.float().cpu(),
     )  # fmt: skip

@@ -132,11 +132,15 @@ def cmd_split(sizes: list[float], f: list[float]) -> tuple[float, float]:
 
 def _heads(curve: dict[str, Any], index: int) -> str:
     """The heads of a stored curve's circuit ``index``: its count, or what a circuit smaller
-    than its budget kept (``kept``, stored from the calibrated runs on)."""
+    than its budget kept (``kept``, stored from the calibrated runs on), and the ``f`` on the
+    training pairs that chose it (``f fitted``), where the method chose it by that."""
     budget = curve["counts"][index]
     kept = (curve.get("kept") or curve["counts"])[index]
     heads = f"{kept} head{'' if kept == 1 else 's'}"
-    return heads if kept == budget else f"{heads} (a budget of {budget})"
+    notes = [] if kept == budget else [f"a budget of {budget}"]
+    if curve.get("f fitted"):
+        notes.append(f"{curve['f fitted'][index]:.2f} on the training pairs that chose it")
+    return f"{heads} ({'; '.join(notes)})" if notes else heads
 
 
 def why(numbers: dict[str, Any], task: str, names: tuple[str, ...]) -> str:

@@ -175,10 +175,10 @@ def test_a_calibrated_circuit_is_cut_back_to_the_prefix_nearest_the_model(oppose
     assert f == pytest.approx([2.0, 1.0, 1.0], abs=1e-4)
     inputs = _Inputs(opposed, _task(), pairs, MethodConfig(), False, (0.5, 1.0))
     order = torch.tensor([[4.0, 3.0, 2.0, 1.0]])
-    picked, forwards = calibrated_circuits(inputs, [order, order], [2, 3])
+    picked, fitted, forwards = calibrated_circuits(inputs, [order, order], [2, 3])
     assert picked[0].flatten().tolist() == [1.0, 0.0, 0.0, 0.0]
     assert picked[1].flatten().tolist() == [1.0, 1.0, 1.0, 0.0]
-    assert forwards > 0
+    assert fitted == pytest.approx([1.0, 1.0], abs=1e-4) and forwards > 0
     # integrated gradients rank heads 0, 1 and 2 alike by size: their top two overshoot, the
     # calibrated circuit of at most two heads is one head
     config = MethodConfig(ig_steps=4)
@@ -189,6 +189,7 @@ def test_a_calibrated_circuit_is_cut_back_to_the_prefix_nearest_the_model(oppose
                 sizes=(0.5, 1.0))  # fmt: skip
     assert cut.circuits is not None and cut.circuits[0].sum() == 1
     assert cut.circuits[1].sum() == 4 and cut.forwards > plain.forwards
+    assert cut.notes["fitted"] == pytest.approx([1.0, 1.0], abs=1e-4) and not plain.notes
     # on the held-out pairs: the plain top two overshoot to f = 2, the cut-back circuit is at 1
     held_out = counterfactual_pairs(opposed, _task(), n=12, n_eval=60, seed=2)
     both = [faithfulness(opposed, held_out, found.scores, name, sizes=(0.5, 1.0), bootstrap=10,
@@ -197,6 +198,17 @@ def test_a_calibrated_circuit_is_cut_back_to_the_prefix_nearest_the_model(oppose
     assert both[0].f_absolute[0] == pytest.approx(2.0, abs=1e-4) and both[0].kept == [2, 4]
     assert both[1].f_absolute[0] == pytest.approx(1.0, abs=1e-4) and both[1].kept == [1, 4]
     assert both[1].cmd < both[0].cmd and both[1].to_frame()["heads kept"].tolist() == [1, 4]
+    fitted_curve = faithfulness(
+        opposed,
+        held_out,
+        cut.scores,
+        "cut",
+        sizes=(0.5, 1.0),
+        bootstrap=10,
+        circuits=cut.circuits,
+        fitted=cut.notes["fitted"],
+    )
+    assert fitted_curve.fitted == pytest.approx([1.0, 1.0], abs=1e-4) and both[1].fitted == []
 
 
 def test_counterfactual_ablation_is_a_swap_of_hook_z_by_hand(tiny):

@@ -907,7 +907,8 @@ def test_the_calibrated_table_gives_the_like_for_like_gain_and_the_heads_kept():
                      "calibrated-difference-mask": row(0.06),
                      "calibrated-warm-difference-mask": row(0.04), "pairs": 40}}  # fmt: skip
     sizes, counts = [0.1, 0.5, 1.0], [27, 135, 270]
-    curve = {"sizes": sizes, "counts": counts, "kept": [10, 57, 270], "f absolute": [1.1, 1, 1]}
+    curve = {"sizes": sizes, "counts": counts, "kept": [10, 57, 270], "f absolute": [1.1, 1, 1],
+             "f fitted": [0.97, 1.02, 1.0]}  # fmt: skip
     stored = {paths[0]: {"tasks": tasks, "curves": {"ioi/calibrated-difference-mask": curve}}}
 
     def load(path: str) -> dict:
@@ -922,7 +923,10 @@ def test_the_calibrated_table_gives_the_like_for_like_gain_and_the_heads_kept():
         "| 0.040 [0.030, 0.050] | 0.020 | +60 % (met) | +20 % (not met) |"
     ) in text
     assert "Measured in 1 of 8 model-task runs; a verdict met 2 times" in text
-    assert "f = 1.00 with 57 heads (a budget of 135), its largest 1.10 with 10 heads" in text
+    assert (
+        "f = 1.00 with 57 heads (a budget of 135; 1.02 on the training pairs that chose it), its "
+        "largest 1.10 with 10 heads (a budget of 27; 0.97 on the training pairs that chose it)"
+    ) in text
     assert "`head_finders/gemma-3-270m-calibrated`" in text
     assert "`head_finders/smollm2-135m-instruct-calibrated`" not in text
 
