@@ -6,6 +6,7 @@ an independent computation."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -860,26 +861,36 @@ def test_the_finders_page_counts_the_pattern_over_every_stored_run():
     assert across_runs(lambda path: (_ for _ in ()).throw(NotMeasured(path))) == ""
 
 
-def test_the_difference_masks_table_judges_each_mask_against_the_same_runs_gradients():
-    """docs/finders.md, the logit-difference masks: per model and task, each mask's CMD beside
-    integrated gradients' in the same run, the relative gain and the verdict by TARGET (30 %),
-    counted; a run not yet made says so and is not counted."""
+def _cmd_row(cmd: float, p: float) -> dict:
+    """A stored method row: its CMD with an interval of +-0.01 and its Holm p."""
+    return {"CMD": cmd, "CMD low": cmd - 0.01, "CMD high": cmd + 0.01, "p (Holm)": p}
+
+
+def _stored_runs(stored: dict) -> Callable[[str], dict]:
+    """A loader of ``stored`` (path -> numbers); any other path is not yet measured."""
     from reproduction import NotMeasured
-    from reproduction.finders import DIFFERENCE_FINDER_RUNS, difference_table
-
-    def row(cmd: float) -> dict:
-        return {"CMD": cmd, "CMD low": cmd - 0.01, "CMD high": cmd + 0.01, "p (Holm)": 0.0004}
-
-    paths = list(DIFFERENCE_FINDER_RUNS.values())
-    tasks = {"ioi": {"integrated": row(0.1), "difference-mask": row(0.06),
-                     "warm-difference-mask": row(0.08), "pairs": 40}}  # fmt: skip
-    stored = {paths[0]: {"tasks": tasks}}
 
     def load(path: str) -> dict:
         if path not in stored:
             raise NotMeasured(path, "python -m analyses.head_finders ...")
         return stored[path]
 
+    return load
+
+
+def test_the_difference_masks_table_judges_each_mask_against_the_same_runs_gradients():
+    """docs/finders.md, the logit-difference masks: per model and task, each mask's CMD beside
+    integrated gradients' in the same run, the relative gain and the verdict by TARGET (30 %),
+    counted; a run not yet made says so and is not counted."""
+    from reproduction.finders import DIFFERENCE_FINDER_RUNS, difference_table
+
+    def row(cmd: float) -> dict:
+        return _cmd_row(cmd, 0.0004)
+
+    paths = list(DIFFERENCE_FINDER_RUNS.values())
+    tasks = {"ioi": {"integrated": row(0.1), "difference-mask": row(0.06),
+                     "warm-difference-mask": row(0.08), "pairs": 40}}  # fmt: skip
+    load = _stored_runs({paths[0]: {"tasks": tasks}})
     text = difference_table(load)
     assert (
         "| SmolLM2-135M-Instruct, ioi | 40 | 0.100 [0.090, 0.110] | 0.060 [0.050, 0.070] | <0.001 "
@@ -895,11 +906,10 @@ def test_the_calibrated_table_gives_the_like_for_like_gain_and_the_heads_kept():
     """docs/finders.md, the calibrated circuits: each calibrated mask judged on plain integrated
     gradients by the rule, its gain on calibrated integrated gradients beside it (not counted as
     a verdict), the heads a circuit kept beside its budget, and each run still to make named."""
-    from reproduction import NotMeasured
     from reproduction.finders import CALIBRATED_FINDER_RUNS, calibrated_table
 
     def row(cmd: float) -> dict:
-        return {"CMD": cmd, "CMD low": cmd - 0.01, "CMD high": cmd + 0.01, "p (Holm)": 0.02}
+        return _cmd_row(cmd, 0.02)
 
     paths = list(CALIBRATED_FINDER_RUNS.values())
     assert paths[0] == "head_finders/smollm2-135m-instruct-calibrated"
@@ -910,13 +920,7 @@ def test_the_calibrated_table_gives_the_like_for_like_gain_and_the_heads_kept():
     curve = {"sizes": sizes, "counts": counts, "kept": [10, 57, 270], "f absolute": [1.1, 1, 1],
              "f fitted": [0.97, 1.02, 1.0]}  # fmt: skip
     stored = {paths[0]: {"tasks": tasks, "curves": {"ioi/calibrated-difference-mask": curve}}}
-
-    def load(path: str) -> dict:
-        if path not in stored:
-            raise NotMeasured(path, "python -m analyses.head_finders ...")
-        return stored[path]
-
-    text = calibrated_table(load)
+    text = calibrated_table(_stored_runs(stored))
     assert (
         "| SmolLM2-135M-Instruct, ioi | 40 | 0.100 [0.090, 0.110] | 0.050 [0.040, 0.060] "
         "| 0.060 [0.050, 0.070] | 0.020 | +40 % (met) | -20 % (not met) "
