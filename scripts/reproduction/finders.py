@@ -266,6 +266,30 @@ def across_runs(load: Load) -> str:
     return f"Across the {len(runs)} stored model-task runs (counted): " + "; ".join(parts) + "."
 
 
+def fitted_gaps(numbers: dict[str, Any], task: str, names: tuple[str, ...]) -> list[float]:
+    """For each circuit a method chose by its ``f`` on the training pairs (``f fitted``), short
+    of every head and above none: that ``f`` minus its held-out ``f`` (how far the choice
+    carries to prompts it did not see).
+
+    >>> curve = {"counts": [0, 5, 10], "f fitted": [0.0, 1.0, 1.0], "f absolute": [0, 0.8, 1]}
+    >>> fitted_gaps({"curves": {"t/m": curve}}, "t", ("m",))
+    [0.2]
+    """
+    found = []
+    for name in names:
+        curve = numbers.get("curves", {}).get(f"{task}/{name}") or {}
+        fitted, counts = curve.get("f fitted"), curve.get("counts", [])
+        if not fitted:
+            continue
+        top = max(counts)
+        found += [
+            round(fit - held, 6)
+            for fit, held, k in zip(fitted, curve["f absolute"], counts, strict=True)
+            if 0 < k < top and fit is not None and held is not None
+        ]
+    return found
+
+
 def _gain(methods: dict[str, Any], name: str, baseline: str = "integrated") -> tuple[str, bool]:
     """The cell of the mask ``name``'s :func:`gain` on ``baseline`` with the verdict by
     :data:`TARGET`, and whether it is met."""
@@ -289,6 +313,7 @@ def mask_table(
         header += [name, "p", "gain", *([f"gain on {also}"] if also else [])]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     explained, commands, met = [], [], 0
+    gaps: list[float] = []
     for label, path in runs.items():
         try:
             numbers = load(path)
@@ -313,8 +338,17 @@ def mask_table(
             why_line = why(numbers, task, (*masks, *([also] if also else []), "integrated"))
             if why_line:
                 explained.append(f"*{label}*: {why_line}")
+            gaps += fitted_gaps(numbers, task, (*masks, *([also] if also else [])))
     measured = len(runs) - len(commands)
     parts = ["\n".join(lines), *explained]
+    if gaps:
+        higher = sum(gap > 0 for gap in gaps)
+        parts.append(
+            f"The circuits chosen on the training pairs (every size short of all heads and above "
+            f"none, {len(gaps)} circuits): their f there is above their held-out f in {higher} "
+            f"of {len(gaps)}, by {sum(gaps) / len(gaps):+.2f} on average (from "
+            f"{min(gaps):+.2f} to {max(gaps):+.2f})."
+        )
     still = (
         " Each run still to make is `python scripts/rerun_results.py --only <result>` (the plan "
         f"holds its command), for {', '.join(commands)}."

@@ -932,6 +932,9 @@ def test_the_calibrated_table_gives_the_like_for_like_gain_and_the_heads_kept():
         "largest 1.10 with 10 heads (a budget of 27; 0.97 on the training pairs that chose it)"
     ) in text
     assert "`head_finders/gemma-3-270m-calibrated`" in text
+    # the choice on the training pairs against the held-out f: 0.97 - 1.1 and 1.02 - 1
+    assert "(every size short of all heads and above none, 2 circuits)" in text
+    assert "above their held-out f in 1 of 2" in text and "(from -0.13 to +0.02)" in text
     assert "`head_finders/smollm2-135m-instruct-calibrated`" not in text
 
 
