@@ -101,6 +101,14 @@ FINDER_METHODS = (
 #: SmolLM2 at one thread)
 DIFFERENCE_RUNS = {f"{name}-difference": run for name, run in FINDER_RUNS.items()}
 DIFFERENCE_METHODS = "integrated,difference-mask,warm-difference-mask,random-0"
+#: the finders the leaderboards leave out (issue 46: every finder of the toolkit), on IOI on each
+#: model, beside integrated gradients (the comparison's baseline) and a random floor: mean
+#: ablation's exact effects, the share of several Heads up! masks, Causal Head Gating's gates,
+#: LAHIS importance and the weights-only copying readout
+OTHER_RUNS = {
+    f"{model}-other-finders": (model, "ioi") for model in ("smollm2-135m-instruct", "gemma-3-270m")
+}
+OTHER_METHODS = "integrated,effects-mean,heads-up-share,chg,lahis,ov-copying,random-0"
 #: the calibrated runs (issue 46): the difference masks with each size's circuit cut back on the
 #: training pairs to the prefix nearest f = 1, beside integrated gradients plain and cut back the
 #: same way (the like-for-like baseline), each model and task again
@@ -483,6 +491,7 @@ PLAN: tuple[Entry, ...] = (
     *(_finder(name, FINDER_METHODS, *run) for name, run in FINDER_RUNS.items()),
     *(_finder(name, DIFFERENCE_METHODS, *run) for name, run in DIFFERENCE_RUNS.items()),
     *(_finder(name, CALIBRATED_METHODS, *run) for name, run in CALIBRATED_RUNS.items()),
+    *(_finder(name, OTHER_METHODS, *run) for name, run in OTHER_RUNS.items()),
     Entry(
         "roles_vs_chg/smollm2-135m-instruct",
         "python -m benchmarks.bench_roles --out runs/rerun/roles-vs-chg",

@@ -37,6 +37,13 @@ DIFFERENCE_FINDER_RUNS = {
     },
 }
 DIFFERENCE_MASKS = ("difference-mask", "warm-difference-mask")
+#: the runs of the finders the leaderboards leave out (``OTHER_RUNS`` of the plan)
+OTHER_FINDER_RUNS = {
+    "SmolLM2-135M-Instruct, ioi, the other finders": (
+        "head_finders/smollm2-135m-instruct-other-finders"
+    ),
+    "Gemma 3 270M, ioi, the other finders": "head_finders/gemma-3-270m-other-finders",
+}
 #: the runs of the calibrated circuits (``CALIBRATED_RUNS`` of the plan): the difference masks
 #: and integrated gradients, each size's circuit cut back on the training pairs
 CALIBRATED_FINDER_RUNS = {
@@ -176,12 +183,12 @@ def _cost(provenance: dict[str, Any]) -> str:
     return f"{seconds / 60:.1f} min in all on {on}" if seconds else on
 
 
-def leaderboard(load: Load) -> str:
-    """Per stored model and task: each method's CPR and CMD with their 95 % bootstrap intervals,
-    its comparison with the best gradient method (Holm), its cost, the random floor and the
-    verdict."""
+def leaderboard(load: Load, runs: dict[str, str] | None = None, judge: bool = True) -> str:
+    """Per stored model and task of ``runs`` (:data:`FINDER_RUNS`): each method's CPR and CMD
+    with their 95 % bootstrap intervals, its comparison with the best gradient method (Holm),
+    its cost, the random floor and (``judge``) the verdict and the count across runs."""
     blocks = []
-    for label, path in FINDER_RUNS.items():
+    for label, path in (FINDER_RUNS if runs is None else runs).items():
         try:
             numbers = load(path)
         except NotMeasured as missing:
@@ -218,6 +225,8 @@ def leaderboard(load: Load) -> str:
                     f"{max(randoms):.3f} (MIB's leaderboard puts random near 0.7 at the edge "
                     "level; a sanity line, not a like-for-like number).",
                 ]
+            if not judge:
+                continue
             masks = [name for name in TRAINED_MASKS if name in methods] or ["faithful-mask"]
             for name in masks:
                 lines += [
@@ -228,8 +237,14 @@ def leaderboard(load: Load) -> str:
             if explained:
                 lines += ["", explained]
         blocks.append("\n".join(lines))
-    summary = across_runs(load)
+    summary = across_runs(load) if judge else ""
     return "\n\n".join([*blocks, summary] if summary else blocks)
+
+
+def other_finders(load: Load) -> str:
+    """The finders the leaderboards leave out, on IOI (:data:`OTHER_FINDER_RUNS`): the same
+    table, no verdict (no trained circuit mask runs there)."""
+    return leaderboard(load, OTHER_FINDER_RUNS, judge=False)
 
 
 def across_runs(load: Load) -> str:

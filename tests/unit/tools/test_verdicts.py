@@ -786,6 +786,11 @@ def test_the_finder_verdict_follows_the_pages_rule():
     stored["provenance"] = {"command": "c", "seconds": 3954.5,
                             "machine": {"cpu": "AMD EPYC", "threads": 1}}  # fmt: skip
     assert "65.9 min in all on AMD EPYC, 1 thread)" in finders.leaderboard(lambda path: stored)
+    # the other finders' runs: the same table, no verdict and no count across runs
+    other = finders.other_finders(lambda path: stored)
+    assert "| faithful-mask | 0.500 [0.400, 0.600] | 0.200 |" in other
+    assert "Verdict" not in other and "Across the" not in other
+    assert other.startswith("**SmolLM2-135M-Instruct, ioi, the other finders**")
 
 
 def test_the_roles_comparison_states_chance_and_kappa():
