@@ -329,6 +329,7 @@ def mask_table(
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     explained, commands, met = [], [], 0
     gaps: list[float] = []
+    also_gains: list[float] = []
     for label, path in runs.items():
         try:
             numbers = load(path)
@@ -354,8 +355,17 @@ def mask_table(
             if why_line:
                 explained.append(f"*{label}*: {why_line}")
             gaps += fitted_gaps(numbers, task, (*masks, *([also] if also else [])))
+            if also and gain(methods, also) is not None:
+                also_gains.append(gain(methods, also))
     measured = len(runs) - len(commands)
     parts = ["\n".join(lines), *explained]
+    if also_gains:
+        lower = sum(value > 0 for value in also_gains)
+        parts.append(
+            f"{also} against plain integrated gradients: a lower CMD in {lower} of "
+            f"{len(also_gains)} runs, gains from {100 * min(also_gains):+.0f} % to "
+            f"{100 * max(also_gains):+.0f} % (the cut alone, no trained mask)."
+        )
     if gaps:
         higher = sum(gap > 0 for gap in gaps)
         parts.append(

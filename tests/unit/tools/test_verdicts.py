@@ -940,6 +940,11 @@ def test_the_calibrated_table_gives_the_like_for_like_gain_and_the_heads_kept():
     # the choice on the training pairs against the held-out f: 0.97 - 1.1 and 1.02 - 1
     assert "(every size short of all heads and above none, 2 circuits)" in text
     assert "above their held-out f in 1 of 2" in text and "(from -0.13 to +0.02)" in text
+    assert (
+        "calibrated-integrated against plain integrated gradients: a lower CMD in 1 of 1 runs"
+        in text
+    )
+    assert "gains from +50 % to +50 %" in text
     assert "`head_finders/smollm2-135m-instruct-calibrated`" not in text
 
 
