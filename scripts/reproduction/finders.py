@@ -221,7 +221,7 @@ def leaderboard(load: Load, runs: dict[str, str] | None = None, judge: bool = Tr
             if randoms:
                 lines += [
                     "",
-                    f"Random rankings ({len(randoms)} seeds): CMD {min(randoms):.3f} to "
+                    f"Random rankings ({len(randoms)} seed{'' if len(randoms) == 1 else 's'}): CMD {min(randoms):.3f} to "
                     f"{max(randoms):.3f} (MIB's leaderboard puts random near 0.7 at the edge "
                     "level; a sanity line, not a like-for-like number).",
                 ]

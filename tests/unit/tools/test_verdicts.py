@@ -781,7 +781,7 @@ def test_the_finder_verdict_follows_the_pages_rule():
     page = finders.leaderboard(lambda path: stored)
     assert "Verdict (warm-mask against integrated gradients): **met**" in page
     assert "Verdict (faithful-mask against integrated gradients): **met**" in page
-    assert "Random rankings (1 seeds): CMD 0.700 to 0.700" in page and "40 held-out pairs" in page
+    assert "Random rankings (1 seed): CMD 0.700 to 0.700" in page and "40 held-out pairs" in page
     # the run's whole cost, from its provenance
     stored["provenance"] = {"command": "c", "seconds": 3954.5,
                             "machine": {"cpu": "AMD EPYC", "threads": 1}}  # fmt: skip
