@@ -40,6 +40,9 @@ class Config:
     )
     n_pairs: int = field(default=40, metadata=help_of("held-out pairs per task"))
     n_train_pairs: int = field(default=40, metadata=help_of("training pairs per task"))
+    n_calibration_pairs: int = field(
+        default=0, metadata=help_of("pairs the calibrated methods cut on (0: the training pairs)")
+    )
     n_eval: int = field(default=200, metadata=help_of("examples held out of every method"))
     bootstrap: int = field(default=1000, metadata=help_of("bootstrap resamples"))
     sizes: tuple[float, ...] = field(default=SIZES, metadata=help_of("circuit sizes"))
@@ -58,6 +61,7 @@ def benchmark_config(config: Config) -> BenchmarkConfig:
     )  # fmt: skip
     return BenchmarkConfig(
         n_pairs=config.n_pairs, n_train_pairs=config.n_train_pairs, n_eval=config.n_eval,
+        n_calibration_pairs=config.n_calibration_pairs,
         bootstrap=config.bootstrap, sizes=config.sizes, method_settings=methods,
     )  # fmt: skip
 

@@ -117,6 +117,13 @@ CALIBRATED_METHODS = (
     "integrated,calibrated-integrated,calibrated-difference-mask,"
     "calibrated-warm-difference-mask,random-0"
 )
+#: the same calibrated runs with the cut made on 80 pairs of the training part that no method
+#: trained on (``--n-calibration-pairs``), so that a mask fitted to its 40 training pairs is not
+#: cut back by the same pairs: the one setting changed, the training pairs and masks the same
+SEPARATE_CUT_RUNS = {
+    f"{name}-separate-cut": (*run, "--n-calibration-pairs", "80")
+    for name, run in FINDER_RUNS.items()
+}
 
 
 def _finder(name: str, methods: str, model: str, tasks: str, *flags: str) -> Entry:
@@ -491,6 +498,7 @@ PLAN: tuple[Entry, ...] = (
     *(_finder(name, FINDER_METHODS, *run) for name, run in FINDER_RUNS.items()),
     *(_finder(name, DIFFERENCE_METHODS, *run) for name, run in DIFFERENCE_RUNS.items()),
     *(_finder(name, CALIBRATED_METHODS, *run) for name, run in CALIBRATED_RUNS.items()),
+    *(_finder(name, CALIBRATED_METHODS, *run) for name, run in SEPARATE_CUT_RUNS.items()),
     *(_finder(name, OTHER_METHODS, *run) for name, run in OTHER_RUNS.items()),
     Entry(
         "roles_vs_chg/smollm2-135m-instruct",

@@ -163,7 +163,8 @@ def _add_fields(
             )  # fmt: skip
             continue
         default = (defaults or {}).get(name, _default(field))
-        text = docs.get(name) or field.metadata.get("help", "")
+        # argparse %-formats each help: a docstring's "95 %" would break --help
+        text = (docs.get(name) or field.metadata.get("help", "")).replace("%", "%%")
         dest = f"{section}.{_dest(name, '', rename)}" if section else _dest(name, prefix, rename)
         options: dict[str, Any] = {"dest": dest, "default": default}
         if section and prefix:  # a section under a prefix of its own: --training-lr

@@ -96,6 +96,9 @@ class BenchmarkConfig(
     """Held-out prompt pairs each ranking's faithfulness is measured on."""
     n_train_pairs: int = 40
     """Training prompt pairs the effect and gradient methods read."""
+    n_calibration_pairs: int = 0
+    """Pairs of the training part beside the training pairs (none in common) that the
+    calibrated methods cut their circuits back on; 0: they cut on the training pairs."""
     method_settings: MethodConfig = field(default_factory=MethodConfig)
     """The head finders' own settings."""
 
@@ -103,6 +106,9 @@ class BenchmarkConfig(
         super().__post_init__()  # the shared parts' checks
         for name in ("n_pairs", "n_train_pairs"):
             check_int(name, getattr(self, name), minimum=2)
+        check_int("n_calibration_pairs", self.n_calibration_pairs)
+        if self.n_calibration_pairs == 1:
+            raise InputError("n_calibration_pairs must be 0 (the training pairs) or at least 2")
         if not isinstance(self.method_settings, MethodConfig):
             raise InputError("method_settings must be a MethodConfig")
 
@@ -366,17 +372,22 @@ class _Runner:
         return self.stages(name, run, load)
 
     def pairs(self, task: str | Task, part: str) -> CounterfactualSet:
+        """The task's ``"eval"``, ``"train"`` or ``"calibration"`` pairs (the training part's
+        pairs after the training pairs of the same draw)."""
         config = self.config
+        n = {"eval": config.n_pairs, "train": config.n_train_pairs}
+        n["calibration"] = config.n_calibration_pairs
         return self.stage(
             f"pairs-{part}",
             lambda: counterfactual_pairs(
                 self.model,
                 task,
-                part=part,
+                part="eval" if part == "eval" else "train",
                 seed=config.seed,
                 instructed=config.instructed,
-                n=config.n_pairs if part == "eval" else config.n_train_pairs,
+                n=n[part],
                 n_eval=config.n_eval,
+                skip=config.n_train_pairs if part == "calibration" else 0,
             ),
             lambda value, where: write_atomic(where / "pairs.json", value.to_json()),
             lambda where: CounterfactualSet.from_json((where / "pairs.json").read_text()),
@@ -388,6 +399,9 @@ class _Runner:
         name = _task_name(task)
         self.open(name, train)
         evaluation, training = self.pairs(task, "eval"), self.pairs(task, "train")
+        calibration = None
+        if self.config.n_calibration_pairs:
+            calibration = self.pairs(task, "calibration")
         chat = False if name == "ioi" else self.chat
         instruction = (
             None if isinstance(task, str) or not self.config.instructed else (task.instruction)
@@ -408,6 +422,7 @@ class _Runner:
                     chat=chat,
                     sizes=self.config.sizes,
                     instruction=instruction,
+                    calibration_pairs=calibration,
                 ),
                 _save_scores,
                 _load_scores,

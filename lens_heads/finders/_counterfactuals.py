@@ -214,17 +214,21 @@ def counterfactual_pairs(
     n_eval: int = 200,
     seed: int = 0,
     instructed: bool = True,
+    skip: int = 0,
 ) -> CounterfactualSet:
     """Up to ``n`` prompt pairs of ``task`` (``"ioi"``, a toolkit task's name or file, or a
     :class:`~lens_heads.core.Task`) for ``model``'s tokenizer, drawn with ``seed`` from one
     ``part`` of its examples: the last ``n_eval`` (``"eval"``, the held-out examples a
     faithfulness is measured on) or the others (``"train"``, what a head finder may look at);
     a prompt's counterfactual comes from the same part. A toolkit task's prompts carry its
-    instruction when ``instructed`` (IOI prompts are plain text). Fewer than two pairs is an
-    error naming why."""
+    instruction when ``instructed`` (IOI prompts are plain text). ``skip`` leaves out the first
+    ``skip`` pairs of the draw: the set is disjoint from the ``n=skip`` draw of the same seed
+    (what a calibration set beside the training pairs is). Fewer than two pairs is an error
+    naming why."""
     check_int("n", n, minimum=2)
     check_int("n_eval", n_eval, minimum=2)
     check_int("seed", seed)
+    check_int("skip", skip)
     if part not in PARTS:
         raise InputError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
     if isinstance(task, str) and task == "ioi":
@@ -232,7 +236,7 @@ def counterfactual_pairs(
         if len(records) <= n_eval:
             raise InputError(f"n_eval={n_eval} leaves no IOI prompt to train on; lower it")
         chosen = records[-n_eval:] if part == "eval" else records[:-n_eval]
-        name, pairs = "ioi", _ioi(model, chosen, n, seed)
+        name, pairs = "ioi", _ioi(model, chosen, n + skip, seed)[skip:]
         why = "its names are not single tokens in this tokenizer"
     else:
         task = task if isinstance(task, Task) else get_task(task)
@@ -243,10 +247,14 @@ def counterfactual_pairs(
                 f"task {task.name!r} has {len(task)} examples: too few for n_eval={n_eval} "
                 "held out and a training part; lower n_eval"
             )
-        name, pairs = task.name, _task(model, chosen_task, n, seed, instructed)
+        name, pairs = task.name, _task(model, chosen_task, n + skip, seed, instructed)[skip:]
         why = "no two examples have prompts of one token length and different first answer tokens"
     if len(pairs) < 2:
+        if skip:
+            why = f"the part has too few pairs after the first {skip}; draw fewer of them"
         raise InputError(f"task {name!r} gives {len(pairs)} counterfactual pairs ({part}): {why}")
     settings = {"n": n, "n_eval": n_eval, "part": part, "seed": seed}
+    if skip:
+        settings["skip"] = skip
     settings["instructed"] = instructed and name != "ioi"
     return CounterfactualSet(name, model_name(model), pairs, settings)

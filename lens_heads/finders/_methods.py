@@ -32,10 +32,11 @@ task and its training pairs to one score per head (higher: more important), time
                           (``objective="difference"``): the quantity ``f`` is made of, in logits,
                           which do not saturate where the model is sure
 ``warm-difference-mask``  the difference masks, each started from integrated gradients' ranking
-``calibrated-<method>``   a method's circuits cut back on the training pairs: for each size,
-                          the prefix of at most ``k`` of its heads whose ``f`` there is nearest
-                          1 (:func:`calibrated_circuits`; the difference masks, warm or not,
-                          and ``calibrated-integrated``, the like-for-like baseline)
+``calibrated-<method>``   a method's circuits cut back on the calibration pairs (the training
+                          pairs, or a set of their own): for each size, the prefix of at most
+                          ``k`` of its heads whose ``f`` there is nearest 1
+                          (:func:`calibrated_circuits`; the difference masks, warm or not, and
+                          ``calibrated-integrated``, the like-for-like baseline)
 ``random-<seed>``         random scores (a floor)
 ========================  ==================================================================
 
@@ -109,8 +110,8 @@ class MethodScores:
     forwards: int = 0
     backwards: int = 0
     notes: dict[str, Any] = field(default_factory=dict)
-    """What a method tells beyond its scores: ``fitted``, the ``f`` on the training pairs of
-    each size's circuit, where the method chose its circuits by it (the calibrated ones)."""
+    """What a method tells beyond its scores: ``fitted``, the ``f`` on the calibration pairs
+    of each size's circuit, where the method chose its circuits by it (the calibrated ones)."""
     circuits: Tensor | None = None
     """A method that builds each size's circuit itself: one 0/1 mask per size
     ``[n_sizes, n_layers, n_heads]`` (its faithfulness is that of these circuits)."""
@@ -125,6 +126,8 @@ class _Inputs:
     chat: bool
     sizes: tuple[float, ...]
     instruction: str | None = None
+    calibration_pairs: CounterfactualSet | None = None
+    """The pairs the calibrated methods cut their circuits back on (None: the training pairs)."""
 
 
 Method = Callable[[_Inputs], Any]
@@ -327,7 +330,7 @@ def _budget_masks(objective: str, warm: bool = False, calibrate: bool = False) -
     ``warm``: each mask starts from integrated gradients' ranking (:func:`warm_start`; their
     cost is counted in), not from the same value for every head.
     ``calibrate``: each size's circuit is the prefix of its mask's order (heads by trained W)
-    that :func:`calibrated_circuits` picks on the training pairs, at most ``k`` heads."""
+    that :func:`calibrated_circuits` picks on the calibration pairs, at most ``k`` heads."""
 
     def run(inputs: _Inputs) -> tuple[Tensor, int, int, Tensor, dict[str, Any]]:
         from lens_heads.engine import train_mask
@@ -391,17 +394,19 @@ def calibrated_circuits(
 ) -> tuple[list[Tensor], list[float], int]:
     """For each budget ``k`` and its head order (``[n_layers, n_heads]``, higher first), the
     circuit of the top ``k'`` heads, ``k'`` of :func:`prefix_sizes` (at most ``k``), whose
-    faithfulness on the *training* pairs (counterfactual patching) is nearest 1; ties (within
+    faithfulness on the calibration pairs (counterfactual patching) is nearest 1; ties (within
     1e-6) keep the larger circuit. A circuit that overshoots (``f`` above 1: heads that work
     against the answer patched away with the rest) is cut back to one that matches the model.
-    Returns the circuits, their ``f`` on the training pairs (what chose them: a reader compares
-    it with the held-out ``f``) and the forwards spent. The held-out pairs are never read."""
+    The calibration pairs are the training pairs unless the inputs carry a set of their own
+    (``BenchmarkConfig.n_calibration_pairs``: pairs no method trained on, so that a mask fitted
+    to its training pairs is not cut by the same pairs). Returns the circuits, their ``f`` on
+    the calibration pairs (what chose them: a reader compares it with the held-out ``f``) and
+    the forwards spent. The held-out pairs are never read."""
     from lens_heads.finders._faithfulness import PairScorer, top_heads
 
     n_layers, n_heads = head_shape(inputs.model)
-    scorer = PairScorer(
-        inputs.model, inputs.train_pairs, "counterfactual", inputs.config.batch_size
-    )
+    pairs = inputs.calibration_pairs or inputs.train_pairs
+    scorer = PairScorer(inputs.model, pairs, "counterfactual", inputs.config.batch_size)
     ends = [torch.ones(n_layers, n_heads), torch.zeros(n_layers, n_heads)]
     candidates, owners = [], []
     for index, (order, k) in enumerate(zip(orders, budgets, strict=True)):
@@ -422,7 +427,7 @@ def calibrated_circuits(
 def _fitted(
     counts: Sequence[int], n: int, budgets: Sequence[int], fitted: Sequence[float]
 ) -> list[float]:
-    """The training-pair ``f`` of every size's circuit: the calibrated ``budgets``' ``fitted``,
+    """The calibration-pair ``f`` of every size's circuit: the calibrated ``budgets``' ``fitted``,
     0 for no head and 1 for every head (by definition)."""
     found = dict(zip(budgets, fitted, strict=True))
     return [found.get(k, 1.0 if k == n else 0.0) for k in counts]
@@ -431,7 +436,7 @@ def _fitted(
 def _calibrated(base: str) -> Method:
     """A ranking's circuits cut back like a calibrated mask's (:func:`calibrated_circuits`):
     for each size, the prefix of at most ``k`` of its heads by absolute score (CMD's order)
-    nearest ``f = 1`` on the training pairs; the ranking's cost counted in."""
+    nearest ``f = 1`` on the calibration pairs; the ranking's cost counted in."""
 
     def run(inputs: _Inputs) -> tuple[Tensor, int, int, Tensor, dict[str, Any]]:
         from lens_heads.finders._faithfulness import head_counts
@@ -499,10 +504,12 @@ def score(
     chat: bool | None = None,
     sizes: Sequence[float] = SIZES,
     instruction: str | None = None,
+    calibration_pairs: CounterfactualSet | None = None,
 ) -> MethodScores:
     """The scores of ``method`` (a name of :data:`METHODS`) for ``task``, timed; gradient and
     effect methods read ``train_pairs``, trained methods the task's examples (the faithfulness
-    -trained mask: the pairs, with ``instruction``, one mask per circuit size of ``sizes``)."""
+    -trained mask: the pairs, with ``instruction``, one mask per circuit size of ``sizes``); the
+    calibrated methods cut their circuits back on ``calibration_pairs`` (None: ``train_pairs``)."""
     from lens_heads.core import has_chat_template
 
     if method not in METHODS:
@@ -513,7 +520,9 @@ def score(
         raise InputError(f"unknown head finder {method!r}{hint}; the finders: {', '.join(METHODS)}")
     config = config or MethodConfig()
     chat = has_chat_template(model.tokenizer) if chat is None else chat
-    inputs = _Inputs(model, task, train_pairs, config, chat, tuple(sizes), instruction)
+    inputs = _Inputs(
+        model, task, train_pairs, config, chat, tuple(sizes), instruction, calibration_pairs
+    )
     start = time.perf_counter()
     scores, forwards, backwards, *rest = METHODS[method](inputs)
     seconds = round(time.perf_counter() - start, 2)

@@ -193,3 +193,24 @@ def test_hand_written_flags_only_shrink():
     hand-written rest is counted and may only shrink (lower HAND_WRITTEN when it does)."""
     found = _hand_written_flags()
     assert sum(found.values()) <= HAND_WRITTEN, f"hand-written flags: {found}"
+
+
+def test_every_command_and_analysis_prints_its_help():
+    """argparse %-formats each help text: a generated help holding a bare ``%`` (a docstring's
+    "95 % interval") crashes ``--help``. Every subcommand's and every analysis's help renders."""
+    import importlib
+    import pkgutil
+
+    import analyses
+    from lens_heads.cli import add_settings
+
+    for name, sub in build_parser()._subparsers._group_actions[0].choices.items():
+        assert sub.format_help(), name
+    for info in pkgutil.iter_modules(analyses.__path__):
+        module = importlib.import_module(f"analyses.{info.name}")
+        config = getattr(module, "Config", None)
+        if config is None:
+            continue
+        parser = argparse.ArgumentParser()
+        add_settings(parser, config)
+        assert "--" in parser.format_help(), info.name

@@ -211,6 +211,44 @@ def test_a_calibrated_circuit_is_cut_back_to_the_prefix_nearest_the_model(oppose
     assert fitted_curve.fitted == pytest.approx([1.0, 1.0], abs=1e-4) and both[1].fitted == []
 
 
+def test_the_calibrated_cut_reads_pairs_of_its_own_beside_the_training_ones(tiny, tmp_path):
+    """``skip`` draws the pairs after the training pairs of the same draw (none in common), and
+    the calibrated cut's ``f`` is measured on them, not on the pairs the methods trained on."""
+    from lens_heads.finders._methods import _Inputs, calibrated_circuits
+
+    train = counterfactual_pairs(tiny, _task(), part="train", n=6, n_eval=60)
+    calibration = counterfactual_pairs(tiny, _task(), part="train", n=6, n_eval=60, skip=6)
+    both = counterfactual_pairs(tiny, _task(), part="train", n=12, n_eval=60)
+    assert both.pairs == train.pairs + calibration.pairs and calibration.settings["skip"] == 6
+    assert not {p.text for p in train.pairs} & {p.text for p in calibration.pairs}
+    with pytest.raises(lh.LensHeadsError, match="after the first 10000"):
+        counterfactual_pairs(tiny, _task(), part="train", n=6, n_eval=60, skip=10_000)
+    order = torch.tensor([[0.9, 0.1, 0.5, 0.3], [0.8, 0.2, 0.7, 0.4]])
+    inputs = _Inputs(tiny, _task(), train, MethodConfig(), False, (0.5, 1.0), None, calibration)
+    picked, fitted, _ = calibrated_circuits(inputs, [order], [4])
+
+    def f(pairs):
+        values = (
+            PairScorer(tiny, pairs, "counterfactual", 64)
+            .metrics(torch.stack([torch.ones(2, 4), torch.zeros(2, 4), picked[0]]))
+            .mean(dim=1)
+        )
+        return float((values[2] - values[1]) / (values[0] - values[1]))
+
+    assert fitted[0] == pytest.approx(f(calibration), abs=1e-5)
+    assert abs(f(train) - f(calibration)) > 1e-3, "the two sets differ: the test means something"
+    with pytest.raises(lh.LensHeadsError, match="n_calibration_pairs"):
+        BenchmarkConfig(n_calibration_pairs=1)
+    config = BenchmarkConfig(n_pairs=6, n_train_pairs=6, n_calibration_pairs=4, n_eval=60,
+                             bootstrap=10, sizes=(0.25, 1.0),
+                             method_settings=MethodConfig(ig_steps=2))  # fmt: skip
+    head_finder_benchmark(tiny, ["capitalize"], ["calibrated-integrated"], config, out=tmp_path)
+    stored = {p.parent.name: json.loads(p.read_text()) for p in tmp_path.rglob("pairs.json")}
+    texts = {part: {p["text"] for p in stored[f"pairs-{part}"]["pairs"]}
+             for part in ("train", "calibration")}  # fmt: skip
+    assert len(texts["calibration"]) == 4 and not texts["train"] & texts["calibration"]
+
+
 def test_counterfactual_ablation_is_a_swap_of_hook_z_by_hand(tiny):
     pairs = counterfactual_pairs(tiny, _task(), n=4, n_eval=60)
     mask = torch.ones(2, 4)
