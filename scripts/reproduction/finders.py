@@ -51,6 +51,12 @@ CALIBRATED_FINDER_RUNS = {
     for label, path in DIFFERENCE_FINDER_RUNS.items()
 }
 CALIBRATED_MASKS = ("calibrated-difference-mask", "calibrated-warm-difference-mask")
+#: the same calibrated runs with the cut made on pairs no method trained on
+#: (``SEPARATE_CUT_RUNS`` of the plan: ``--n-calibration-pairs 80``)
+SEPARATE_CUT_FINDER_RUNS = {
+    label: path.replace("-difference", "-separate-cut")
+    for label, path in DIFFERENCE_FINDER_RUNS.items()
+}
 #: the like-for-like baseline of the calibrated masks: integrated gradients cut back the same way
 CALIBRATED_BASELINE = "calibrated-integrated"
 #: the verdict's rule: the faithfulness-trained mask's CMD is at least this much lower (relative)
@@ -140,13 +146,14 @@ def cmd_split(sizes: list[float], f: list[float]) -> tuple[float, float]:
 def _heads(curve: dict[str, Any], index: int) -> str:
     """The heads of a stored curve's circuit ``index``: its count, or what a circuit smaller
     than its budget kept (``kept``, stored from the calibrated runs on), and the ``f`` on the
-    training pairs that chose it (``f fitted``), where the method chose it by that."""
+    pairs that chose it (``f fitted``: the training pairs or a calibration set of their own,
+    as the run's section says), where the method chose it by that."""
     budget = curve["counts"][index]
     kept = (curve.get("kept") or curve["counts"])[index]
     heads = f"{kept} head{'' if kept == 1 else 's'}"
     notes = [] if kept == budget else [f"a budget of {budget}"]
     if curve.get("f fitted"):
-        notes.append(f"{curve['f fitted'][index]:.2f} on the training pairs that chose it")
+        notes.append(f"{curve['f fitted'][index]:.2f} on the pairs that chose it")
     return f"{heads} ({'; '.join(notes)})" if notes else heads
 
 
@@ -316,13 +323,17 @@ def _gain(methods: dict[str, Any], name: str, baseline: str = "integrated") -> t
 
 
 def mask_table(
-    load: Load, runs: dict[str, str], masks: tuple[str, ...], also: str | None = None
+    load: Load,
+    runs: dict[str, str],
+    masks: tuple[str, ...],
+    also: str | None = None,
+    cut_on: str = "the training pairs",
 ) -> str:
     """Masks of their own runs, run by run: each one's CMD beside integrated gradients' in the
     same run (intervals, the paired Holm p), the relative gain and the verdict by the page's
     rule, and where their CMD comes from; runs not yet made say so. ``also``: a second baseline
     of the run (its CMD shown, each mask's gain on it beside, judged by the same share but not
-    counted as the verdict)."""
+    counted as the verdict); ``cut_on``: the pairs a calibrated run chose its circuits on."""
     header = ["model, task", "pairs", "integrated", *([also] if also else [])]
     for name in masks:
         header += [name, "p", "gain", *([f"gain on {also}"] if also else [])]
@@ -369,7 +380,7 @@ def mask_table(
     if gaps:
         higher = sum(gap > 0 for gap in gaps)
         parts.append(
-            f"The circuits chosen on the training pairs (every size short of all heads and above "
+            f"The circuits chosen on {cut_on} (every size short of all heads and above "
             f"none, {len(gaps)} circuits): their f there is above their held-out f in {higher} "
             f"of {len(gaps)}, by {sum(gaps) / len(gaps):+.2f} on average (from "
             f"{min(gaps):+.2f} to {max(gaps):+.2f})."
@@ -395,3 +406,36 @@ def calibrated_table(load: Load) -> str:
     """The calibrated circuits (:func:`mask_table`), with calibrated integrated gradients beside
     as the like-for-like baseline."""
     return mask_table(load, CALIBRATED_FINDER_RUNS, CALIBRATED_MASKS, also=CALIBRATED_BASELINE)
+
+
+def separate_cut_table(load: Load) -> str:
+    """The calibrated circuits cut on pairs of their own (:func:`mask_table`), and, for each
+    model and task stored both ways, each calibrated method's CMD cut on the training pairs
+    against cut on pairs of its own (the same training pairs, so integrated gradients' CMD is
+    the same in both runs: shown as the check that only the cut changed)."""
+    table = mask_table(
+        load, SEPARATE_CUT_FINDER_RUNS, CALIBRATED_MASKS, also=CALIBRATED_BASELINE,
+        cut_on="pairs of their own",
+    )  # fmt: skip
+    lines = []
+    for label, path in SEPARATE_CUT_FINDER_RUNS.items():
+        try:
+            apart, same = load(path), load(CALIBRATED_FINDER_RUNS[label])
+        except NotMeasured:
+            continue
+        for task, methods in apart["tasks"].items():
+            before = same["tasks"].get(task, {})
+            cells = [
+                f"{name} {before[name]['CMD']:.3f} -> {methods[name]['CMD']:.3f}"
+                for name in (*CALIBRATED_MASKS, CALIBRATED_BASELINE, "integrated")
+                if name in methods and name in before
+            ]
+            lines.append(f"- *{label}*: " + "; ".join(cells))
+    if not lines:
+        return table
+    head = (
+        "CMD with the cut on the training pairs (the calibrated run) -> on pairs of its own "
+        "(this run); integrated gradients, which cuts nothing, is the check that the two runs "
+        "share their training pairs:"
+    )
+    return "\n\n".join([table, head + "\n\n" + "\n".join(lines)])

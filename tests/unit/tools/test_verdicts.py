@@ -933,8 +933,8 @@ def test_the_calibrated_table_gives_the_like_for_like_gain_and_the_heads_kept():
     ) in text
     assert "Measured in 1 of 8 model-task runs; a verdict met 2 times" in text
     assert (
-        "f = 1.00 with 57 heads (a budget of 135; 1.02 on the training pairs that chose it), its "
-        "largest 1.10 with 10 heads (a budget of 27; 0.97 on the training pairs that chose it)"
+        "f = 1.00 with 57 heads (a budget of 135; 1.02 on the pairs that chose it), its "
+        "largest 1.10 with 10 heads (a budget of 27; 0.97 on the pairs that chose it)"
     ) in text
     assert "`head_finders/gemma-3-270m-calibrated`" in text
     # the choice on the training pairs against the held-out f: 0.97 - 1.1 and 1.02 - 1
@@ -946,6 +946,44 @@ def test_the_calibrated_table_gives_the_like_for_like_gain_and_the_heads_kept():
     )
     assert "gains from +50 % to +50 %" in text
     assert "`head_finders/smollm2-135m-instruct-calibrated`" not in text
+
+
+def test_the_separate_cut_table_compares_each_cut_with_the_training_pairs_cut():
+    """docs/finders.md, the cut on pairs of its own: the calibrated table of those runs (the
+    f on the pairs that chose a circuit counted as chosen on pairs of their own), and per model
+    and task stored both ways, each method's CMD cut on the training pairs -> on its own pairs,
+    integrated gradients beside as the check that the runs share their training pairs."""
+    from reproduction.finders import (
+        CALIBRATED_FINDER_RUNS,
+        SEPARATE_CUT_FINDER_RUNS,
+        separate_cut_table,
+    )
+
+    def tasks(mask: float, baseline: float) -> dict:
+        rows = {"integrated": _cmd_row(0.1, 0.02), "pairs": 40}
+        rows["calibrated-integrated"] = _cmd_row(baseline, 0.02)
+        rows["calibrated-difference-mask"] = _cmd_row(mask, 0.02)
+        return {"ioi": rows}
+
+    label = "Gemma 3 270M, ioi"
+    assert SEPARATE_CUT_FINDER_RUNS[label] == "head_finders/gemma-3-270m-separate-cut"
+    curve = {"sizes": [0.5, 1.0], "counts": [36, 72], "f absolute": [0.9, 1.0],
+             "f fitted": [1.0, 1.0]}  # fmt: skip
+    apart = {"tasks": tasks(0.065, 0.06), "curves": {"ioi/calibrated-difference-mask": curve}}
+    stored = {SEPARATE_CUT_FINDER_RUNS[label]: apart,
+              CALIBRATED_FINDER_RUNS[label]: {"tasks": tasks(0.094, 0.058)}}  # fmt: skip
+    text = separate_cut_table(_stored_runs(stored))
+    assert "| Gemma 3 270M, ioi | 40 | 0.100 [0.090, 0.110] | 0.060 [0.050, 0.070] " in text
+    assert "| 0.065 [0.055, 0.075] | 0.020 | +35 % (met) |" in text
+    assert "The circuits chosen on pairs of their own (every size" in text
+    assert "above their held-out f in 1 of 1, by +0.10" in text
+    assert (
+        "- *Gemma 3 270M, ioi*: calibrated-difference-mask 0.094 -> 0.065; "
+        "calibrated-integrated 0.058 -> 0.060; integrated 0.100 -> 0.100"
+    ) in text
+    assert "Measured in 1 of 8 model-task runs; a verdict met 1 times" in text
+    del stored[CALIBRATED_FINDER_RUNS[label]]  # no calibrated run to compare with: no line
+    assert "->" not in separate_cut_table(_stored_runs(stored))
 
 
 def test_the_chg_timing_states_each_cpus_median_range_and_winner():
