@@ -408,6 +408,34 @@ def calibrated_table(load: Load) -> str:
     return mask_table(load, CALIBRATED_FINDER_RUNS, CALIBRATED_MASKS, also=CALIBRATED_BASELINE)
 
 
+def _where(provenance: dict[str, Any]) -> str:
+    """A run's training precision and CPU, from its provenance.
+
+    >>> _where({"precision": "bfloat16", "machine": {"cpu": "Intel Xeon"}})
+    'bfloat16 on Intel Xeon'
+    """
+    machine = provenance.get("machine", {})
+    return f"{provenance.get('precision', '?')} on {machine.get('cpu', '?')}"
+
+
+def _moved(before: dict[str, Any], after: dict[str, Any], key: str) -> str:
+    """How many of a calibrated curve's sizes (short of every head, above none) kept another
+    number of heads in ``after`` than in ``before``; empty where either run has no ``kept``.
+
+    >>> curve = {"counts": [0, 5, 10, 20], "f fitted": [0, 1, 1, 1]}
+    >>> _moved({"curves": {"k": {**curve, "kept": [0, 3, 4, 20]}}},
+    ...        {"curves": {"k": {**curve, "kept": [0, 3, 9, 20]}}}, "k")
+    ' (another circuit size at 1 of 2 sizes)'
+    """
+    one, two = before.get("curves", {}).get(key, {}), after.get("curves", {}).get(key, {})
+    if not (one.get("f fitted") and one.get("kept") and two.get("kept")):
+        return ""
+    top = max(one["counts"])
+    inner = [i for i, k in enumerate(one["counts"]) if 0 < k < top]
+    moved = sum(one["kept"][i] != two["kept"][i] for i in inner)
+    return f" (another circuit size at {moved} of {len(inner)} sizes)"
+
+
 def separate_cut_table(load: Load) -> str:
     """The calibrated circuits cut on pairs of their own (:func:`mask_table`), and, for each
     model and task stored both ways, each calibrated method's CMD cut on the training pairs
@@ -427,15 +455,19 @@ def separate_cut_table(load: Load) -> str:
             before = same["tasks"].get(task, {})
             cells = [
                 f"{name} {before[name]['CMD']:.3f} -> {methods[name]['CMD']:.3f}"
+                + _moved(same, apart, f"{task}/{name}")
                 for name in (*CALIBRATED_MASKS, CALIBRATED_BASELINE, "integrated")
                 if name in methods and name in before
             ]
-            lines.append(f"- *{label}*: " + "; ".join(cells))
+            runs = [_where(same.get("provenance", {})), _where(apart.get("provenance", {}))]
+            note = "" if runs[0] == runs[1] else f" (trained in {runs[0]} -> in {runs[1]})"
+            lines.append(f"- *{label}*: " + "; ".join(cells) + note)
     if not lines:
         return table
     head = (
         "CMD with the cut on the training pairs (the calibrated run) -> on pairs of its own "
-        "(this run); integrated gradients, which cuts nothing, is the check that the two runs "
-        "share their training pairs:"
+        "(this run), and at how many sizes the cut kept another number of heads; integrated "
+        "gradients, which cuts nothing, is the check that the two runs share their training "
+        "pairs:"
     )
     return "\n\n".join([table, head + "\n\n" + "\n".join(lines)])

@@ -982,6 +982,27 @@ def test_the_separate_cut_table_compares_each_cut_with_the_training_pairs_cut():
         "calibrated-integrated 0.058 -> 0.060; integrated 0.100 -> 0.100"
     ) in text
     assert "Measured in 1 of 8 model-task runs; a verdict met 1 times" in text
+    # the sizes whose cut kept another number of heads, from both runs' stored curves
+    curves = {"sizes": [0.1, 0.5, 1.0], "counts": [7, 36, 72], "f absolute": [1, 1, 1],
+              "f fitted": [1, 1, 1]}  # fmt: skip
+    apart["curves"]["ioi/calibrated-difference-mask"] = {**curves, "kept": [4, 20, 72]}
+    stored[CALIBRATED_FINDER_RUNS[label]]["curves"] = {
+        "ioi/calibrated-difference-mask": {**curves, "kept": [4, 5, 72]}
+    }
+    assert "0.094 -> 0.065 (another circuit size at 1 of 2 sizes);" in separate_cut_table(
+        _stored_runs(stored)
+    )
+    # runs trained in another precision or on another CPU say so: their masks may differ
+    apart["provenance"] = {"precision": "float32", "machine": {"cpu": "AMD EPYC"}}
+    stored[CALIBRATED_FINDER_RUNS[label]]["provenance"] = {
+        "precision": "bfloat16",
+        "machine": {"cpu": "Intel Xeon"},
+    }
+    text = separate_cut_table(_stored_runs(stored))
+    assert (
+        "integrated 0.100 -> 0.100 (trained in bfloat16 on Intel Xeon -> in float32 on AMD EPYC)"
+        in text
+    )
     del stored[CALIBRATED_FINDER_RUNS[label]]  # no calibrated run to compare with: no line
     assert "->" not in separate_cut_table(_stored_runs(stored))
 
