@@ -392,7 +392,8 @@ def mask_table(
         else ""
     )
     parts.append(
-        f"Measured in {measured} of {len(runs)} model-task runs; a verdict met {met} times.{still}"
+        f"Measured in {measured} of {len(runs)} model-task runs; a verdict met "
+        f"{met} time{'' if met == 1 else 's'}.{still}"
     )
     return "\n\n".join(parts)
 
@@ -461,7 +462,15 @@ def separate_cut_table(load: Load) -> str:
             ]
             runs = [_where(same.get("provenance", {})), _where(apart.get("provenance", {}))]
             note = "" if runs[0] == runs[1] else f" (trained in {runs[0]} -> in {runs[1]})"
-            lines.append(f"- *{label}*: " + "; ".join(cells) + note)
+            lines.append(f"- *{label}*{note}: " + "; ".join(cells))
+    tries = len(TRAINED_MASKS) + len(CALIBRATED_MASKS)  # the calibrated masks cut two ways
+    table += (
+        f"\n\nThe page judges {tries} variants of a trained mask by the rule (the "
+        f"{len(TRAINED_MASKS)} methods of `TRAINED_MASKS` and the {len(CALIBRATED_MASKS)} "
+        "calibrated ones cut on pairs of their own), each on each model and task: a verdict met "
+        "by one variant on one model and task is one success among that many tries, not the "
+        "target met (which asks one mask to meet it on every model and task)."
+    )
     if not lines:
         return table
     head = (

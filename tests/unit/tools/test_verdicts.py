@@ -902,7 +902,7 @@ def test_the_difference_masks_table_judges_each_mask_against_the_same_runs_gradi
         "| +40 % (met) | 0.080 [0.070, 0.090] | <0.001 | +20 % (not met) |"
     ) in text
     assert "| Gemma 3 270M, ioi | not yet measured |" in text
-    assert "Measured in 1 of 8 model-task runs; a verdict met 1 times" in text
+    assert "Measured in 1 of 8 model-task runs; a verdict met 1 time" in text
     tasks["ioi"]["warm-difference-mask"] = row(0.15)
     assert "-50 % (not met)" in difference_table(load)
 
@@ -981,7 +981,8 @@ def test_the_separate_cut_table_compares_each_cut_with_the_training_pairs_cut():
         "- *Gemma 3 270M, ioi*: calibrated-difference-mask 0.094 -> 0.065; "
         "calibrated-integrated 0.058 -> 0.060; integrated 0.100 -> 0.100"
     ) in text
-    assert "Measured in 1 of 8 model-task runs; a verdict met 1 times" in text
+    assert "Measured in 1 of 8 model-task runs; a verdict met 1 time" in text
+    assert "The page judges 9 variants of a trained mask by the rule" in text
     # the sizes whose cut kept another number of heads, from both runs' stored curves
     curves = {"sizes": [0.1, 0.5, 1.0], "counts": [7, 36, 72], "f absolute": [1, 1, 1],
               "f fitted": [1, 1, 1]}  # fmt: skip
@@ -1000,7 +1001,7 @@ def test_the_separate_cut_table_compares_each_cut_with_the_training_pairs_cut():
     }
     text = separate_cut_table(_stored_runs(stored))
     assert (
-        "integrated 0.100 -> 0.100 (trained in bfloat16 on Intel Xeon -> in float32 on AMD EPYC)"
+        "- *Gemma 3 270M, ioi* (trained in bfloat16 on Intel Xeon -> in float32 on AMD EPYC): "
         in text
     )
     del stored[CALIBRATED_FINDER_RUNS[label]]  # no calibrated run to compare with: no line
