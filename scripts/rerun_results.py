@@ -125,6 +125,13 @@ SEPARATE_CUT_RUNS = {
     for name, run in FINDER_RUNS.items()
 }
 
+#: the exact-budget runs (issue 46): masks trained with every forward on exactly the budget's
+#: heads towards the model's mean logit difference, started from integrated gradients by size
+#: (``exact-mask``), beside integrated gradients and a random floor, each model and task again
+#: (about 20 minutes for IOI on Gemma at two threads)
+EXACT_RUNS = {f"{name}-exact": run for name, run in FINDER_RUNS.items()}
+EXACT_METHODS = "integrated,exact-mask,random-0"
+
 
 def _finder(name: str, methods: str, model: str, tasks: str, *flags: str) -> Entry:
     """A head-finder benchmark of ``model`` on ``tasks`` with ``methods`` (issue 46)."""
@@ -499,6 +506,7 @@ PLAN: tuple[Entry, ...] = (
     *(_finder(name, DIFFERENCE_METHODS, *run) for name, run in DIFFERENCE_RUNS.items()),
     *(_finder(name, CALIBRATED_METHODS, *run) for name, run in CALIBRATED_RUNS.items()),
     *(_finder(name, CALIBRATED_METHODS, *run) for name, run in SEPARATE_CUT_RUNS.items()),
+    *(_finder(name, EXACT_METHODS, *run) for name, run in EXACT_RUNS.items()),
     *(_finder(name, OTHER_METHODS, *run) for name, run in OTHER_RUNS.items()),
     Entry(
         "roles_vs_chg/smollm2-135m-instruct",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["difference_gap", "divergence_from_model"]
+__all__ = ["difference_gap", "divergence_from_model", "mean_difference_gap"]
 
 
 def divergence_from_model(logits: Tensor, reference: Tensor) -> Tensor:
@@ -40,6 +40,37 @@ def difference_gap(
     >>> float(difference_gap(torch.zeros(3, 4), reference, tokens, answer_mask, contrasts))
     1.0
     """
+    found, target = _differences(logits, reference, tokens, answer_mask, contrasts)
+    return ((found - target) ** 2).mean() / (target**2).mean().clamp_min(1e-6)
+
+
+def mean_difference_gap(
+    logits: Tensor, reference: Tensor, tokens: Tensor, answer_mask: Tensor, contrasts: Tensor
+) -> Tensor:
+    """The loss of ``objective="mean-difference"``: the squared gap between the batch's mean
+    logit difference under the mask and without it, over the squared mean without it; the rows
+    are :func:`difference_gap`'s. Faithfulness is a ratio of means, so a circuit that matches the
+    model's mean difference has ``f = 1`` on the batch however its rows scatter about it.
+
+    >>> tokens = torch.tensor([[5, 1], [5, 3]])
+    >>> answer_mask = torch.tensor([[False, True], [False, True]])
+    >>> reference = torch.zeros(2, 4); reference[0, 1] = 2.0; reference[1, 3] = 1.0
+    >>> swapped = torch.zeros(2, 4); swapped[0, 1] = 1.0; swapped[1, 3] = 2.0
+    >>> contrasts = torch.tensor([0, 0])
+    >>> float(mean_difference_gap(swapped, reference, tokens, answer_mask, contrasts))
+    0.0
+    >>> round(float(difference_gap(swapped, reference, tokens, answer_mask, contrasts)), 6)
+    0.4
+    """
+    found, target = _differences(logits, reference, tokens, answer_mask, contrasts)
+    return (found.mean() - target.mean()) ** 2 / (target.mean() ** 2).clamp_min(1e-6)
+
+
+def _differences(
+    logits: Tensor, reference: Tensor, tokens: Tensor, answer_mask: Tensor, contrasts: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Each row's logit difference of its answer's first token and its contrast token, under
+    the mask (``logits``) and without it (``reference``)."""
     counts = answer_mask.sum(dim=1)
     first = torch.cumsum(counts, dim=0) - counts  # each row's first answer position, flattened
     answers = tokens[answer_mask][first]
@@ -49,5 +80,4 @@ def difference_gap(
         chosen = values[first]
         return chosen[rows, answers] - chosen[rows, contrasts]
 
-    target = difference(reference)
-    return ((difference(logits) - target) ** 2).mean() / (target**2).mean().clamp_min(1e-6)
+    return difference(logits), difference(reference)

@@ -63,7 +63,11 @@ from lens_heads.core.internal import (
     partial_unembed_works,
     write_atomic_with,
 )
-from lens_heads.engine._objectives import difference_gap, divergence_from_model
+from lens_heads.engine._objectives import (
+    difference_gap,
+    divergence_from_model,
+    mean_difference_gap,
+)
 from lens_heads.engine._training_checkpoint import (
     CHECKPOINT_FILE,
     CHECKPOINT_FORMAT,
@@ -72,6 +76,7 @@ from lens_heads.engine._training_checkpoint import (
     checkpoint_identity,
 )
 from lens_heads.engine._training_config import (
+    CONTRASTED,
     TrainingConfig,
     _checked_initial,
     _trainable_heads,
@@ -81,6 +86,7 @@ from lens_heads.engine._training_config import (
     native_bf16,
     straight_through_mask,
     tau_at,
+    top_k_straight_through,
     with_overrides,
 )
 from lens_heads.engine._training_data import (
@@ -232,7 +238,10 @@ class MaskTrainer:
     def _sample(self, weights: Tensor, batch: int) -> Tensor:
         shape = (batch, *weights.shape) if self.config.noise == "example" else tuple(weights.shape)
         noise = gumbel_noise(shape, self.generator).to(weights.device)
-        return straight_through_mask(weights, noise, tau_at(self.step_index, self.config))
+        tau = tau_at(self.step_index, self.config)
+        if self.config.exact_budget and weights is self.W:
+            return top_k_straight_through(weights, noise, tau, self.config.budget)
+        return straight_through_mask(weights, noise, tau)
 
     def _soft_values(self) -> Tensor:
         """Soft mask: the multipliers, >= 0, exactly 1 on the heads not trained."""
@@ -265,7 +274,8 @@ class MaskTrainer:
         return tokens.to(self.device), answer_mask.to(self.device)
 
     def batch_contrasts(self, step: int) -> Tensor | None:
-        """``objective="difference"``: the contrast token of each example of batch ``step``."""
+        """The objectives of ``CONTRASTED``: the contrast token of each example of batch
+        ``step``."""
         if self.contrasts is None:
             return None
         indices = batch_indices(step, len(self.encoded), self.config.batch_size, self.config.seed)
@@ -310,13 +320,14 @@ class MaskTrainer:
         with torch.enable_grad(), self._autocast(), blocks:
             logits = answer_logits(self.model, tokens, answer_mask, hooks, partial=self.partial)
         logits = logits.float()
-        if config.objective in ("model", "difference"):  # the unmasked model is the target
+        if config.objective != "answer":  # the unmasked model is the target
             with torch.no_grad(), self._autocast():
                 reference = answer_logits(self.model, tokens, answer_mask, [], partial=self.partial)
-        if config.objective == "difference":
+        if config.objective in CONTRASTED:
             if contrasts is None:
-                raise InputError("objective='difference' needs each row's contrast token")
-            return difference_gap(logits, reference.float(), tokens, answer_mask, contrasts)
+                raise InputError(f"objective={config.objective!r} needs each row's contrast token")
+            gap = difference_gap if config.objective == "difference" else mean_difference_gap
+            return gap(logits, reference.float(), tokens, answer_mask, contrasts)
         if config.objective == "model":
             return divergence_from_model(logits, reference.float())
         return torch.nn.functional.cross_entropy(logits, tokens[answer_mask])
@@ -360,7 +371,7 @@ class MaskTrainer:
             total = total + self._pull()
         if config.sparsity:
             total = total + config.sparsity * torch.sigmoid(self.W).mean()
-        if config.budget is not None:  # the mean keep probability above budget / heads
+        if config.budget is not None and not config.exact_budget:  # keep prob. above budget
             excess = torch.sigmoid(self.W).mean() - config.budget / self.W.numel()
             total = total + config.budget_weight * torch.relu(excess)
         self.optimizer.zero_grad(set_to_none=True)

@@ -43,7 +43,9 @@ from lens_heads.core.internal import (
 )
 
 #: what a mask can be trained towards: the task's answers, or the unmasked model's outputs
-OBJECTIVES = ("answer", "model", "difference")
+OBJECTIVES = ("answer", "model", "difference", "mean-difference")
+#: the objectives that read each example's counterfactual answer (its contrast token)
+CONTRASTED = ("difference", "mean-difference")
 
 #: the largest learning rate accepted: above it one AdamW step saturates every mask logit
 MAX_LR = 10.0
@@ -159,12 +161,18 @@ class TrainingConfig(
     difference (the squared gap between the masked and the unmasked model's logit difference of
     the answer's first token and the counterfactual answer's, over the batch's mean squared
     unmasked difference: the quantity faithfulness measures, in logits, where probabilities
-    saturate; each example needs ``counterfactual`` and ``counterfactual_output``)."""
+    saturate; each example needs ``counterfactual`` and ``counterfactual_output``) or
+    mean-difference (the squared gap of the batch's mean logit differences instead, over the
+    squared mean: faithfulness is a ratio of means)."""
     budget: int | None = None
     """Keep at most this many heads: a penalty (``budget_weight``) pulls the mean keep
     probability down to budget / heads, and the mask is the top ``budget`` heads of W."""
     budget_weight: float = 10.0
     """Weight of the budget's penalty on the mean keep probability above it."""
+    exact_budget: bool = False
+    """With a budget: every training forward keeps exactly the top ``budget`` heads of W plus
+    its Gumbel noise (:func:`top_k_straight_through`), the circuit the mask is read as, instead
+    of the heads above 0.5 held near the budget by the penalty (which then does not act)."""
     compile: bool = False
     """Run each block through torch.compile: fewer, larger kernels on a GPU (equal to eager
     within float rounding; the first steps compile)."""
@@ -231,6 +239,10 @@ class TrainingConfig(
             f"budget must be a positive number of heads (or None), got {self.budget!r}",
         )
         need(self.budget_weight >= 0, f"budget_weight must be >= 0, got {self.budget_weight}")
+        need(
+            not self.exact_budget or self.budget is not None,
+            "exact_budget keeps exactly budget heads: set budget (a number of heads) with it",
+        )
         need(
             self.budget is None or (self.gates == "straight_through" and not self.soft),
             "budget applies to the straight-through mask (gates='straight_through', soft=False)",
@@ -335,6 +347,7 @@ _LATER_FIELDS: dict[str, Any] = {
     "checkpoint_activations": False,
     "compile": False,
     "objective": "answer",
+    "exact_budget": False,
 }
 
 #: the mask parametrisations of the one trainer
@@ -450,6 +463,31 @@ def straight_through_mask(
     soft = torch.sigmoid((weights + noise) / tau)
     hard = (soft > 0.5).to(soft.dtype)
     return hard - soft.detach() + soft
+
+
+def top_k_straight_through(
+    weights: Float[Tensor, "L H"],
+    noise: Float[Tensor, "*batch L H"],
+    tau: float,
+    k: int,
+) -> Float[Tensor, "*batch L H"]:
+    """Straight-through sample of exactly ``k`` heads: forward value 1 on the top ``k`` of
+    ``W + G`` (per sample, over its layers and heads) and 0 elsewhere, gradient of
+    ``sigmoid((W + G - t) / tau)`` with ``t`` midway between the ``k``-th value and the next.
+
+    >>> W = torch.tensor([[2.0, 1.0], [0.0, -1.0]], requires_grad=True)
+    >>> mask = top_k_straight_through(W, torch.zeros(2, 2), tau=1.0, k=3)
+    >>> mask.tolist(), bool(torch.autograd.grad(mask[1, 1], W)[0][1, 1] > 0)
+    ([[1.0, 1.0], [1.0, 0.0]], True)
+    """
+    scores = (weights + noise).flatten(-2)
+    top = scores.topk(min(k + 1, scores.shape[-1]), dim=-1).values
+    cut = top[..., k - 1 : k + 1].mean(dim=-1, keepdim=True) if k < scores.shape[-1] else None
+    if cut is None:  # every head: nothing to choose
+        return torch.ones_like(weights + noise)
+    soft = torch.sigmoid((scores - cut.detach()) / tau)
+    hard = (scores >= top[..., k - 1 : k]).to(soft.dtype)
+    return (hard - soft.detach() + soft).view(scores.shape[:-1] + weights.shape[-2:])
 
 
 def _uniform_gate_logits(

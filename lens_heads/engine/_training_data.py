@@ -22,7 +22,7 @@ from lens_heads.core.internal import (
     check_context,
     sample_shots,
 )
-from lens_heads.engine._training_config import TrainingConfig
+from lens_heads.engine._training_config import CONTRASTED, TrainingConfig
 
 __all__ = ["batch_indices", "check_counterfactuals", "encode_training", "training_split"]
 
@@ -45,7 +45,7 @@ def encode_training(
 ) -> tuple[list[EncodedExample], list[list[int]] | None, list[int] | None]:
     """The training examples encoded (prompt and answer tokens); for counterfactual ablation,
     each one's donor: its counterfactual prompt, rendered alike and of the same token length,
-    continued with the example's own answer tokens; for ``objective="difference"``, each one's
+    continued with the example's own answer tokens; for the objectives of ``CONTRASTED``, each one's
     contrast: the first token of its counterfactual's answer, encoded after the counterfactual
     prompt as the answer is after the prompt."""
     tokenizer = model.tokenizer
@@ -56,7 +56,7 @@ def encode_training(
     instruction = train.instruction if config.instructed else None
     encoded: list[EncodedExample] = []
     donors: list[list[int]] | None = [] if config.ablation == "counterfactual" else None
-    contrasts: list[int] | None = [] if config.objective == "difference" else None
+    contrasts: list[int] | None = [] if config.objective in CONTRASTED else None
     for index, example in enumerate(train.examples):
         demos: tuple[tuple[str, str], ...] = ()
         if config.shots:
@@ -93,9 +93,10 @@ def encode_training(
 def _contrast(tokenizer: Any, fmt: PromptFormat, example: Example, index: int, chat: bool) -> int:
     if example.counterfactual is None or not example.counterfactual_output:
         raise InputError(
-            f"objective='difference' needs every training example's counterfactual input and "
-            f"its answer (Example.counterfactual, Example.counterfactual_output); example "
-            f"{index} ({example.input[:40]!r}) lacks one (lens_heads.finders builds such tasks)"
+            f"objectives {', '.join(CONTRASTED)} need every training example's counterfactual "
+            f"input and its answer (Example.counterfactual, Example.counterfactual_output); "
+            f"example {index} ({example.input[:40]!r}) lacks one (lens_heads.finders builds "
+            "such tasks)"
         )
     other = fmt.render(example.counterfactual, tokenizer)
     encoded = encode_example(tokenizer, other, example.counterfactual_output, chat=chat)

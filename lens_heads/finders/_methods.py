@@ -37,6 +37,11 @@ task and its training pairs to one score per head (higher: more important), time
                           ``k`` of its heads whose ``f`` there is nearest 1
                           (:func:`calibrated_circuits`; the difference masks, warm or not, and
                           ``calibrated-integrated``, the like-for-like baseline)
+``exact-mask``            a mask per size trained with every forward on exactly ``k`` heads
+                          (``exact_budget``: the top ``k`` of the noisy logits, the size the
+                          circuit is read at) towards the model's mean logit difference
+                          (``objective="mean-difference"``), started from the top ``k`` heads by
+                          the size of their integrated gradients
 ``random-<seed>``         random scores (a floor)
 ========================  ==================================================================
 
@@ -319,7 +324,13 @@ def warm_start(scores: Tensor, k: int, spread: float = 0.1) -> Tensor:
     return logits.clamp(-3.0, 3.0).view(scores.shape)
 
 
-def _budget_masks(objective: str, warm: bool = False, calibrate: bool = False) -> Method:
+def _budget_masks(
+    objective: str,
+    warm: bool = False,
+    calibrate: bool = False,
+    exact: bool = False,
+    by_size: bool = False,
+) -> Method:
     """Masks trained for each circuit size: the one trainer with a head budget of ``k`` heads
     and every head outside the mask patched with its output on the example's counterfactual
     prompt, on the training pairs (with their instruction); the circuit is its top ``k`` heads.
@@ -330,7 +341,11 @@ def _budget_masks(objective: str, warm: bool = False, calibrate: bool = False) -
     ``warm``: each mask starts from integrated gradients' ranking (:func:`warm_start`; their
     cost is counted in), not from the same value for every head.
     ``calibrate``: each size's circuit is the prefix of its mask's order (heads by trained W)
-    that :func:`calibrated_circuits` picks on the calibration pairs, at most ``k`` heads."""
+    that :func:`calibrated_circuits` picks on the calibration pairs, at most ``k`` heads.
+    ``exact``: every training forward keeps exactly ``k`` heads (``exact_budget``), the size
+    of the circuit read out, instead of a number held near ``k`` by a penalty.
+    ``by_size``: the warm start ranks heads by the size of their integrated gradients (CMD's
+    order), not by their sign."""
 
     def run(inputs: _Inputs) -> tuple[Tensor, int, int, Tensor, dict[str, Any]]:
         from lens_heads.engine import train_mask
@@ -349,11 +364,14 @@ def _budget_masks(objective: str, warm: bool = False, calibrate: bool = False) -
                 continue
             config = _training(
                 inputs, ablation="counterfactual", budget=k, objective=objective,
+                exact_budget=exact,
                 instructed=inputs.instruction is not None, answer_end="none",
                 init_mean=float(torch.logit(torch.tensor(k / (n_layers * n_heads)))),
                 batch_size=min(8, len(task)),
             )  # fmt: skip
-            initial = None if ranking is None else warm_start(ranking, k)
+            initial = None
+            if ranking is not None:
+                initial = warm_start(ranking.abs() if by_size else ranking, k)
             result = train_mask(inputs.model, task, config, progress=False, initial=initial)
             circuits[k] = result.mask.values.float()
             weights[k] = result.W.detach().float().cpu()
@@ -482,6 +500,7 @@ METHODS: dict[str, Method] = {
     "warm-difference-mask": _budget_masks("difference", warm=True),
     "calibrated-difference-mask": _budget_masks("difference", calibrate=True),
     "calibrated-warm-difference-mask": _budget_masks("difference", warm=True, calibrate=True),
+    "exact-mask": _budget_masks("mean-difference", warm=True, exact=True, by_size=True),
     "calibrated-integrated": _calibrated("integrated"),
     "induction": _detector("induction"),
     "previous-token": _detector("previous token"),

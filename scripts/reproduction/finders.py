@@ -57,6 +57,11 @@ SEPARATE_CUT_FINDER_RUNS = {
     label: path.replace("-difference", "-separate-cut")
     for label, path in DIFFERENCE_FINDER_RUNS.items()
 }
+#: the masks trained on exactly the budget's heads in every forward (``EXACT_RUNS`` of the plan)
+EXACT_FINDER_RUNS = {
+    label: path.replace("-difference", "-exact") for label, path in DIFFERENCE_FINDER_RUNS.items()
+}
+EXACT_MASKS = ("exact-mask",)
 #: the like-for-like baseline of the calibrated masks: integrated gradients cut back the same way
 CALIBRATED_BASELINE = "calibrated-integrated"
 #: the verdict's rule: the faithfulness-trained mask's CMD is at least this much lower (relative)
@@ -88,6 +93,7 @@ TRAINED_MASKS = (
     "warm-difference-mask",
     "calibrated-difference-mask",
     "calibrated-warm-difference-mask",
+    *EXACT_MASKS,
 )
 
 
@@ -401,6 +407,11 @@ def mask_table(
 def difference_table(load: Load) -> str:
     """The masks trained on the logit difference (:func:`mask_table`)."""
     return mask_table(load, DIFFERENCE_FINDER_RUNS, DIFFERENCE_MASKS)
+
+
+def exact_table(load: Load) -> str:
+    """The masks trained on exactly the budget's heads (:func:`mask_table`)."""
+    return mask_table(load, EXACT_FINDER_RUNS, EXACT_MASKS)
 
 
 def calibrated_table(load: Load) -> str:

@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+from torch import Tensor
 
 import lens_heads as lh
 from lens_heads.core._tasks import Example, Task
@@ -115,15 +116,18 @@ def test_the_model_objective_is_the_kl_divergence_from_the_unmasked_model(tiny):
     expected = float((full.exp() * (full - masked)).sum(-1).mean())
     assert found == pytest.approx(expected, rel=1e-4) and found > 1e-6
     assert found != pytest.approx(float(answer_ce), rel=1e-2)
-    with pytest.raises(lh.LensHeadsError, match="one of answer, model, difference"):
+    with pytest.raises(
+        lh.LensHeadsError, match="one of answer, model, difference, mean-difference"
+    ):
         _config(objective="logit")
 
 
-def _contrasted_task() -> Task:
-    """Each word's counterfactual is another word of its length, and its answer that word's."""
+def _contrasted_task(offset: int = 7) -> Task:
+    """Each word's counterfactual is another word of its length, and its answer that word's
+    (``offset`` words on: 20 and more start with another letter)."""
     examples = []
     for index, word in enumerate(WORDS):
-        other = WORDS[(index + 7) % len(WORDS)]
+        other = WORDS[(index + offset) % len(WORDS)]
         examples.append(
             Example(word, word.upper(), counterfactual=other, counterfactual_output=other.upper())
         )
@@ -179,9 +183,82 @@ def test_the_difference_objective_is_the_relative_gap_of_the_logit_difference_by
     assert found != pytest.approx(float(kl.loss(tokens, answers, mask, None, baseline)), rel=1e-2)
 
 
+def test_the_mean_difference_objective_is_the_gap_of_the_batch_means_by_hand(tiny):
+    """``objective="mean-difference"``: ``(mean d - mean d_ref)^2 / mean(d_ref)^2`` over the
+    batch, by hand; every row's answer starts with another letter than its contrast, so rows
+    scatter and the per-row gap of ``"difference"`` differs from it."""
+    task = _contrasted_task(offset=20)
+    means = MaskTrainer(tiny, task, _config(objective="mean-difference"))
+    tokens, answers = means.batch(0)
+    baseline = means.batch_baseline(0, tokens.shape[1])
+    contrasts = means.batch_contrasts(0)
+    mask = torch.ones(4, 2, 4)
+    mask[:, 0, 3] = 0.0
+    mask[:, 1, 2] = 0.0
+    found = float(means.loss(tokens, answers, mask, None, baseline, contrasts))
+
+    def patch(z, hook):
+        layer = int(hook.name.split(".")[1])
+        return torch.where(mask[:, layer][:, None, :, None].bool(), z, baseline[:, :, layer])
+
+    hooks = [(f"blocks.{layer}.attn.hook_z", patch) for layer in range(2)]
+    full, masked = tiny(tokens), tiny.run_with_hooks(tokens, fwd_hooks=hooks)
+    ds, refs = [], []
+    for row in range(4):
+        column = int(answers[row].nonzero()[0])
+        answer, contrast = int(tokens[row, column]), int(contrasts[row])
+        refs.append(float(full[row, column - 1, answer] - full[row, column - 1, contrast]))
+        ds.append(float(masked[row, column - 1, answer] - masked[row, column - 1, contrast]))
+    assert all(abs(r) > 1e-6 for r in refs)
+    expected = (sum(ds) / 4 - sum(refs) / 4) ** 2 / (sum(refs) / 4) ** 2
+    per_row = sum((d - r) ** 2 for d, r in zip(ds, refs, strict=True)) / sum(r**2 for r in refs)
+    assert found == pytest.approx(expected, rel=1e-4) and found > 1e-6
+    assert found != pytest.approx(per_row, rel=1e-2)
+
+
 def test_the_difference_objective_needs_each_counterfactual_answer(tiny):
-    with pytest.raises(lh.LensHeadsError, match="needs every training example's counterfactual"):
+    with pytest.raises(lh.LensHeadsError, match="need every training example's counterfactual"):
         lh.train_mask(tiny, _task(), _config(objective="difference"), progress=False)
     result = lh.train_mask(tiny, _contrasted_task(), _config(objective="difference", budget=3),
                            progress=False)  # fmt: skip
     assert result.mask.n_selected == 3 and all(math.isfinite(v) for v in result.history["loss"])
+
+
+def test_an_exact_budget_trains_every_forward_on_exactly_that_many_heads(tiny):
+    """``exact_budget``: each row of each training forward keeps the budget's heads, the size
+    the circuit is read at; the penalised budget instead trains on however many heads are above
+    0.5 (here all of them at the start: ``init_mean`` 4)."""
+    seen: dict[bool, list[Tensor]] = {True: [], False: []}
+    for exact in (True, False):
+        trainer = MaskTrainer(tiny, _task(), _config(steps=6, budget=3, exact_budget=exact))
+        loss = trainer.loss
+
+        def recording(tokens, answers, mask, *rest, exact=exact, loss=loss):
+            seen[exact].append(mask.detach().flatten(-2).sum(dim=-1))
+            return loss(tokens, answers, mask, *rest)
+
+        trainer.loss = recording
+        for _ in range(6):
+            trainer.step()
+        assert trainer.W.grad is not None and bool(trainer.W.grad.ne(0).any())
+    assert all(bool((rows == 3).all()) for rows in seen[True]) and len(seen[True]) == 6
+    assert not all(bool((rows == 3).all()) for rows in seen[False])
+    result = lh.train_mask(tiny, _task(), _config(steps=6, budget=3, exact_budget=True),
+                           progress=False)  # fmt: skip
+    assert result.mask.n_selected == 3
+    with pytest.raises(lh.LensHeadsError, match="exact_budget keeps exactly budget heads"):
+        _config(exact_budget=True)
+
+
+def test_the_top_k_estimator_keeps_k_per_sample_and_passes_gradient_near_the_cut():
+    from lens_heads.engine._training_config import top_k_straight_through
+
+    weights = torch.tensor([[1.0, 0.5, -0.5], [0.0, 2.0, -2.0]], requires_grad=True)
+    noise = torch.randn(5, 2, 3, generator=torch.Generator().manual_seed(0))
+    mask = top_k_straight_through(weights, noise, tau=0.5, k=2)
+    assert mask.shape == (5, 2, 3) and mask.flatten(-2).sum(dim=-1).tolist() == [2.0] * 5
+    chosen = (weights.detach() + noise).flatten(-2).topk(2).indices.sort().values
+    assert mask.flatten(-2).nonzero()[:, 1].view(5, 2).tolist() == chosen.tolist()
+    (grad,) = torch.autograd.grad(mask.sum(), weights)
+    assert bool((grad > 0).all())  # every head's sigmoid about the cut moves with its weight
+    assert top_k_straight_through(weights, noise, tau=0.5, k=6).eq(1).all()
