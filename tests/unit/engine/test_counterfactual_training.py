@@ -134,6 +134,17 @@ def _contrasted_task(offset: int = 7) -> Task:
     return Task("caps", tuple(examples), instruction="Capitalize.")
 
 
+def _patched_by_hand(tiny, tokens, mask, baseline):
+    """The logits without a mask and with ``mask``'s 0-heads patched to ``baseline`` by hand."""
+
+    def patch(z, hook):
+        layer = int(hook.name.split(".")[1])
+        return torch.where(mask[:, layer][:, None, :, None].bool(), z, baseline[:, :, layer])
+
+    hooks = [(f"blocks.{layer}.attn.hook_z", patch) for layer in range(2)]
+    return tiny(tokens), tiny.run_with_hooks(tokens, fwd_hooks=hooks)
+
+
 def test_the_difference_objective_is_the_relative_gap_of_the_logit_difference_by_hand(tiny):
     """``objective="difference"``: at each row's first answer position, the logit difference of
     its answer's first token and its counterfactual answer's (encoded after the counterfactual
@@ -162,13 +173,7 @@ def test_the_difference_objective_is_the_relative_gap_of_the_logit_difference_by
     mask[:, 0, 3] = 0.0
     mask[:, 1, 2] = 0.0
     found = float(trainer.loss(tokens, answers, mask, None, baseline, contrasts))
-
-    def patch(z, hook):
-        layer = int(hook.name.split(".")[1])
-        return torch.where(mask[:, layer][:, None, :, None].bool(), z, baseline[:, :, layer])
-
-    hooks = [(f"blocks.{layer}.attn.hook_z", patch) for layer in range(2)]
-    full, masked = tiny(tokens), tiny.run_with_hooks(tokens, fwd_hooks=hooks)
+    full, masked = _patched_by_hand(tiny, tokens, mask, baseline)
     gaps, targets = [], []
     for row in range(4):
         column = int(answers[row].nonzero()[0])  # the first answer token, predicted before it
@@ -196,13 +201,7 @@ def test_the_mean_difference_objective_is_the_gap_of_the_batch_means_by_hand(tin
     mask[:, 0, 3] = 0.0
     mask[:, 1, 2] = 0.0
     found = float(means.loss(tokens, answers, mask, None, baseline, contrasts))
-
-    def patch(z, hook):
-        layer = int(hook.name.split(".")[1])
-        return torch.where(mask[:, layer][:, None, :, None].bool(), z, baseline[:, :, layer])
-
-    hooks = [(f"blocks.{layer}.attn.hook_z", patch) for layer in range(2)]
-    full, masked = tiny(tokens), tiny.run_with_hooks(tokens, fwd_hooks=hooks)
+    full, masked = _patched_by_hand(tiny, tokens, mask, baseline)
     ds, refs = [], []
     for row in range(4):
         column = int(answers[row].nonzero()[0])
