@@ -955,7 +955,9 @@ def test_the_separate_cut_table_compares_each_cut_with_the_training_pairs_cut():
     integrated gradients beside as the check that the runs share their training pairs."""
     from reproduction.finders import (
         CALIBRATED_FINDER_RUNS,
+        CALIBRATED_MASKS,
         SEPARATE_CUT_FINDER_RUNS,
+        TRAINED_MASKS,
         separate_cut_table,
     )
 
@@ -982,7 +984,8 @@ def test_the_separate_cut_table_compares_each_cut_with_the_training_pairs_cut():
         "calibrated-integrated 0.058 -> 0.060; integrated 0.100 -> 0.100"
     ) in text
     assert "Measured in 1 of 8 model-task runs; a verdict met 1 time" in text
-    assert "The page judges 9 variants of a trained mask by the rule" in text
+    tries = len(TRAINED_MASKS) + len(CALIBRATED_MASKS)  # one more mask in the plan moves it
+    assert tries >= 10 and f"The page judges {tries} variants of a trained mask by the rule" in text
     # the sizes whose cut kept another number of heads, from both runs' stored curves
     curves = {"sizes": [0.1, 0.5, 1.0], "counts": [7, 36, 72], "f absolute": [1, 1, 1],
               "f fitted": [1, 1, 1]}  # fmt: skip
