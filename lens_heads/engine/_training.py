@@ -84,6 +84,7 @@ from lens_heads.engine._training_config import (
     gumbel_noise,
     lr_at,
     native_bf16,
+    noise_scale_at,
     straight_through_mask,
     tau_at,
     top_k_straight_through,
@@ -238,6 +239,7 @@ class MaskTrainer:
     def _sample(self, weights: Tensor, batch: int) -> Tensor:
         shape = (batch, *weights.shape) if self.config.noise == "example" else tuple(weights.shape)
         noise = gumbel_noise(shape, self.generator).to(weights.device)
+        noise = noise * noise_scale_at(self.step_index, self.config)
         tau = tau_at(self.step_index, self.config)
         if self.config.exact_budget and weights is self.W:
             return top_k_straight_through(weights, noise, tau, self.config.budget)

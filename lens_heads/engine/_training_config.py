@@ -130,6 +130,10 @@ class TrainingConfig(
     """Spread of the mask logits' initial values."""
     noise: str = "example"
     """Gumbel noise drawn per example (the paper's, the default) or once per batch"""
+    noise_end: float = 1.0
+    """The Gumbel noise's scale after the anneal: it falls linearly from 1 over the same steps
+    as the temperature (1: never annealed, the paper's; 0: the last steps train the mask read
+    out, without noise)."""
     sparsity: float = 0.0
     """Weight of a penalty on the mean sigmoid(W) (fewer heads kept)."""
     answer_end: str = "auto"
@@ -226,6 +230,11 @@ class TrainingConfig(
         need(
             self.noise in ("example", "batch"),
             f"noise must be 'example' (per example, the paper's) or 'batch', got {self.noise!r}",
+        )
+        need(
+            0 <= self.noise_end <= 1,
+            f"noise_end scales the Gumbel noise after the anneal: it must lie in [0, 1], got "
+            f"{self.noise_end}",
         )
         need(self.sparsity >= 0, f"sparsity must be >= 0, got {self.sparsity}")
         _check_soft(self)
@@ -348,6 +357,7 @@ _LATER_FIELDS: dict[str, Any] = {
     "compile": False,
     "objective": "answer",
     "exact_budget": False,
+    "noise_end": 1.0,
 }
 
 #: the mask parametrisations of the one trainer
@@ -418,6 +428,20 @@ def tau_at(step: int, config: TrainingConfig) -> float:
         return config.tau_end
     progress = step / span
     return config.tau_begin + (config.tau_end - config.tau_begin) * progress
+
+
+def noise_scale_at(step: int, config: TrainingConfig) -> float:
+    """The Gumbel noise's scale at ``step`` (0-based): linear from 1 to ``noise_end`` over the
+    temperature's anneal (:func:`tau_at`), then constant.
+
+    >>> config = TrainingConfig(steps=100, noise_end=0.0)
+    >>> noise_scale_at(0, config), noise_scale_at(20, config), noise_scale_at(99, config)
+    (1.0, 0.5, 0.0)
+    """
+    span = config.tau_fraction * config.steps
+    if step >= span:
+        return config.noise_end
+    return 1.0 + (config.noise_end - 1.0) * step / span
 
 
 def lr_at(step: int, config: TrainingConfig) -> float:

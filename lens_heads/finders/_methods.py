@@ -41,7 +41,8 @@ task and its training pairs to one score per head (higher: more important), time
                           (``exact_budget``: the top ``k`` of the noisy logits, the size the
                           circuit is read at) towards the model's mean logit difference
                           (``objective="mean-difference"``), started from the top ``k`` heads by
-                          the size of their integrated gradients
+                          the size of their integrated gradients, its noise annealed to none
+                          (``noise_end=0``: the last steps train the circuit read out)
 ``random-<seed>``         random scores (a floor)
 ========================  ==================================================================
 
@@ -330,6 +331,7 @@ def _budget_masks(
     calibrate: bool = False,
     exact: bool = False,
     by_size: bool = False,
+    noise_end: float = 1.0,
 ) -> Method:
     """Masks trained for each circuit size: the one trainer with a head budget of ``k`` heads
     and every head outside the mask patched with its output on the example's counterfactual
@@ -345,7 +347,8 @@ def _budget_masks(
     ``exact``: every training forward keeps exactly ``k`` heads (``exact_budget``), the size
     of the circuit read out, instead of a number held near ``k`` by a penalty.
     ``by_size``: the warm start ranks heads by the size of their integrated gradients (CMD's
-    order), not by their sign."""
+    order), not by their sign. ``noise_end``: the Gumbel noise's scale after the anneal
+    (``TrainingConfig.noise_end``; 0: the last steps train the circuit that is read out)."""
 
     def run(inputs: _Inputs) -> tuple[Tensor, int, int, Tensor, dict[str, Any]]:
         from lens_heads.engine import train_mask
@@ -364,7 +367,7 @@ def _budget_masks(
                 continue
             config = _training(
                 inputs, ablation="counterfactual", budget=k, objective=objective,
-                exact_budget=exact,
+                exact_budget=exact, noise_end=noise_end,
                 instructed=inputs.instruction is not None, answer_end="none",
                 init_mean=float(torch.logit(torch.tensor(k / (n_layers * n_heads)))),
                 batch_size=min(8, len(task)),
@@ -500,7 +503,9 @@ METHODS: dict[str, Method] = {
     "warm-difference-mask": _budget_masks("difference", warm=True),
     "calibrated-difference-mask": _budget_masks("difference", calibrate=True),
     "calibrated-warm-difference-mask": _budget_masks("difference", warm=True, calibrate=True),
-    "exact-mask": _budget_masks("mean-difference", warm=True, exact=True, by_size=True),
+    "exact-mask": _budget_masks(
+        "mean-difference", warm=True, exact=True, by_size=True, noise_end=0.0
+    ),
     "calibrated-integrated": _calibrated("integrated"),
     "induction": _detector("induction"),
     "previous-token": _detector("previous token"),

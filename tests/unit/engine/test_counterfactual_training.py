@@ -261,3 +261,29 @@ def test_the_top_k_estimator_keeps_k_per_sample_and_passes_gradient_near_the_cut
     (grad,) = torch.autograd.grad(mask.sum(), weights)
     assert bool((grad > 0).all())  # every head's sigmoid about the cut moves with its weight
     assert top_k_straight_through(weights, noise, tau=0.5, k=6).eq(1).all()
+
+
+def test_annealed_noise_trains_the_read_out_circuit_after_the_anneal(tiny):
+    """``noise_end=0``: after the temperature's anneal every row of every forward is the top
+    ``budget`` heads of W alone, the circuit the mask is read as; during it the noise still
+    varies the rows. ``noise_end=1`` (the default) draws the same noise as before the field."""
+    seen: dict[float, list[Tensor]] = {0.0: [], 1.0: []}
+    for end in (0.0, 1.0):
+        config = _config(steps=10, tau_fraction=0.4, budget=3, exact_budget=True, noise_end=end)
+        trainer = MaskTrainer(tiny, _task(), config)
+        loss = trainer.loss
+
+        def recording(tokens, answers, mask, *rest, end=end, loss=loss, trainer=trainer):
+            top = trainer.W.detach().flatten().topk(3).indices
+            read = torch.zeros_like(trainer.W).flatten().index_fill(0, top, 1.0)
+            seen[end].append(mask.detach().flatten(-2).eq(read).all(dim=-1))
+            return loss(tokens, answers, mask, *rest)
+
+        trainer.loss = recording
+        for _ in range(10):
+            trainer.step()
+    assert all(bool(rows.all()) for rows in seen[0.0][4:])  # steps 4..9: after the anneal
+    assert not all(bool(rows.all()) for rows in seen[0.0][:4])
+    assert not all(bool(rows.all()) for rows in seen[1.0][4:])
+    with pytest.raises(lh.LensHeadsError, match="noise_end scales the Gumbel noise"):
+        _config(noise_end=1.5)
