@@ -423,11 +423,16 @@ def tau_at(step: int, config: TrainingConfig) -> float:
     >>> tau_at(0, config), tau_at(20, config), tau_at(40, config), tau_at(99, config)
     (4.0, 2.025, 0.05, 0.05)
     """
+    return _annealed(step, config, config.tau_begin, config.tau_end)
+
+
+def _annealed(step: int, config: TrainingConfig, begin: float, end: float) -> float:
+    """The one anneal of the trainer: linear from ``begin`` to ``end`` over the first
+    ``tau_fraction * steps`` steps, then ``end``."""
     span = config.tau_fraction * config.steps
     if step >= span:
-        return config.tau_end
-    progress = step / span
-    return config.tau_begin + (config.tau_end - config.tau_begin) * progress
+        return end
+    return begin + (end - begin) * (step / span)
 
 
 def noise_scale_at(step: int, config: TrainingConfig) -> float:
@@ -438,10 +443,7 @@ def noise_scale_at(step: int, config: TrainingConfig) -> float:
     >>> noise_scale_at(0, config), noise_scale_at(20, config), noise_scale_at(99, config)
     (1.0, 0.5, 0.0)
     """
-    span = config.tau_fraction * config.steps
-    if step >= span:
-        return config.noise_end
-    return 1.0 + (config.noise_end - 1.0) * step / span
+    return _annealed(step, config, 1.0, config.noise_end)
 
 
 def lr_at(step: int, config: TrainingConfig) -> float:

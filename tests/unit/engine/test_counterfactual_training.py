@@ -266,7 +266,7 @@ def test_the_top_k_estimator_keeps_k_per_sample_and_passes_gradient_near_the_cut
 def test_annealed_noise_trains_the_read_out_circuit_after_the_anneal(tiny):
     """``noise_end=0``: after the temperature's anneal every row of every forward is the top
     ``budget`` heads of W alone, the circuit the mask is read as; during it the noise still
-    varies the rows. ``noise_end=1`` (the default) draws the same noise as before the field."""
+    varies the rows. ``noise_end=1`` (the default) keeps the noise after the anneal too."""
     seen: dict[float, list[Tensor]] = {0.0: [], 1.0: []}
     for end in (0.0, 1.0):
         config = _config(steps=10, tau_fraction=0.4, budget=3, exact_budget=True, noise_end=end)
