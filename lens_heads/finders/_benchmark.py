@@ -95,7 +95,8 @@ class BenchmarkConfig(
     n_pairs: int = 40
     """Held-out prompt pairs each ranking's faithfulness is measured on."""
     n_train_pairs: int = 40
-    """Training prompt pairs the effect and gradient methods read."""
+    """Training prompt pairs the effect and gradient methods read (a task with fewer is an
+    error, as for ``n_pairs``)."""
     n_calibration_pairs: int = 0
     """Pairs of the training part beside the training pairs (none in common) that the
     calibrated methods cut their circuits back on; 0: they cut on the training pairs."""
@@ -316,6 +317,9 @@ def head_finder_benchmark(
     curves: dict[str, FaithfulnessCurve] = {}
     rows: list[dict[str, Any]] = []
     bar = tqdm(total=len(resolved) * len(methods), desc="head finders", disable=not progress)
+    for task, train in resolved:  # every task's pairs first: too few stops before any method
+        runner.open(_task_name(task), train)
+        runner.every_pairs(task)
     for task, train in resolved:
         task_rows, task_curves = runner.task(task, train, methods, bar)
         rows += task_rows
@@ -377,7 +381,7 @@ class _Runner:
         config = self.config
         n = {"eval": config.n_pairs, "train": config.n_train_pairs}
         n["calibration"] = config.n_calibration_pairs
-        return self.stage(
+        drawn = self.stage(
             f"pairs-{part}",
             lambda: counterfactual_pairs(
                 self.model,
@@ -392,16 +396,31 @@ class _Runner:
             lambda value, where: write_atomic(where / "pairs.json", value.to_json()),
             lambda where: CounterfactualSet.from_json((where / "pairs.json").read_text()),
         )
+        if len(drawn) < n[part]:  # the draw gives up to n: fewer would be measured silently
+            setting = {"eval": "n_pairs", "train": "n_train_pairs"}.get(part, f"n_{part}_pairs")
+            fewer = "more" if part == "eval" else "fewer"
+            held_out = f", or hold out {fewer} examples than n_eval={config.n_eval}"
+            raise InputError(
+                f"task {_task_name(task)!r} gives {len(drawn)} {part} pairs for this model, "
+                f"fewer than {setting}={n[part]}; ask for at most {len(drawn)}{held_out}"
+            )
+        return drawn
+
+    def every_pairs(
+        self, task: str | Task
+    ) -> tuple[CounterfactualSet, CounterfactualSet, CounterfactualSet | None]:
+        """The task's evaluation, training and calibration pairs (None: no calibration set)."""
+        calibration = None
+        if self.config.n_calibration_pairs:
+            calibration = self.pairs(task, "calibration")
+        return self.pairs(task, "eval"), self.pairs(task, "train"), calibration
 
     def task(
         self, task: str | Task, train: Task, methods: Sequence[str], bar: Any
     ) -> tuple[list[dict[str, Any]], dict[str, FaithfulnessCurve]]:
         name = _task_name(task)
         self.open(name, train)
-        evaluation, training = self.pairs(task, "eval"), self.pairs(task, "train")
-        calibration = None
-        if self.config.n_calibration_pairs:
-            calibration = self.pairs(task, "calibration")
+        evaluation, training, calibration = self.every_pairs(task)
         chat = False if name == "ioi" else self.chat
         instruction = (
             None if isinstance(task, str) or not self.config.instructed else (task.instruction)

@@ -364,3 +364,20 @@ def test_integrated_gradients_sum_to_the_total_change_on_a_nonlinear_model(tiny)
     total = float(values[0] - values[1])
     assert abs(total) > 1e-3, "the heads change the metric: the test means something"
     assert float(found.scores.sum()) == pytest.approx(total, rel=1e-2)
+
+
+def test_too_few_pairs_for_a_task_is_an_error_before_any_method_runs(tiny, tmp_path, monkeypatch):
+    """The draw gives up to ``n`` pairs; the benchmark refuses fewer than asked, for every
+    task before the first method, naming the setting and how many pairs there are."""
+    from lens_heads.finders import _benchmark as benchmark
+
+    monkeypatch.setattr(benchmark, "score", lambda *a, **k: pytest.fail("a method ran"))
+    available = len(counterfactual_pairs(tiny, "country-capital", part="train", n=10_000,
+                                         n_eval=80))  # fmt: skip
+    config = BenchmarkConfig(n_pairs=6, n_train_pairs=available + 1, n_eval=80, bootstrap=10)
+    with pytest.raises(lh.LensHeadsError, match=rf"gives {available} train pairs.*n_train_pairs"):
+        head_finder_benchmark(tiny, ["capitalize", "country-capital"], ["random-0"], config,
+                              out=tmp_path)  # fmt: skip
+    with pytest.raises(lh.LensHeadsError, match=r"eval pairs.*n_pairs=10000.*hold out more"):
+        head_finder_benchmark(tiny, ["country-capital"], ["random-0"], n_pairs=10_000,
+                              n_train_pairs=6, n_eval=80)  # fmt: skip
