@@ -43,6 +43,9 @@ task and its training pairs to one score per head (higher: more important), time
                           (``objective="mean-difference"``), started from the top ``k`` heads by
                           the size of their integrated gradients, its noise annealed to none
                           (``noise_end=0``: the last steps train the circuit read out)
+``selected-exact-mask``   the exact masks, each size's circuit the top ``k`` of its mask at the
+                          step (every fifth, the warm start among them) whose ``f`` on the
+                          calibration pairs is nearest 1 (:func:`nearest_circuits`)
 ``random-<seed>``         random scores (a floor)
 ========================  ==================================================================
 
@@ -72,6 +75,7 @@ from lens_heads.core.internal import (
     own_checks,
     right_padded,
 )
+from lens_heads.finders._circuits import _fitted, calibrated_circuits, nearest_circuits
 from lens_heads.finders._counterfactuals import CounterfactualSet
 from lens_heads.finders._faithfulness import SIZES
 
@@ -332,6 +336,7 @@ def _budget_masks(
     exact: bool = False,
     by_size: bool = False,
     noise_end: float = 1.0,
+    select_every: int = 0,
 ) -> Method:
     """Masks trained for each circuit size: the one trainer with a head budget of ``k`` heads
     and every head outside the mask patched with its output on the example's counterfactual
@@ -348,16 +353,21 @@ def _budget_masks(
     of the circuit read out, instead of a number held near ``k`` by a penalty.
     ``by_size``: the warm start ranks heads by the size of their integrated gradients (CMD's
     order), not by their sign. ``noise_end``: the Gumbel noise's scale after the anneal
-    (``TrainingConfig.noise_end``; 0: the last steps train the circuit that is read out)."""
+    (``TrainingConfig.noise_end``; 0: the last steps train the circuit that is read out).
+    ``select_every``: each size's circuit is, among the top ``k`` heads of its mask every
+    ``select_every`` steps (the start and the last step among them), the one nearest ``f = 1``
+    on the calibration pairs (:func:`nearest_circuits`; ties keep the later step), not the
+    last step's alone."""
 
     def run(inputs: _Inputs) -> tuple[Tensor, int, int, Tensor, dict[str, Any]]:
         from lens_heads.engine import train_mask
-        from lens_heads.finders._faithfulness import head_counts
+        from lens_heads.finders._faithfulness import head_counts, top_heads
 
         n_layers, n_heads = head_shape(inputs.model)
         task = inputs.train_pairs.as_task(inputs.instruction)
         counts = head_counts(inputs.sizes, n_layers * n_heads)
         circuits, weights, forwards, backwards = {}, {}, 0, 0
+        steps: dict[int, list[Tensor]] = {}  # each size's candidate circuits, latest first
         ranking = None
         if warm:
             ranking, forwards, backwards = _integrated(inputs)
@@ -370,7 +380,7 @@ def _budget_masks(
                 exact_budget=exact, noise_end=noise_end,
                 instructed=inputs.instruction is not None, answer_end="none",
                 init_mean=float(torch.logit(torch.tensor(k / (n_layers * n_heads)))),
-                batch_size=min(8, len(task)),
+                batch_size=min(8, len(task)), trajectory_every=select_every or None,
             )  # fmt: skip
             initial = None
             if ranking is not None:
@@ -378,11 +388,24 @@ def _budget_masks(
             result = train_mask(inputs.model, task, config, progress=False, initial=initial)
             circuits[k] = result.mask.values.float()
             weights[k] = result.W.detach().float().cpu()
+            if select_every:
+                picked = [
+                    top_heads(values, k)
+                    for step, values in zip(result.trajectory_steps, result.trajectory, strict=True)
+                    if step % select_every == 0 or step == config.steps
+                ]
+                steps[k] = picked[::-1]
             rows = config.steps * config.batch_size
             # a donor forward and the masked one (and the unmasked one for the model's outputs)
             forwards += rows * (2 if objective == "answer" else 3)
             backwards += rows
         notes = {}
+        if select_every:
+            sizes = sorted(steps)
+            picked, fitted, spent = nearest_circuits(inputs, [steps[k] for k in sizes])
+            circuits.update(zip(sizes, picked, strict=True))
+            forwards += spent
+            notes["fitted"] = _fitted(counts, n_layers * n_heads, sizes, fitted)
         if calibrate:
             sizes = sorted(weights)
             picked, fitted, spent = calibrated_circuits(inputs, [weights[k] for k in sizes], sizes)
@@ -393,65 +416,6 @@ def _budget_masks(
         return stacked.mean(dim=0), forwards, backwards, stacked, notes
 
     return run
-
-
-def prefix_sizes(k: int, ratio: float = 0.75) -> list[int]:
-    """The circuit sizes :func:`calibrated_circuits` tries for a budget of ``k`` heads: ``k``
-    and a geometric grid below it down to one head, largest first.
-
-    >>> prefix_sizes(20)
-    [20, 15, 11, 8, 6, 5, 4, 3, 2, 1]
-    """
-    found, size = [], float(k)
-    while size >= 1:
-        if round(size) not in found:
-            found.append(round(size))
-        size *= ratio
-    return found if found[-1] == 1 else [*found, 1]
-
-
-def calibrated_circuits(
-    inputs: _Inputs, orders: Sequence[Tensor], budgets: Sequence[int]
-) -> tuple[list[Tensor], list[float], int]:
-    """For each budget ``k`` and its head order (``[n_layers, n_heads]``, higher first), the
-    circuit of the top ``k'`` heads, ``k'`` of :func:`prefix_sizes` (at most ``k``), whose
-    faithfulness on the calibration pairs (counterfactual patching) is nearest 1; ties (within
-    1e-6) keep the larger circuit. A circuit that overshoots (``f`` above 1: heads that work
-    against the answer patched away with the rest) is cut back to one that matches the model.
-    The calibration pairs are the training pairs unless the inputs carry a set of their own
-    (``BenchmarkConfig.n_calibration_pairs``: pairs no method trained on, so that a mask fitted
-    to its training pairs is not cut by the same pairs). Returns the circuits, their ``f`` on
-    the calibration pairs (what chose them: a reader compares it with the held-out ``f``) and
-    the forwards spent. The held-out pairs are never read."""
-    from lens_heads.finders._faithfulness import PairScorer, top_heads
-
-    n_layers, n_heads = head_shape(inputs.model)
-    pairs = inputs.calibration_pairs or inputs.train_pairs
-    scorer = PairScorer(inputs.model, pairs, "counterfactual", inputs.config.batch_size)
-    ends = [torch.ones(n_layers, n_heads), torch.zeros(n_layers, n_heads)]
-    candidates, owners = [], []
-    for index, (order, k) in enumerate(zip(orders, budgets, strict=True)):
-        for size in prefix_sizes(k):
-            candidates.append(top_heads(order, size))
-            owners.append(index)
-    values = scorer.metrics(torch.stack(ends + candidates)).mean(dim=-1)
-    f = (values[2:] - values[1]) / (values[0] - values[1])
-    best: dict[int, tuple[float, Tensor, float]] = {}
-    for owner, value, circuit in zip(owners, f.tolist(), candidates, strict=True):
-        gap = abs(1.0 - value)
-        if owner not in best or gap < best[owner][0] - 1e-6:  # largest first: ties keep it
-            best[owner] = (gap, circuit, value)
-    chosen = [best[i] for i in range(len(budgets))]
-    return [c[1] for c in chosen], [c[2] for c in chosen], scorer.forwards
-
-
-def _fitted(
-    counts: Sequence[int], n: int, budgets: Sequence[int], fitted: Sequence[float]
-) -> list[float]:
-    """The calibration-pair ``f`` of every size's circuit: the calibrated ``budgets``' ``fitted``,
-    0 for no head and 1 for every head (by definition)."""
-    found = dict(zip(budgets, fitted, strict=True))
-    return [found.get(k, 1.0 if k == n else 0.0) for k in counts]
 
 
 def _calibrated(base: str) -> Method:
@@ -505,6 +469,9 @@ METHODS: dict[str, Method] = {
     "calibrated-warm-difference-mask": _budget_masks("difference", warm=True, calibrate=True),
     "exact-mask": _budget_masks(
         "mean-difference", warm=True, exact=True, by_size=True, noise_end=0.0
+    ),
+    "selected-exact-mask": _budget_masks(
+        "mean-difference", warm=True, exact=True, by_size=True, noise_end=0.0, select_every=5
     ),
     "calibrated-integrated": _calibrated("integrated"),
     "induction": _detector("induction"),

@@ -211,6 +211,64 @@ def test_a_calibrated_circuit_is_cut_back_to_the_prefix_nearest_the_model(oppose
     assert fitted_curve.fitted == pytest.approx([1.0, 1.0], abs=1e-4) and both[1].fitted == []
 
 
+def test_the_nearest_circuit_is_chosen_once_measured_and_ties_keep_the_earlier(opposed):
+    """Of heads 0 and 1 (f = 2) and head 0 alone (f = 1), head 0 alone; of heads 0 to 2 and head
+    0 alone (both f = 1), the first; a circuit given twice is measured once."""
+    from lens_heads.finders._circuits import nearest_circuits
+    from lens_heads.finders._methods import _Inputs
+
+    inputs = _Inputs(opposed, _task(), _pairs(opposed), MethodConfig(), False, (0.5, 1.0))
+    two, one, three = (torch.tensor([values]) for values in
+                       ([1.0, 1.0, 0, 0], [1.0, 0, 0, 0], [1.0, 1.0, 1.0, 0]))  # fmt: skip
+    picked, fitted, forwards = nearest_circuits(inputs, [[two, one], [three, one]])
+    assert [p.flatten().tolist() for p in picked] == [one.flatten().tolist(),
+                                                      three.flatten().tolist()]  # fmt: skip
+    assert fitted == pytest.approx([1.0, 1.0], abs=1e-4)
+    _, _, again = nearest_circuits(inputs, [[two, one, two.clone()], [three, one]])
+    assert again == forwards, "the copy of a circuit is not measured again"
+    with pytest.raises(lh.LensHeadsError, match="at least one candidate"):
+        nearest_circuits(inputs, [[two], []])
+
+
+def test_the_selected_mask_keeps_the_step_nearest_the_model_on_the_calibration_pairs(opposed):
+    """The top head by the size of its gradient is head 0 (f = 1); trained for the answer alone,
+    an exact mask of one head ends on head 2, which works against it (f = -1). Chosen among its
+    steps on the calibration pairs, the circuit is one head that carries the answer (f = 1), and
+    its ``fitted`` is its ``f`` there by hand; ``selected-exact-mask`` keeps a step at least as
+    near 1 there as its last, and the choice costs forwards."""
+    from lens_heads.finders._methods import _budget_masks, _Inputs
+
+    pairs = _pairs(opposed)
+    calibration = counterfactual_pairs(opposed, _task(), n=12, n_eval=60, seed=4)
+    config = MethodConfig(ig_steps=4, mask_steps=60, precision="float32")
+    inputs = _Inputs(opposed, _task(), pairs, config, False, (0.25, 1.0), None, calibration)
+    scorer = PairScorer(opposed, calibration, "counterfactual", 64)
+
+    def f(circuit):
+        m = scorer.metrics(torch.stack([torch.ones(1, 4), torch.zeros(1, 4), circuit])).mean(1)
+        return float((m[2] - m[1]) / (m[0] - m[1]))
+
+    found = {
+        every: _budget_masks("answer", warm=True, exact=True, by_size=True, select_every=every)(
+            inputs
+        )
+        for every in (0, 1)
+    }
+    last, chosen = found[0][3][0], found[1][3][0]
+    assert last.flatten().tolist() == [0.0, 0.0, 1.0, 0.0]
+    assert f(last) == pytest.approx(-1, abs=1e-3)
+    assert chosen.flatten().tolist() in ([1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0])
+    assert f(chosen) == pytest.approx(1, abs=1e-3)
+    assert found[1][4]["fitted"][0] == pytest.approx(f(chosen), abs=1e-5) and not found[0][4]
+    assert found[1][1] > found[0][1]
+    exact = score(opposed, "exact-mask", _task(), pairs, config, chat=False, sizes=(0.5, 1.0),
+                  calibration_pairs=calibration)  # fmt: skip
+    selected = score(opposed, "selected-exact-mask", _task(), pairs, config, chat=False,
+                     sizes=(0.5, 1.0), calibration_pairs=calibration)  # fmt: skip
+    assert selected.circuits is not None and exact.circuits is not None
+    assert abs(1 - f(selected.circuits[0])) <= abs(1 - f(exact.circuits[0])) + 1e-6
+
+
 def test_the_calibrated_cut_reads_pairs_of_its_own_beside_the_training_ones(tiny, tmp_path):
     """``skip`` draws the pairs after the training pairs of the same draw (none in common), and
     the calibrated cut's ``f`` is measured on them, not on the pairs the methods trained on."""
