@@ -516,6 +516,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "finders_separate_cut": _pages(finders.separate_cut_table),
     "finders_exact": _pages(finders.exact_table),
     "finders_more_pairs": _pages(finders.more_pairs_table),
+    "finders_selected": _pages(finders.selected_table),
     "finders_other": _pages(finders.other_finders),
 }
 

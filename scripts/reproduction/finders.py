@@ -62,6 +62,12 @@ EXACT_FINDER_RUNS = {
     label: path.replace("-difference", "-exact") for label, path in DIFFERENCE_FINDER_RUNS.items()
 }
 EXACT_MASKS = ("exact-mask",)
+#: the exact-budget masks with each size's step chosen on calibration pairs (``SELECTED_RUNS``)
+SELECTED_FINDER_RUNS = {
+    label: path.replace("-difference", "-selected")
+    for label, path in DIFFERENCE_FINDER_RUNS.items()
+}
+SELECTED_MASKS = ("selected-exact-mask",)
 #: the exact-budget runs with more training pairs (``MORE_PAIRS_RUNS`` of the plan)
 MORE_PAIRS_FINDER_RUNS = {
     label: path.replace("-difference", "-more-pairs")
@@ -99,7 +105,11 @@ TRAINED_MASKS = (
     "calibrated-difference-mask",
     "calibrated-warm-difference-mask",
     *EXACT_MASKS,
+    *SELECTED_MASKS,
 )
+#: how many variants of a trained mask the page judges by the rule: the methods above, the
+#: calibrated ones cut on pairs of their own and the exact-budget mask on more training pairs
+TRIES = len(TRAINED_MASKS) + len(CALIBRATED_MASKS) + len(EXACT_MASKS)
 
 
 def gain(
@@ -464,24 +474,52 @@ def more_pairs_table(load: Load) -> str:
             + "; ".join(bounds)
             + "."
         )
+    head = "CMD with 40 training pairs (the exact-budget run) -> with more (this run):"
+    names = [(name, name) for name in (*EXACT_MASKS, "integrated")]
+    return _against(load, table, MORE_PAIRS_FINDER_RUNS, EXACT_FINDER_RUNS, names, head)
+
+
+def _against(
+    load: Load,
+    table: str,
+    runs: dict[str, str],
+    before_runs: dict[str, str],
+    names: list[tuple[str, str]],
+    head: str,
+) -> str:
+    """``table`` with, for each model and task stored in both ``before_runs`` and ``runs``, the
+    CMD of each ``(before, after)`` pair of methods: ``before`` in the first run -> ``after``
+    in the second."""
     lines = []
-    for label, path in MORE_PAIRS_FINDER_RUNS.items():
+    for label, path in runs.items():
         try:
-            more, fewer = load(path), load(EXACT_FINDER_RUNS[label])
+            after, before = load(path), load(before_runs[label])
         except NotMeasured:
             continue
-        for task, methods in more["tasks"].items():
-            before = fewer["tasks"].get(task, {})
+        for task, methods in after["tasks"].items():
+            earlier = before["tasks"].get(task, {})
             cells = [
-                f"{name} {before[name]['CMD']:.3f} -> {methods[name]['CMD']:.3f}"
-                for name in (*EXACT_MASKS, "integrated")
-                if name in methods and name in before
+                f"{one} {earlier[one]['CMD']:.3f} -> {'' if one == two else f'{two} '}"
+                f"{methods[two]['CMD']:.3f}"
+                for one, two in names
+                if two in methods and one in earlier
             ]
             lines.append(f"- *{label}*: " + "; ".join(cells))
     if not lines:
         return table
-    head = "CMD with 40 training pairs (the exact-budget run) -> with more (this run):"
     return "\n\n".join([table, head + "\n\n" + "\n".join(lines)])
+
+
+def selected_table(load: Load) -> str:
+    """The exact-budget masks with each size's step chosen on calibration pairs of their own
+    (:func:`mask_table`), and, for each model and task stored both ways, the exact-budget run's
+    CMD (the same masks, their last step) against the chosen steps'."""
+    table = mask_table(
+        load, SELECTED_FINDER_RUNS, SELECTED_MASKS, cut_on="calibration pairs of their own"
+    )
+    head = "CMD of the last step (the exact-budget run) -> of the chosen steps (this run):"
+    names = [(EXACT_MASKS[0], SELECTED_MASKS[0]), ("integrated", "integrated")]
+    return _against(load, table, SELECTED_FINDER_RUNS, EXACT_FINDER_RUNS, names, head)
 
 
 def calibrated_table(load: Load) -> str:
@@ -544,10 +582,8 @@ def separate_cut_table(load: Load) -> str:
             runs = [_where(same.get("provenance", {})), _where(apart.get("provenance", {}))]
             note = "" if runs[0] == runs[1] else f" (trained in {runs[0]} -> in {runs[1]})"
             lines.append(f"- *{label}*{note}: " + "; ".join(cells))
-    # the calibrated masks cut two ways, and the exact-budget mask trained on two sets of pairs
-    tries = len(TRAINED_MASKS) + len(CALIBRATED_MASKS) + len(EXACT_MASKS)
     table += (
-        f"\n\nThe page judges {tries} variants of a trained mask by the rule (the "
+        f"\n\nThe page judges {TRIES} variants of a trained mask by the rule (the "
         f"{len(TRAINED_MASKS)} methods of `TRAINED_MASKS`, the {len(CALIBRATED_MASKS)} "
         "calibrated ones cut on pairs of their own and `exact-mask` on more training pairs), "
         "each on each model and task: a verdict met "

@@ -324,6 +324,8 @@ def test_only_a_results_whole_name_picks_that_entry_alone(docs):
         "head_finders/gemma-3-270m-antonym-calibrated",
         "head_finders/gemma-3-270m-antonym-separate-cut",
         "head_finders/gemma-3-270m-antonym-exact",
+        "head_finders/gemma-3-270m-antonym-more-pairs",
+        "head_finders/gemma-3-270m-antonym-selected",
     ]
 
 

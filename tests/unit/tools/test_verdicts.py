@@ -984,8 +984,9 @@ def test_the_separate_cut_table_compares_each_cut_with_the_training_pairs_cut():
         "calibrated-integrated 0.058 -> 0.060; integrated 0.100 -> 0.100"
     ) in text
     assert "Measured in 1 of 8 model-task runs; a verdict met 1 time" in text
-    tries = len(TRAINED_MASKS) + len(CALIBRATED_MASKS)  # one more mask in the plan moves it
-    assert tries >= 10 and f"The page judges {tries} variants of a trained mask by the rule" in text
+    # one more mask in the plan moves it; the exact-budget mask on more pairs is one more
+    tries = len(TRAINED_MASKS) + len(CALIBRATED_MASKS) + 1
+    assert tries >= 12 and f"The page judges {tries} variants of a trained mask by the rule" in text
     # the sizes whose cut kept another number of heads, from both runs' stored curves
     curves = {"sizes": [0.1, 0.5, 1.0], "counts": [7, 36, 72], "f absolute": [1, 1, 1],
               "f fitted": [1, 1, 1]}  # fmt: skip
@@ -1076,3 +1077,48 @@ def test_a_role_run_states_its_masks_agreement_beside_chance_or_says_it_has_none
     assert "55% of the heads (chance 36%, Cohen's kappa 0.29)" in line and "74%" not in line
     old = _mask_agreement({"mean agreement": 0.74})
     assert "74%" in old and "at least half by construction" in old and "no chance level" in old
+
+
+def test_the_more_pairs_and_selected_tables_compare_with_the_exact_budget_runs():
+    """docs/finders.md, more training pairs and the chosen step: each run judged by the rule,
+    the bound of choosing each size's circuit between the exact mask and integrated gradients
+    for a 40-pair run that misses the rule (computed from its curves), and each method's CMD in
+    the exact-budget run -> in this one."""
+    from reproduction.finders import (
+        EXACT_FINDER_RUNS,
+        MORE_PAIRS_FINDER_RUNS,
+        SELECTED_FINDER_RUNS,
+        best_of,
+        more_pairs_table,
+        selected_table,
+    )
+
+    label = "SmolLM2-135M-Instruct, ioi"
+    sizes = {"sizes": [0.0, 0.5, 1.0], "counts": [0, 135, 270]}
+    exact = {
+        "tasks": {"ioi": {"integrated": _cmd_row(0.1, 0.0), "exact-mask": _cmd_row(0.08, 0.03),
+                          "pairs": 40}},
+        "curves": {"ioi/exact-mask": {**sizes, "f absolute": [0.0, 0.5, 1.0]},
+                   "ioi/integrated": {**sizes, "f absolute": [0.0, 1.2, 1.0]}},
+    }  # fmt: skip
+    assert best_of(exact, "ioi", ("exact-mask", "integrated")) == pytest.approx(0.35)
+    more = {"tasks": {"ioi": {"integrated": _cmd_row(0.09, 0.0),
+                              "exact-mask": _cmd_row(0.05, 0.01), "pairs": 40}}}  # fmt: skip
+    stored = {EXACT_FINDER_RUNS[label]: exact, MORE_PAIRS_FINDER_RUNS[label]: more}
+    text = more_pairs_table(_stored_runs(stored))
+    assert "| SmolLM2-135M-Instruct, ioi | 40 | 0.090 [0.080, 0.100] | 0.050" in text
+    assert (
+        "+44 % (met)" in text and "Measured in 1 of 8 model-task runs; a verdict met 1 time" in text
+    )
+    assert "CMD SmolLM2-135M-Instruct, ioi 0.3500 against the rule's 0.0700 (short of it)" in text
+    assert (
+        "- *SmolLM2-135M-Instruct, ioi*: exact-mask 0.080 -> 0.050; integrated 0.100 -> 0.090"
+        in text
+    )
+    row = {"integrated": _cmd_row(0.1, 0.0), "selected-exact-mask": _cmd_row(0.06, 0.01)}
+    chosen = {"tasks": {"ioi": {**row, "pairs": 40}}}
+    text = selected_table(_stored_runs({EXACT_FINDER_RUNS[label]: exact,
+                                        SELECTED_FINDER_RUNS[label]: chosen}))  # fmt: skip
+    assert "+40 % (met)" in text
+    assert ("- *SmolLM2-135M-Instruct, ioi*: exact-mask 0.080 -> selected-exact-mask 0.060; "
+            "integrated 0.100 -> 0.100") in text  # fmt: skip
