@@ -486,10 +486,12 @@ def _against(
     before_runs: dict[str, str],
     names: list[tuple[str, str]],
     head: str,
+    moved: bool = False,
 ) -> str:
     """``table`` with, for each model and task stored in both ``before_runs`` and ``runs``, the
     CMD of each ``(before, after)`` pair of methods: ``before`` in the first run -> ``after``
-    in the second."""
+    in the second (with ``moved``, at how many sizes the circuit kept another number of heads),
+    and the runs' precision and CPU where they differ."""
     lines = []
     for label, path in runs.items():
         try:
@@ -501,10 +503,13 @@ def _against(
             cells = [
                 f"{one} {earlier[one]['CMD']:.3f} -> {'' if one == two else f'{two} '}"
                 f"{methods[two]['CMD']:.3f}"
+                + (_moved(before, after, f"{task}/{two}") if moved else "")
                 for one, two in names
                 if two in methods and one in earlier
             ]
-            lines.append(f"- *{label}*: " + "; ".join(cells))
+            where = [_where(before.get("provenance", {})), _where(after.get("provenance", {}))]
+            note = "" if where[0] == where[1] else f" (trained in {where[0]} -> in {where[1]})"
+            lines.append(f"- *{label}*{note}: " + "; ".join(cells))
     if not lines:
         return table
     return "\n\n".join([table, head + "\n\n" + "\n".join(lines)])
@@ -565,23 +570,6 @@ def separate_cut_table(load: Load) -> str:
         load, SEPARATE_CUT_FINDER_RUNS, CALIBRATED_MASKS, also=CALIBRATED_BASELINE,
         cut_on="pairs of their own",
     )  # fmt: skip
-    lines = []
-    for label, path in SEPARATE_CUT_FINDER_RUNS.items():
-        try:
-            apart, same = load(path), load(CALIBRATED_FINDER_RUNS[label])
-        except NotMeasured:
-            continue
-        for task, methods in apart["tasks"].items():
-            before = same["tasks"].get(task, {})
-            cells = [
-                f"{name} {before[name]['CMD']:.3f} -> {methods[name]['CMD']:.3f}"
-                + _moved(same, apart, f"{task}/{name}")
-                for name in (*CALIBRATED_MASKS, CALIBRATED_BASELINE, "integrated")
-                if name in methods and name in before
-            ]
-            runs = [_where(same.get("provenance", {})), _where(apart.get("provenance", {}))]
-            note = "" if runs[0] == runs[1] else f" (trained in {runs[0]} -> in {runs[1]})"
-            lines.append(f"- *{label}*{note}: " + "; ".join(cells))
     table += (
         f"\n\nThe page judges {TRIES} variants of a trained mask by the rule (the "
         f"{len(TRAINED_MASKS)} methods of `TRAINED_MASKS`, the {len(CALIBRATED_MASKS)} "
@@ -590,12 +578,13 @@ def separate_cut_table(load: Load) -> str:
         "by one variant on one model and task is one success among that many tries, not the "
         "target met (which asks one mask to meet it on every model and task)."
     )
-    if not lines:
-        return table
     head = (
         "CMD with the cut on the training pairs (the calibrated run) -> on pairs of its own "
         "(this run), and at how many sizes the cut kept another number of heads; integrated "
         "gradients, which cuts nothing, is the check that the two runs share their training "
         "pairs:"
     )
-    return "\n\n".join([table, head + "\n\n" + "\n".join(lines)])
+    names = [(name, name) for name in (*CALIBRATED_MASKS, CALIBRATED_BASELINE, "integrated")]
+    return _against(
+        load, table, SEPARATE_CUT_FINDER_RUNS, CALIBRATED_FINDER_RUNS, names, head, moved=True
+    )
