@@ -9,15 +9,23 @@ selected step of an exact-budget mask's training).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
 from lens_heads.core import InputError, head_shape
+from lens_heads.finders._counterfactuals import CounterfactualSet
 
-if TYPE_CHECKING:
-    from lens_heads.finders._methods import _Inputs
+
+@runtime_checkable
+class _Inputs(Protocol):
+    """What the choice reads of a method's inputs (``_methods._Inputs`` has it all)."""
+
+    model: Any
+    train_pairs: CounterfactualSet
+    calibration_pairs: CounterfactualSet | None
+    config: Any  # its batch_size: the pairs scored at once
 
 
 def prefix_sizes(k: int, ratio: float = 0.75) -> list[int]:
