@@ -518,6 +518,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "finders_more_pairs": _pages(finders.more_pairs_table),
     "finders_selected": _pages(finders.selected_table),
     "finders_other": _pages(finders.other_finders),
+    "readme_finders": _pages(finders.readme_summary),
 }
 
 
