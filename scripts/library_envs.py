@@ -84,23 +84,34 @@ def torch_pin() -> str:
     raise RuntimeError("constraints.txt pins no torch")
 
 
-def make_env(where: Path, pins: dict[str, str], torch: str | None = None) -> Path:
+def make_env(
+    where: Path, pins: dict[str, str], torch: str | None = None, ranges: dict | None = None
+) -> Path:
     """A new virtual environment at ``where`` with this checkout installed and ``pins``; torch
-    is ``constraints.txt``'s CPU build unless ``torch`` names another release."""
+    is ``constraints.txt``'s CPU build unless ``torch`` names another release. A pin outside its
+    declared range (``ranges``) cannot go in with the checkout (pip holds it to the ceiling), so
+    it is installed after it, over the ceiling, with pip's conflict warning kept in the log."""
     shutil.rmtree(where, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
     python = where / "bin" / "python"
+    outside = {n: v for n, v in pins.items() if ranges and Version(v) not in ranges[n]}
     constraints = where / "constraints.txt"
     torch_line = torch_pin() if torch is None else f"torch=={torch}"
-    lines = [torch_line, *(f"{name}=={version}" for name, version in pins.items())]
-    constraints.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    inside = [f"{name}=={version}" for name, version in pins.items() if name not in outside]
+    constraints.write_text("\n".join([torch_line, *inside]) + "\n", encoding="utf-8")
     pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    done = subprocess.run(
-        [*pip, "-c", str(constraints), "-e", str(ROOT)], capture_output=True, text=True
-    )
-    if done.returncode != 0:  # pip's own report, without its index warnings
-        lines = [line for line in done.stderr.splitlines() if "is ignored" not in line]
-        raise RuntimeError("pip install failed:\n" + "\n".join(lines[-30:]))
+    steps = [[*pip, "-c", str(constraints), "-e", str(ROOT)]]
+    if outside:
+        pinned = where / "torch.txt"
+        pinned.write_text(torch_line + "\n", encoding="utf-8")
+        steps.append([*pip, "-c", str(pinned), *(f"{n}=={v}" for n, v in outside.items())])
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True)
+        if done.returncode != 0:  # pip's own report, without its index warnings
+            lines = [line for line in done.stderr.splitlines() if "is ignored" not in line]
+            raise RuntimeError("pip install failed:\n" + "\n".join(lines[-30:]))
+        if "incompatible" in done.stderr:
+            print("   " + done.stderr.strip().splitlines()[-1], flush=True)
     return python
 
 
@@ -160,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pins = {name: pick(name, which, ranges) for name in MOVING}
         print(f"== {label}: " + ", ".join(f"{n} {v}" for n, v in pins.items()), flush=True)
         started = time.perf_counter()
-        python = make_env(workdir / label, pins, torch=args.torch)
+        python = make_env(workdir / label, pins, torch=args.torch, ranges=ranges)
         print(f"   installed in {time.perf_counter() - started:.0f} s: {installed(python)}")
         code = run_matrix(python, store=args.mode == "matrix")
         if args.mode == "newest":
