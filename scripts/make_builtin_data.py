@@ -1264,19 +1264,48 @@ IOI_PLACES = words("store park school hospital market office restaurant station 
 IOI_OBJECTS = words("book drink ring bag key letter gift ball pen flower cake phone")
 
 
-def ioi_records(rng: random.Random, n: int = 600) -> list[dict]:
+# The test part of the head-finder protocol (protocols/head_finders.toml): prompts no design
+# choice has read, from templates, names, places and objects disjoint from the ones above (a
+# test holds them disjoint).
+IOI_TEST_TEMPLATES = [
+    "During the picnic by the {place}, {first} and {second} talked, and {s2} handed the {object} to",
+    "Once {first} and {second} had reached the {place}, {s2} tossed the {object} over to",
+    "{first} and {second} were cleaning the {place} when {s2} slid the {object} across to",
+    "Before leaving the {place}, {first} and {second} stopped, and {s2} returned the {object} to",
+    "Inside the quiet {place}, {first} sat beside {second}, and {s2} showed the {object} to",
+    "As {first} and {second} walked out of the {place}, {s2} gave the old {object} to",
+    "It was late at the {place} when {first} and {second} finished, so {s2} mailed the {object} to",
+    "Near the {place}, {first} and {second} waited for a bus, and {s2} sold the {object} to",
+]
+IOI_TEST_NAMES = words("""
+Oliver Sophie Lucas Chloe Nathan Megan Victor Hannah Simon Natalie Oscar Lily Patrick Vanessa
+Martin Fiona Gary Wendy Dennis Tina Arthur Nancy Leo Sandra Philip Monica Roger Teresa Harry
+Sharon Carl Ruth Derek Irene Walter Janet Colin Betty Ralph Joan
+""")
+IOI_TEST_PLACES = words("beach museum theater bakery stadium harbor farm bridge church airport")
+IOI_TEST_OBJECTS = words("map lamp coin hat shirt chair watch basket kite ticket")
+
+
+def ioi_records(
+    rng: random.Random,
+    n: int = 600,
+    templates: list[str] = IOI_TEMPLATES,
+    names: list[str] = IOI_NAMES,
+    places: list[str] = IOI_PLACES,
+    objects: list[str] = IOI_OBJECTS,
+) -> list[dict]:
     """``n`` IOI prompts with their counterfactuals (fields: the template, both names, the place
     and object, ``prompt``, ``counterfactual``, ``answer`` (IO) and ``counterfactual_answer``
     (S), each answer with its leading space)."""
     records = []
     for _ in range(n):
-        template = rng.randrange(len(IOI_TEMPLATES))
-        io, s = rng.sample(IOI_NAMES, 2)
+        template = rng.randrange(len(templates))
+        io, s = rng.sample(names, 2)
         order = rng.choice(["ABBA", "BABA"])
         first, second = (io, s) if order == "ABBA" else (s, io)
-        fill = dict(first=first, second=second, place=rng.choice(IOI_PLACES))
-        fill["object"] = rng.choice(IOI_OBJECTS)
-        text = IOI_TEMPLATES[template]
+        fill = dict(first=first, second=second, place=rng.choice(places))
+        fill["object"] = rng.choice(objects)
+        text = templates[template]
         records.append(
             {
                 "template": template,
@@ -1318,6 +1347,13 @@ def main() -> None:
     lines = [json.dumps(record, ensure_ascii=False) for record in ioi]
     (DATA / "ioi.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"ioi.jsonl: {len(ioi)} prompts with counterfactuals")
+    test = ioi_records(
+        random.Random(70), 400, IOI_TEST_TEMPLATES, IOI_TEST_NAMES, IOI_TEST_PLACES,
+        IOI_TEST_OBJECTS,
+    )  # fmt: skip
+    lines = [json.dumps(record, ensure_ascii=False) for record in test]
+    (DATA / "ioi_test.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"ioi_test.jsonl: {len(test)} test prompts with counterfactuals")
 
 
 if __name__ == "__main__":
