@@ -36,6 +36,7 @@ from lens_heads.core import (
     code_version,
     machine,
     markdown_table,
+    run_record,
     save_figures,
     write_atomic,
 )
@@ -44,6 +45,7 @@ from lens_heads.engine import MaskTrainingResult, train_or_resume
 DEFAULT_MODEL = "smollm2-135m-instruct"
 _COMMAND: list[str] | None = None  # the command line of the analysis running from a shell
 _STARTED: float | None = None  # when that command started (time.monotonic)
+_CONFIG: Any = None  # the config that command parsed (its seeds and the data it names)
 _PRECISION = "auto"  # the training precision the running command asked for
 _MASK_PRECISIONS: set[str] = set()  # the precisions the command computed in (its masks' and own)
 
@@ -63,6 +65,7 @@ __all__ = [
     "precision_field",
     "provenance_of",
     "record_precision",
+    "settings_of",
     "stages_of",
     "trained_mask",
     "write_outputs",
@@ -105,16 +108,19 @@ def command_line(
     """``main(argv)``: parse the config, run, print the summary the run wrote."""
 
     def main(argv: Sequence[str] | None = None) -> int:
-        global _COMMAND, _STARTED, _PRECISION
+        global _COMMAND, _STARTED, _PRECISION, _CONFIG
         _STARTED = time.monotonic()
         _MASK_PRECISIONS.clear()
         code_version()  # hash the source as the command starts, not after edits made meanwhile
         arguments = list(sys.argv[1:] if argv is None else argv)
         stem = Path(sys.modules[run.__module__].__file__ or "analysis").stem
         _COMMAND = ["python", "-m", f"analyses.{stem}", *arguments]
-        config = parse(config_type, arguments, doc)
+        _CONFIG = config = parse(config_type, arguments, doc)
         _PRECISION = getattr(config, "precision", "auto")
-        run(config)
+        try:
+            run(config)
+        finally:
+            _CONFIG = None  # a later result written from Python is not this command's
         summary = Path(config.out) / "summary.md"
         if summary.is_file():
             print(summary.read_text(encoding="utf-8"))
@@ -132,15 +138,22 @@ UNSTORED_FIELDS = ("out", "progress")
 LEVEL = 0.01
 
 
+def settings_of(config: Any) -> dict[str, Any]:
+    """The settings of ``config`` (a dataclass, or a mapping of settings): every field but
+    :data:`UNSTORED_FIELDS` and the config class's own ``UNSTORED`` (e.g. a count of
+    independent items each a stage)."""
+    settings = dict(config) if isinstance(config, Mapping) else dataclasses.asdict(config)
+    for name in (*UNSTORED_FIELDS, *getattr(config, "UNSTORED", ())):
+        settings.pop(name, None)
+    return settings
+
+
 def fingerprint_of(config: Any, model: Any) -> Fingerprint:
     """What an analysis with ``config`` computes from: the loaded ``model`` (its weights and
     tokenizer), the content of every input the config names (its task and every other field
-    that is an existing file or folder, e.g. a training folder to reuse) and the settings (every
-    field of the dataclass but :data:`UNSTORED_FIELDS` and the config class's own ``UNSTORED``,
-    e.g. a count of independent items each a stage)."""
-    settings = dataclasses.asdict(config)
-    for name in (*UNSTORED_FIELDS, *getattr(config, "UNSTORED", ())):
-        settings.pop(name, None)
+    that is an existing file or folder, e.g. a training folder to reuse) and the settings
+    (:func:`settings_of`)."""
+    settings = settings_of(config)
     data: dict[str, Any] = {}
     if isinstance(settings.get("task"), str):
         data["task"] = lh.get_task(settings["task"])  # its examples, not only its name
@@ -272,9 +285,28 @@ def write_outputs(
     return write_atomic(folder / "summary.md", text)
 
 
-def provenance_of(argv: Sequence[str], started: float | None = None) -> dict[str, Any]:
+def run_inputs(config: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The settings of ``config`` (:func:`settings_of`, with what its ``implied_settings()``
+    resolves a default to, e.g. the task family of ``tasks=None``) and the data it reads
+    whatever its settings (the config class's ``READS``, e.g. the parallel corpus): what
+    :func:`provenance_of` takes the seeds and the data of a run from, and what
+    ``scripts/backfill_provenance.py`` takes them from for a stored command."""
+    if config is None:
+        return {}, ()
+    settings = settings_of(config)
+    implied = getattr(config, "implied_settings", None)
+    if callable(implied):
+        settings.update(implied())
+    return settings, tuple(getattr(config, "READS", ()))
+
+
+def provenance_of(
+    argv: Sequence[str], started: float | None = None, config: Any = None
+) -> dict[str, Any]:
     """What a stored result records of how it was made: the command, the code version, the
-    machine, the training precision and (when known) the command's wall time so far."""
+    machine, the training precision, (when known) the command's wall time so far, and the
+    seeds, date and data of the run (:func:`lens_heads.core._provenance.run_record` of
+    ``config``'s settings, by default the config the running command parsed)."""
     provenance = {"command": " ".join(argv), "code": code_version(), "machine": machine()}
     # the precision of the masks the command used; else what it asked for, or what training (and
     # LAHIS importance) resolves "auto" to here; the forward passes run in float32
@@ -286,7 +318,8 @@ def provenance_of(argv: Sequence[str], started: float | None = None) -> dict[str
     started = _STARTED if started is None else started
     if started is not None:  # this invocation only: finished stages it reused cost nothing
         provenance["seconds"] = round(time.monotonic() - started, 1)
-    return provenance
+    settings, reads = run_inputs(_CONFIG if config is None else config)
+    return provenance | run_record(settings, reads)
 
 
 @dataclasses.dataclass

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -42,6 +42,8 @@ PAPER_FAILURES = {"no translation": 0.46, "missing details": 0.36, "hallucinatio
 
 @dataclass
 class Config:
+    READS: ClassVar[tuple[str, ...]] = ("lens_heads/data/parallel.jsonl",)  # its sentences
+
     model: str = field(default="gemma-3-270m", metadata=help_of("model alias or path"))
     languages: tuple[str, ...] = field(
         default=("en", "fr", "es", "de", "zh"), metadata=help_of("corpus languages")

@@ -217,7 +217,7 @@ def run(config: Config, model: Any = None, command: Sequence[str] = ()) -> Figur
         write_atomic(
             out / "numbers.json",
             json.dumps(
-                {**result.summary(), "provenance": provenance_of(command, started)},
+                {**result.summary(), "provenance": provenance_of(command, started, config)},
                 indent=1,
                 default=str,
             ),

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy import stats
@@ -47,6 +47,10 @@ TOP = 5
 
 @dataclass(frozen=True)
 class Config(AtlasConfig):
+    #: the tasks lens_heads.atlas.builtin_relations reads (copying and capitalisation, en→fr
+    #: words, country→capital), whatever the settings
+    READS: ClassVar[tuple[str, ...]] = ("capitalize", "english-french", "country-capital")
+
     model: str = field(default=DEFAULT_MODEL, metadata=help_of("model alias or path"))
     progress: bool = field(default=True, metadata=help_of("progress bars"))
     out: str = field(default="runs/atlas", metadata=help_of("output folder"))

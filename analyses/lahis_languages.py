@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 from scipy import stats
@@ -41,6 +41,8 @@ from lens_heads.lahis import (
 
 @dataclass
 class Config:
+    READS: ClassVar[tuple[str, ...]] = ("lens_heads/data/parallel.jsonl",)  # its sentences
+
     model: str = field(default="gemma-3-270m", metadata=help_of("model alias or path"))
     n_docs: int = field(default=16, metadata=help_of("sentences per language for the heads"))
     quantile: float = field(default=0.9, metadata=help_of("quantile of a language's head set"))

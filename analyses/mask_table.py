@@ -209,7 +209,7 @@ def run(config: Config, command: Sequence[str] = ()) -> GridResult:
     write_atomic(out / "table.md", to_markdown(rows, config.model, grid, result.failures))
     write_atomic(out / "summary.md", (out / "table.md").read_text(encoding="utf-8"))
     if len(rows) and not len(result.failures):
-        provenance = provenance_of(command or ["(run from Python)"], started)
+        provenance = provenance_of(command or ["(run from Python)"], started, config)
         provenance["precision"] = "+".join(sorted(set(_precisions(rows))))
         numbers = {
             "model": config.model,

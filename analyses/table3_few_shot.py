@@ -150,16 +150,21 @@ def _own_training_set(config: Config, name: str) -> lh.Task:
 
 
 def export_tasks(config: Config, folder: str | Path) -> list[Path]:
-    """Write each task's k-shot set as ``<folder>/<task>.jsonl``: its training queries, then the
-    ``n_eval`` held-out queries this analysis evaluates, last, where ``lens-heads grid`` holds
-    them out (``docs/grids/table3_few_shot.toml`` trains the per-task masks from them)."""
+    """Write each task's k-shot set as the task file ``<folder>/<task>.json``: the task's own
+    instruction and match rule, then its training queries and, last, the ``n_eval`` held-out
+    queries this analysis evaluates, where ``lens-heads grid`` holds them out
+    (``docs/grids/table3_few_shot.toml`` trains the per-task masks from them)."""
     written = []
     for name in [*config.tasks, *([config.unseen] if config.unseen else [])]:
+        task = lh.get_task(name)
         held_out = _queries(config, name).examples[-config.n_eval :]
         examples = [*_own_training_set(config, name).examples, *held_out]
-        lines = [json.dumps({"input": e.input, "output": e.output}, ensure_ascii=False)
-                 for e in examples]  # fmt: skip
-        written.append(write_atomic(Path(folder) / f"{name}.jsonl", "\n".join(lines) + "\n"))
+        head = {"name": name, "instruction": task.instruction, "match": task.match}
+        lines = [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}," for k, v in head.items()]
+        rows = [json.dumps({"input": e.input, "output": e.output}, ensure_ascii=False)
+                for e in examples]  # fmt: skip
+        text = "\n".join(["{", *lines, ' "examples": [', "  " + ",\n  ".join(rows), " ]", "}"])
+        written.append(write_atomic(Path(folder) / f"{name}.json", text + "\n"))
     return written
 
 

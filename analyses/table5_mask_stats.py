@@ -67,6 +67,10 @@ class Config:
     def __post_init__(self) -> None:
         _pairs(self.pairs)  # a malformed pair is an error before any mask is read
 
+    def implied_settings(self) -> dict[str, Any]:
+        """The masks folder a default resolves to (what the provenance hashes)."""
+        return {"masks": str(self.masks_folder)}
+
     @property
     def masks_folder(self) -> Path:
         if self.masks is not None:
@@ -142,11 +146,14 @@ def run(config: Config) -> Table5:
         summary["models"] = result.models.to_frame().to_dict(orient="records")
     write_atomic(out / "summary.json", json.dumps(summary, indent=1, default=str))
     write_atomic(out / "table.md", result.to_markdown())
-    write_atomic(out / "numbers.json", json.dumps(numbers_of(result, masks), indent=2, default=str))
+    numbers = numbers_of(result, masks, config)
+    write_atomic(out / "numbers.json", json.dumps(numbers, indent=2, default=str))
     return result
 
 
-def numbers_of(result: Table5, masks: dict[str, lh.HeadMask]) -> dict[str, Any]:
+def numbers_of(
+    result: Table5, masks: dict[str, lh.HeadMask], config: Config | None = None
+) -> dict[str, Any]:
     """The stored numbers (``results/table5/...``): task against task and tasks per head, with
     the provenance of the command (and of the masks' training precision)."""
     from analyses._common import provenance_of
@@ -168,7 +175,7 @@ def numbers_of(result: Table5, masks: dict[str, lh.HeadMask]) -> dict[str, Any]:
             "mean random Jaccard (eq. 4)": round(float(frame["random Jaccard"].mean()), 3),
             "pairs above random": int((frame["Jaccard"] > frame["random Jaccard"]).sum()),
         }
-    return numbers | {"provenance": provenance_of(_COMMAND + sys.argv[1:])}
+    return numbers | {"provenance": provenance_of(_COMMAND + sys.argv[1:], config=config)}
 
 
 def _pairs(text: str | None) -> tuple[tuple[str, str], ...] | None:

@@ -106,6 +106,10 @@ class Config:
             return Path(self.out)
         return Path("runs/table6") / short_name(self.model)
 
+    def implied_settings(self) -> dict[str, Any]:
+        """The task family a default resolves to (whose data the provenance hashes)."""
+        return {"tasks": self.family}
+
     def training_config(self) -> lh.TrainingConfig:
         return lh.TrainingConfig.short(
             steps=self.steps,
@@ -188,7 +192,7 @@ def _provenance(config: Config, tasks: Sequence[str]) -> dict[str, Any]:
     folder = Path(config.masks) if config.masks is not None else config.out_folder / "masks"
     for task in tasks:
         note_mask_precision(folder / task)
-    return provenance_of(["python", "-m", "analyses.table6_pathways", *sys.argv[1:]])
+    return provenance_of(["python", "-m", "analyses.table6_pathways", *sys.argv[1:]], config=config)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

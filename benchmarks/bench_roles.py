@@ -42,6 +42,8 @@ CHG_ENV = ROOT / "benchmarks" / ".chg-env"
 CHG_VERSION = "0.1.0"
 MODEL = "smollm2-135m-instruct"
 TASK = "capitalize"
+#: what the provenance of a run takes its seeds and data from, with the record's ``settings``
+INPUTS = {"task": TASK}
 
 
 def chg_python() -> Path:
@@ -401,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
         record = compare_with_chg(args.quick)
     command = ["python", "-m", "benchmarks.bench_roles", *(argv or sys.argv[1:])]
     precision = "+".join(precisions) if args.timing else "bfloat16"
-    record["provenance"] = provenance_of(command, started) | {"precision": precision}
+    inputs = {**INPUTS, **record.get("settings", {})}
+    record["provenance"] = provenance_of(command, started, inputs) | {"precision": precision}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "numbers.json", json.dumps(record, indent=2, default=str))

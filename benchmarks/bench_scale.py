@@ -37,6 +37,12 @@ TRAIN_TASK, WORD_TASK = "en-fr", "capitalize"
 
 SMOLLM2, GEMMA = "smollm2-135m-instruct", "gemma-3-270m"
 QWEN05, QWEN15 = "qwen2.5-0.5b-instruct", "qwen2.5-1.5b-instruct"
+#: what the provenance of a run takes its seeds and data from: the tasks and the shipped
+#: configurations of the random-weight models
+INPUTS = {
+    "tasks": (TRAIN_TASK, WORD_TASK),
+    "configs": tuple(f"lens_heads/data/model_configs/{alias}.json" for alias in (QWEN05, QWEN15)),
+}
 F32, BF16 = "float32", "bfloat16"
 
 
@@ -572,7 +578,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = [{**row, **predict(row)} for row in record["cases"]]
     else:
         rows = measure_all(args.only, args.quick, not args.no_default_allocator)
-        record = {"provenance": provenance_of(command, started) | {"precision": "per case"}}
+        provenance = provenance_of(command, started, INPUTS) | {"precision": "per case"}
+        record = {"provenance": provenance}
         for row in rows:  # each case names the run that measured it
             row["measured by"] = {"command": " ".join(command), "code": code_version()}
     if args.only and previous.is_file() and not args.replan:  # keep an earlier run's others

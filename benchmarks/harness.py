@@ -131,7 +131,7 @@ def write_summary(results: list[BenchmarkResult], path: Path, *, merge: bool = F
     """Write the JSON summary atomically; with ``merge`` the earlier entries of other benchmarks
     in ``path`` are kept (``--only`` re-runs one without losing the rest), each stamped with the
     time it was measured."""
-    from lens_heads.core._provenance import code_version, machine
+    from lens_heads.core._provenance import DATA, code_version, machine, run_record
     from lens_heads.core._storage import write_atomic
 
     now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -145,5 +145,6 @@ def write_summary(results: list[BenchmarkResult], path: Path, *, merge: bool = F
         entries = [e for e in earlier if e.get("name") not in names] + entries
     stamp = {"machine": machine(), "code": code_version()}
     entries = [{**stamp, **entry} if "machine" not in entry else entry for entry in entries]
-    payload = {"created": now, **stamp, "results": entries}
+    # the benchmarks name their tasks in their code: the record hashes all the built-in data
+    payload = {"created": now, **stamp, "results": entries, **run_record(reads=[DATA])}
     write_atomic(path, json.dumps(payload, indent=2, default=str))

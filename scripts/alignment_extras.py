@@ -30,6 +30,10 @@ from lens_heads.alignment import ablate_heads, alignment_heads_across_models
 from lens_heads.core import save_figures, write_atomic
 
 GEMMA = "gemma-3-270m"
+#: what the provenance takes its seeds and data from: the translation, the control task and the
+#: seeds of the random control heads
+CONTROL_SEEDS = (0, 1, 2)
+INPUTS = {"tasks": ("en-fr", "capitalize"), "random_seeds": CONTROL_SEEDS}
 
 
 def across_models(out: Path, n: int) -> str:
@@ -48,7 +52,7 @@ def control(out: Path, n: int) -> str:
         "en-fr",
         top,
         exclude=scores.alignment_heads(0.1),
-        random_seeds=(0, 1, 2),
+        random_seeds=CONTROL_SEEDS,
         control_task="capitalize",
         n_eval=2 * n,
     )
@@ -64,7 +68,7 @@ def numbers_of(out: Path, command: list[str], seconds: float) -> dict[str, Any]:
     """The stored result (``results/alignment_extras/gemma-3-270m``), read back from the two
     parts' folders, with the provenance of the command."""
     from lens_heads.alignment import AblationResult, AcrossModels
-    from lens_heads.core import code_version, machine
+    from lens_heads.core import code_version, machine, run_record
 
     rows = AcrossModels.load(out / "across_models").rows
     ablated = AblationResult.load(out / "control")
@@ -102,6 +106,7 @@ def numbers_of(out: Path, command: list[str], seconds: float) -> dict[str, Any]:
             "machine": machine(),
             "precision": "float32",
             "seconds": round(seconds, 1),
+            **run_record(INPUTS),
         },
     }
 

@@ -361,7 +361,7 @@ def versions() -> dict[str, str]:
 def run_matrix(
     rows: Sequence[tuple[str, str | None]] = ROWS, device: str = "cpu"
 ) -> dict[str, Any]:
-    from lens_heads.core import code_version, machine
+    from lens_heads.core import code_version, machine, run_record
     from lens_heads.testing import CHECKS
 
     transformers_logging()
@@ -384,6 +384,7 @@ def run_matrix(
         "checks": {**CHECKS, **EXTRA_CHECKS},
         "rows": matrix,
         "unsupported_example": example,
+        **run_record(),  # no seed setting; tiny random checkpoints and words of this file: no data
     }
 
 

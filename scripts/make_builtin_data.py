@@ -1268,7 +1268,8 @@ IOI_OBJECTS = words("book drink ring bag key letter gift ball pen flower cake ph
 # choice has read, from templates, names, places and objects disjoint from the ones above (a
 # test holds them disjoint).
 IOI_TEST_TEMPLATES = [
-    "During the picnic by the {place}, {first} and {second} talked, and {s2} handed the {object} to",
+    "During the picnic by the {place}, {first} and {second} talked, and {s2} handed the "
+    "{object} to",
     "Once {first} and {second} had reached the {place}, {s2} tossed the {object} over to",
     "{first} and {second} were cleaning the {place} when {s2} slid the {object} across to",
     "Before leaving the {place}, {first} and {second} stopped, and {s2} returned the {object} to",

@@ -153,6 +153,26 @@ SELECTED_RUNS = {
 }
 SELECTED_METHODS = "integrated,selected-exact-mask,random-0"
 
+#: the protocol's runs (issue 70): each model and task of ``protocols/head_finders-1.toml``, every
+#: method of the file at its three seeds on the test part (about one to two hours a run at one
+#: thread on this CPU; run two at a time). Stored under ``results/head_finders/protocol-1``.
+PROTOCOL = "protocols/head_finders-1.toml"
+PROTOCOL_RUNS = {
+    f"{model}-{task}": (model, task)
+    for model in ("smollm2-135m-instruct", "gemma-3-270m")
+    for task in ("ioi", "capitalize", "country-capital", "antonym")
+}
+
+
+def _protocol(name: str, model: str, task: str) -> Entry:
+    """One model and task under the frozen protocol (issue 70)."""
+    out = f"head-finders/protocol-1/{name}"
+    command = _analysis(
+        "finder_protocol", out, "--protocol", PROTOCOL, "--model", model, "--task", task,
+        precision="",
+    )  # fmt: skip
+    return Entry(f"head_finders/protocol-1/{name}", command, str(RUNS / out), pending=True)
+
 
 def _finder(name: str, methods: str, model: str, tasks: str, *flags: str) -> Entry:
     """A head-finder benchmark of ``model`` on ``tasks`` with ``methods`` (issue 46)."""
@@ -530,6 +550,7 @@ PLAN: tuple[Entry, ...] = (
     *(_finder(name, EXACT_METHODS, *run) for name, run in EXACT_RUNS.items()),
     *(_finder(name, EXACT_METHODS, *run) for name, run in MORE_PAIRS_RUNS.items()),
     *(_finder(name, SELECTED_METHODS, *run) for name, run in SELECTED_RUNS.items()),
+    *(_protocol(name, *run) for name, run in PROTOCOL_RUNS.items()),
     *(_finder(name, OTHER_METHODS, *run) for name, run in OTHER_RUNS.items()),
     Entry(
         "roles_vs_chg/smollm2-135m-instruct",

@@ -269,18 +269,60 @@ def readme_mask_table(results: Path) -> str:
 
 
 def readme_alignment(results: Path) -> str:
-    """The README's sentence on token alignment heads (sparsity and ablation on Gemma)."""
-    n = load("alignment_heads/gemma-3-270m", results)
+    """The README's sentence on token alignment heads: sparsity, then the ablation's verdict at
+    the paper's share of heads (the one the page judges) before the larger ablation."""
+    path = "alignment_heads/gemma-3-270m"
+    n = load(path, results)
     share = n["activity mean"]["alignment heads"]
     rows = {(r["heads ablated"], r["setting"]): r for r in n["ablation"]}
-    k = max(heads for heads, _ in rows)
-    base, cut, rand = rows[(k, "unmasked")], rows[(k, "ablated")], rows[(k, "random")]
+    verdict = alignment.ablation_ours_verdict(lambda p: load(p, results))
+    word = verdict.split(" (", 1)[0]
+    at_share, largest = alignment.paper_k(n), max(heads for heads, _ in rows)
+    paper_heads = round(alignment.PAPER_SHARE * alignment.LLAMA_HEADS)
+
+    def cut(k: int) -> str:
+        base, ablated, rand = rows[(k, "unmasked")], rows[(k, "ablated")], rows[(k, "random")]
+        return (
+            f"removing the top {k} takes en→fr chrF++ from {base['chrf']:.1f} to "
+            f"{ablated['chrf']:.1f}, against {rand['chrf']:.1f} ± {rand['chrf std']:.1f} for {k} "
+            "random other heads"
+        )
+
     return (
         f"On Gemma 3 270M (20 ordered pairs of the built-in corpus) {share:.1%} of the heads pass "
-        f"0.1 on average, and removing the top {k} cuts en→fr chrF++ from {base['chrf']:.1f} to "
-        f"{cut['chrf']:.1f} ({k} random other heads: {rand['chrf']:.1f} ± {rand['chrf std']:.1f}; "
-        f"{numbers_source(n)}; the paper's numbers beside these are in docs/reproduction.md)."
+        f"0.1 on average. At the paper's share of heads ({at_share} of {n['heads']}, as its "
+        f"{paper_heads} of Llama-3.1-8B's {alignment.LLAMA_HEADS:,}) its ablation result is "
+        f"**{word}**: {cut(at_share)}. At {largest / n['heads']:.1%} of the heads, "
+        f"{cut(largest)} ({numbers_source(n)}; the paper's numbers beside these are in "
+        "docs/reproduction.md)."
     )
+
+
+def notebook_claims(results: Path) -> str:
+    """The sentence of docs/reproduction.md on what each notebook does with the claim it
+    illustrates (issue 70, item 11), read from the notebooks themselves
+    (:func:`prose_numbers.notebook_stance`), so it stays true when one changes."""
+    notebooks = sorted((results.parent).glob(prose_numbers.NOTEBOOKS))
+    stances = {path.stem: prose_numbers.notebook_stance(path) for path in notebooks}
+
+    def named(stance: str | None) -> list[str]:
+        return [f"`{name}`" for name, found in stances.items() if found == stance]
+
+    asserting, showing, neither = named("asserts"), named("shows"), named(None)
+    text = (
+        f"The {len(stances)} notebooks in `notebooks/` run the analyses on small settings; CI "
+        "executes every one, and the committed files carry no outputs, so none can go stale. "
+        f"{len(asserting)} assert the claim they illustrate from their own numbers, in a code "
+        f"cell marked `{prose_numbers.CLAIM_MARK}`: {', '.join(asserting) or 'none'}. "
+        f"{len(showing)} show without judging, because one word, one mask or one training run "
+        f'cannot settle the claim: each says so ("{prose_numbers.WITHOUT_JUDGING}") in a '
+        "markdown cell and in a printed line, and its claim's verdict is in the rows above, "
+        "computed from the stored runs: "
+        f"{', '.join(showing) or 'none'}."
+    )
+    if neither:
+        text += f" {len(neither)} do neither yet: {', '.join(neither)}."
+    return text
 
 
 #: the stored head atlases (issue 35), by the name the docs give the model
@@ -492,6 +534,7 @@ def _pages(render: Callable[..., str]) -> Callable[[Path], str]:
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "readme_mask_table": readme_mask_table,
     "readme_alignment": readme_alignment,
+    "notebook_claims": notebook_claims,
     "benchmark_table": benchmark_table,
     "results_index": results_index,
     "reproduction_heads_up": _pages(heads_up.heads_up_table),
@@ -518,7 +561,10 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "finders_more_pairs": _pages(finders.more_pairs_table),
     "finders_selected": _pages(finders.selected_table),
     "finders_other": _pages(finders.other_finders),
-    "readme_finders": _pages(finders.readme_summary),
+    "readme_finders": _pages(finders.protocol_summary),
+    "finders_protocol": _pages(finders.protocol_table),
+    "finders_protocol_settings": _pages(finders.protocol_settings),
+    "finders_development": _pages(finders.readme_summary),
 }
 
 
@@ -587,7 +633,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     prose = typed_in_prose(ROOT)
     for line in prose:
         print(line + " (an inline value snippet, a paper snippet, code, or leave it out)")
-    return 2 if failed else 1 if (args.check and stale) or typed or prose else 0
+    stanceless = prose_numbers.notebooks_without_a_stance(ROOT)
+    for line in stanceless:
+        print(line)
+    return 2 if failed else 1 if (args.check and stale) or typed or prose or stanceless else 0
 
 
 if __name__ == "__main__":

@@ -164,6 +164,9 @@ def check_plan(args: argparse.Namespace) -> Any:
     batch = getattr(args, "batch_size", None)
     if job == "generate":
         batch = len(getattr(args, "prompt", None) or [1])
+    n_eval = getattr(args, "n_eval", None)
+    if job == "eval" and isinstance(batch, int) and isinstance(n_eval, int) and n_eval > 0:
+        batch = min(batch, n_eval)  # the run batches at most the examples it evaluates
     if isinstance(batch, int) and batch > 0:
         fields["batch_size"] = batch
     precision = getattr(args, "precision", None)

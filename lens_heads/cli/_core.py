@@ -65,12 +65,20 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 # -- tasks (issue 3) ----------------------------------------------------------------------------
 def _add_tasks(sub: Any) -> None:
-    parser = sub.add_parser("tasks", help="list the built-in tasks (examples, kind, match rule)")
+    parser = sub.add_parser(
+        "tasks",
+        help="list the built-in tasks (examples, kind, match rule), or show what a task file holds",
+    )
     parser.add_argument("--kind", choices=["word", "translation"], help="only this kind")
+    common.add_inputs(parser, "show")
 
 
 def _cmd_tasks(args: argparse.Namespace) -> int:
     from lens_heads.core import get_task, list_tasks
+
+    if args.show is not None:
+        print(get_task(args.show).describe())
+        return 0
 
     print(f"{'task':28s} {'examples':>8s}  {'kind':11s} {'match':10s} instruction")
     for name in list_tasks(args.kind):

@@ -30,7 +30,8 @@ def _add_benchmark(sub: Any) -> None:
         "heads with each method on the task's training part, and measures each ranking's "
         "faithfulness. Writes <out>/benchmark (table.csv, table.md, curves.html, cost.html, "
         "result.json: FinderBenchmark.load) and one stage per task and method; a killed run "
-        "resumes. --mib DIR also writes each ranking in MIB's node-level submission format.",
+        "resumes. --mib DIR also writes each method in MIB's node-level submission format: a "
+        "ranking's scores, or a method's own circuits, one per size.",
     )
     common.add_inputs(parser, "model_argument")
     parser.add_argument(
@@ -42,9 +43,12 @@ def _add_benchmark(sub: Any) -> None:
         default=DEFAULT_METHODS,
         help=f"head finders, comma-separated, of: {', '.join(METHODS)}",
     )
-    add_settings(parser, BenchmarkConfig, skip=("method_settings",))
+    # the protocol hash is written by run_protocol, never typed (its runs: analyses.finder_protocol)
+    add_settings(parser, BenchmarkConfig, skip=("method_settings", "protocol"))
     add_settings(parser, MethodConfig)
-    parser.add_argument("--mib", help="also write every ranking here in MIB's node format")
+    parser.add_argument(
+        "--mib", help="also write every method here in MIB's node format (scores or circuits)"
+    )
     common.add_out_argument(parser)
     common.add_overwrite_argument(parser)
     common.add_progress_argument(parser)
@@ -57,7 +61,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         BenchmarkConfig,
         MethodConfig,
         head_finder_benchmark,
-        write_mib_scores,
+        write_mib_curve,
     )
 
     methods = settings_from(args, MethodConfig)
@@ -77,11 +81,10 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         )  # fmt: skip
         if args.mib:
             for key, curve in result.curves.items():
-                task, method = key.split("/", 1)
-                write_mib_scores(
-                    curve.scores, f"{args.mib}/{method}", task, result.model,
-                    d_model=int(model.cfg.d_model),
-                )  # fmt: skip
+                method = key.split("/", 1)[1]
+                write_mib_curve(
+                    curve, f"{args.mib}/{method}", result.model, d_model=int(model.cfg.d_model)
+                )
         print(result.to_markdown())
         print(f"-> {out / 'benchmark'}")
     return 0

@@ -62,6 +62,11 @@ INPUTS: dict[str, dict[str, Any]] = {
         "help": "weights dtype",
     },
     "task": {"help": "built-in task name or a .json/.jsonl task file"},
+    "show": {
+        "metavar": "TASK",
+        "help": "print what a task file (or a built-in name) gives: each field and where it came "
+        "from (the file, a default or the built-in)",
+    },
     "mask": {"help": MASK_HELP},
     "other_mask": {"help": "a mask trained on another model of the same shape (file or folder)"},
     "control_task": {"help": "a non-translation task (functional specificity)"},
@@ -85,9 +90,8 @@ INPUTS: dict[str, dict[str, Any]] = {
     },
     "match": {
         "choices": ["startswith", "contains"],
-        "help": "the accuracy rule (default: the task's own; for a task file, the paper's rule by "
-        "its name: startswith for capitalize*, lowercase*, next_*, prev_*, *_v_*_N, choose_*, "
-        "conll2003_*, contains otherwise)",
+        "help": "the accuracy rule (default: the task's own: a built-in's, or what a task file "
+        "states, contains when it states none)",
     },
     "out": {"required": True, "help": "output directory"},
     "overwrite": {

@@ -45,7 +45,14 @@ if TYPE_CHECKING:  # imported on first use (lens_heads.core._lazy): no torch bef
         hybrid_few_shot,
         pad_token_id,
     )
-    from lens_heads.core._provenance import code_version, hash_sources, machine
+    from lens_heads.core._provenance import (
+        code_version,
+        content_hash,
+        data_hashes,
+        hash_sources,
+        machine,
+        run_record,
+    )
     from lens_heads.core._random_models import random_model, tiny_model
     from lens_heads.core._scales import HeadScale
     from lens_heads.core._settings import configure, field_docs
@@ -80,6 +87,8 @@ __all__ = [
     "code_version",
     "collate",
     "configure",
+    "content_hash",
+    "data_hashes",
     "encode_example",
     "expected_random_jaccard",
     "field_docs",
@@ -103,6 +112,7 @@ __all__ = [
     "parallel_corpus",
     "random_model",
     "resolve_mask",
+    "run_record",
     "save_figures",
     "tiny_model",
     "verify_model",

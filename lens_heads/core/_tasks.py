@@ -12,25 +12,30 @@
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import os
-import random
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from lens_heads.core._checks import own_checks, read_text_file, warn_input
+from lens_heads.core._checks import read_text_file, warn_input
 from lens_heads.core._errors import (
     InputError,
     InputTypeError,
-    LensHeadsError,
     MissingFileError,
     UnknownNameError,
+)
+from lens_heads.core._task_types import (
+    LANGUAGE_NAMES,
+    Example,
+    MatchRule,
+    Task,
+    TaskDataError,
+    TaskKind,
 )
 
 __all__ = [
@@ -47,165 +52,6 @@ __all__ = [
     "match_rule_for",
     "parallel_corpus",
 ]
-
-MatchRule = Literal["startswith", "contains"]
-TaskKind = Literal["word", "translation"]
-_MATCH_RULES = ("startswith", "contains")
-_TASK_KINDS = ("word", "translation")
-
-LANGUAGE_NAMES = {
-    "en": "English",
-    "fr": "French",
-    "es": "Spanish",
-    "de": "German",
-    "zh": "Chinese",
-}
-
-
-class TaskDataError(LensHeadsError, ValueError):
-    """A data file or task definition is malformed; the message names the file and line."""
-
-
-@own_checks  # __post_init__ checks the rule, with or without a runtime type checker
-@dataclass(frozen=True)
-class Example:
-    """One ``input -> output`` pair. ``match`` overrides the task's rule for this example and
-    ``source`` names the task it came from (both set in mixed sets such as the hybrid few-shot
-    set of :func:`lens_heads.core.hybrid_few_shot`); ``counterfactual`` is an input of
-    the same token length with another answer, whose head outputs replace removed heads under
-    counterfactual ablation (:mod:`lens_heads.finders`), and ``counterfactual_output`` that
-    input's answer (the contrast of a mask trained on the logit difference)."""
-
-    input: str
-    output: str
-    match: MatchRule | None = None
-    source: str | None = None
-    counterfactual: str | None = None
-    counterfactual_output: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.match is not None and self.match not in _MATCH_RULES:
-            raise TaskDataError(
-                f"example {self.input!r}: match must be 'startswith' or 'contains' (or None for "
-                f"the task's rule), got {self.match!r}"
-            )
-
-
-@own_checks  # __post_init__ checks the rule and the kind
-@dataclass(frozen=True)
-class Task:
-    """A named list of examples with its instruction and accuracy rule.
-
-    ``kind="translation"`` tasks are scored with CE, ROUGE-L, BLEU and chrF++ and generate up
-    to 50 tokens; word tasks generate 10.
-    """
-
-    name: str
-    examples: tuple[Example, ...]
-    instruction: str | None = None
-    match: MatchRule = "contains"
-    kind: TaskKind = "word"
-    description: str = ""
-    source_lang: str | None = None
-    target_lang: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        if not self.examples:
-            raise TaskDataError(f"task {self.name!r} has no examples")
-        if self.match not in _MATCH_RULES:
-            raise TaskDataError(
-                f"task {self.name!r}: match must be 'startswith' or 'contains', got {self.match!r}"
-            )
-        if self.kind not in _TASK_KINDS:
-            raise TaskDataError(
-                f"task {self.name!r}: kind must be 'word' or 'translation', got {self.kind!r}"
-            )
-        for index, example in enumerate(self.examples):
-            if not example.input.strip() or not example.output.strip():
-                raise TaskDataError(
-                    f"task {self.name!r}: example {index} has an empty input or output"
-                )
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
-    def __iter__(self) -> Iterator[Example]:
-        return iter(self.examples)
-
-    @property
-    def inputs(self) -> list[str]:
-        return [example.input for example in self.examples]
-
-    @property
-    def outputs(self) -> list[str]:
-        return [example.output for example in self.examples]
-
-    @property
-    def max_new_tokens(self) -> int:
-        return 50 if self.kind == "translation" else 10
-
-    def fingerprint(self) -> str:
-        """A short hash of the examples (inputs and outputs, in order): checkpoints and cached
-        runs record it, so a changed data file is never mistaken for the one they came from.
-
-        >>> Task("t", (Example("a", "A"),)).fingerprint()
-        '05d2318fba6a179d'
-        """
-        digest = hashlib.sha256()
-        for example in self.examples:
-            digest.update(example.input.encode() + b"\x00" + example.output.encode() + b"\x01")
-        return digest.hexdigest()[:16]
-
-    def subset(self, indices: Iterable[int], suffix: str = "") -> Task:
-        return replace(
-            self, name=self.name + suffix, examples=tuple(self.examples[i] for i in indices)
-        )
-
-    def head(self, n: int) -> Task:
-        return self.subset(range(min(n, len(self))))
-
-    def split(
-        self, n_eval: int = 100, seed: int | None = None, *, unseen: bool = False
-    ) -> tuple[Task | None, Task]:
-        """``(train, eval)``: the last ``n_eval`` examples evaluate, as in the paper.
-
-        With ``seed``, the examples are shuffled first (reproducibly). If the task has fewer
-        than ``2 * n_eval`` examples, half of them evaluate, with an :class:`InputWarning`; an
-        ``n_eval`` of the whole task or more is an error (nothing would be left to train on).
-        ``unseen``: no mask was trained on this task, so nothing is protected -- the last
-        ``n_eval`` examples evaluate (every example when ``n_eval`` reaches the task's size)
-        and the rest are left for demonstrations (``train`` is None when none is left).
-        """
-        if n_eval < 1:
-            raise InputError(f"n_eval must be positive, got {n_eval}")
-        if unseen:
-            order = list(range(len(self)))
-            if seed is not None:
-                random.Random(seed).shuffle(order)
-            cut = max(0, len(self) - n_eval)
-            train = self.subset(order[:cut], ":train") if cut else None
-            return train, self.subset(order[cut:], ":eval")
-        if len(self) < 2:
-            raise TaskDataError(
-                f"task {self.name!r} has {len(self)} example; at least 2 are needed to hold some "
-                "out (evaluation) and keep some (training, demonstrations)"
-            )
-        if n_eval >= len(self):
-            raise InputError(
-                f"n_eval={n_eval} asks for at least every example of task {self.name!r}, which "
-                f"has {len(self)}; at most {len(self) // 2} are held out (half the task)"
-            )
-        order = list(range(len(self)))
-        if seed is not None:
-            random.Random(seed).shuffle(order)
-        if len(self) < 2 * n_eval:
-            warn_input(
-                f"task {self.name!r} has {len(self)} examples, fewer than 2 x n_eval={n_eval}: "
-                f"its last {len(self) // 2} (half the task) are held out, not {n_eval}"
-            )
-            n_eval = len(self) // 2
-        return self.subset(order[:-n_eval], ":train"), self.subset(order[-n_eval:], ":eval")
 
 
 # -- built-in tasks ---------------------------------------------------------------------------
@@ -275,11 +121,26 @@ def get_task(
     instruction: str | None = None,
     match: str | None = None,
 ) -> Task:
-    """A built-in task by name, or a task loaded from a data file (``.json``/``.jsonl``).
+    """A built-in task by name, or a task loaded from a task file (``.json``/``.jsonl``).
 
-    For a file, the instruction comes from ``instruction`` or from the built-in task named
-    like the file's stem, and the match rule from ``match`` or :func:`match_rule_for` the stem
-    (the paper's rule by name pattern). ``match`` overrides a built-in task's rule too.
+    A string that ends in ``.json``/``.jsonl`` or holds a path separator is a file; anything
+    else is a built-in name (a ``Path`` is always a file). A file is read for what it says and
+    nothing else: its name never lends it a built-in task's instruction, match rule or kind. It
+    is one of
+
+    * JSONL (``.jsonl``): one ``{"input": ..., "output": ...}`` object per line;
+    * a JSON list (``.json``) of such objects;
+    * a JSON object (``.json``) with an ``"examples"`` list and, optionally, the task's fields
+      ``"name"`` (default: the file's stem), ``"instruction"`` (default: none), ``"match"``
+      (``"startswith"`` or ``"contains"``; default ``"contains"``), ``"kind"`` (``"word"``, or
+      ``"translation"``: the default when the languages are given), ``"description"``,
+      ``"source_lang"`` and ``"target_lang"`` (codes such as ``"en"``; with both and no
+      instruction, the instruction asks to translate from the one into the other).
+
+    An example may carry its own ``"match"``; an unknown field is an error naming the known
+    ones. The ``instruction`` and ``match`` arguments override the file and the built-ins.
+    A file named like a built-in that states no instruction gets none, with a warning.
+    :meth:`Task.describe` (``lens-heads tasks --show FILE``) says where each value came from.
 
     >>> get_task("capitalize", match="contains").match
     'contains'
@@ -288,7 +149,72 @@ def get_task(
     task = _get_task(name, instruction)
     if match is None or match == task.match:
         return task
-    return replace(task, match=match)  # type: ignore[arg-type]
+    sources = {**task.metadata.get("sources", {}), "match": "argument"}
+    return replace(task, match=match, metadata={**task.metadata, "sources": sources})  # type: ignore[arg-type]
+
+
+_FILE_FIELDS = (
+    "name", "instruction", "match", "kind", "description", "source_lang", "target_lang",
+    "examples",
+)  # fmt: skip
+
+
+def _builtin_like(stem: str) -> str | None:
+    """The built-in a file's stem is named like (a built-in word task or a language pair)."""
+    if _builtin_info(stem) or _is_language_pair(stem):
+        return stem
+    return None
+
+
+def _file_task(path: Path, instruction: str | None) -> Task:
+    """A task file read for its own fields only (the format: :func:`get_task`)."""
+    examples, fields = _read_task_file(path)
+    sources: dict[str, str] = {}
+
+    def field_of(key: str, default: Any) -> Any:
+        if key in fields:
+            sources[key] = "file"
+            return fields[key]
+        sources[key] = "default"
+        return default
+
+    for key in ("name", "instruction", "description", "source_lang", "target_lang"):
+        if key in fields and fields[key] is not None and not isinstance(fields[key], str):
+            raise TaskDataError(f"{path}: {key!r} must be a string, got {fields[key]!r}")
+    source, target = field_of("source_lang", None), field_of("target_lang", None)
+    if (source is None) != (target is None):
+        raise TaskDataError(
+            f"{path}: give both 'source_lang' and 'target_lang' (a translation task) or neither"
+        )
+    kind = field_of("kind", "translation" if source else "word")
+    text = field_of("instruction", None)
+    if instruction is not None:
+        text, sources["instruction"] = instruction, "argument"
+    elif text is None and source is not None:
+        names = (LANGUAGE_NAMES.get(source, source), LANGUAGE_NAMES.get(target, target))
+        text = f"Translate the following {names[0]} text into {names[1]}."
+        sources["instruction"] = "the file's languages"
+    like = _builtin_like(path.stem)
+    if like is not None and sources["instruction"] == "default":
+        warn_input(
+            f"{path} is named like the built-in task {like!r} but states no instruction: it "
+            "has none (a file never takes a built-in's instruction, match rule or kind). Add "
+            '"instruction" to the file (a JSON object with "examples") or pass instruction=...'
+        )
+    try:
+        return Task(
+            name=field_of("name", path.stem),
+            examples=examples,
+            instruction=text,
+            match=field_of("match", "contains"),
+            kind=kind,
+            description=field_of("description", f"loaded from {path}"),
+            source_lang=source,
+            target_lang=target,
+            metadata={"path": str(path), "sources": sources},
+        )
+    except TaskDataError as error:
+        raise TaskDataError(f"{path}: {error}") from error
 
 
 def _get_task(name: Any, instruction: str | None) -> Task:
@@ -300,32 +226,8 @@ def _get_task(name: Any, instruction: str | None) -> Task:
     text = os.fspath(name)
     if not text.strip():
         raise InputError("the task name is empty; see `lens-heads tasks` for the built-in ones")
-    if text.endswith((".json", ".jsonl")) or os.sep in text:
-        path = Path(text)
-        stem = path.stem
-        examples = tuple(load_examples(path))
-        if _is_language_pair(stem):  # e.g. my-data/en-fr.jsonl: a translation task
-            source, target = stem.split("-", 1)
-            pair = f"Translate the following {LANGUAGE_NAMES[source]} text into "
-            return Task(
-                name=stem,
-                examples=examples,
-                instruction=instruction or pair + f"{LANGUAGE_NAMES[target]}.",
-                match="contains",
-                kind="translation",
-                description=f"loaded from {path}",
-                source_lang=source,
-                target_lang=target,
-            )
-        builtin = _builtin_info(stem)
-        return Task(
-            name=stem,
-            examples=examples,
-            instruction=instruction or builtin.get("instruction"),
-            match=match_rule_for(stem),
-            kind=builtin.get("kind", "word"),
-            description=f"loaded from {path}",
-        )
+    if text.endswith((".json", ".jsonl")) or os.sep in text or isinstance(name, os.PathLike):
+        return _file_task(Path(text), instruction)
     if text in _registry():
         info = _registry()[text]
         examples = load_examples(_data_path("tasks", f"{text}.json"))
@@ -336,14 +238,22 @@ def _get_task(name: Any, instruction: str | None) -> Task:
             match=info["match"],
             kind=info.get("kind", "word"),
             description=info.get("description", ""),
+            metadata={"sources": _builtin_sources(instruction)},
         )
     if _is_language_pair(text):
         source, target = text.split("-", 1)
         task = parallel_corpus().translation_task(source, target)
-        return task if instruction is None else replace(task, instruction=instruction)
+        task = task if instruction is None else replace(task, instruction=instruction)
+        return replace(task, metadata={**task.metadata, "sources": _builtin_sources(instruction)})
     close = difflib.get_close_matches(text, list_tasks(), n=5, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else "; see lens-heads tasks"
     raise UnknownNameError(f"unknown task {text!r}{hint}")
+
+
+def _builtin_sources(instruction: str | None) -> dict[str, str]:
+    sources = dict.fromkeys(("name", "match", "kind", "description"), "built-in")
+    sources["instruction"] = "argument" if instruction is not None else "built-in"
+    return sources
 
 
 # -- loaders ----------------------------------------------------------------------------------
@@ -364,7 +274,7 @@ def _example(record: Any, where: str) -> Example:
         raise TaskDataError(f"{where}: empty input")
     if not answer.strip():
         raise TaskDataError(f"{where}: empty output (answer)")
-    return Example(source, answer)
+    return Example(source, answer, match=record.get("match"))
 
 
 def _read_text(path: Path, what: str = "data file") -> str:
@@ -388,17 +298,22 @@ def _check_duplicates(examples: Sequence[Example], path: Path) -> None:
 
 
 def load_examples(path: str | os.PathLike[str]) -> list[Example]:
-    """Read ``{"input", "output"}`` examples from a JSON list (function-vector style, or an
-    object with an ``"examples"`` list) or from JSONL (one object per line).
+    """Read ``{"input", "output"}`` examples from a task file (the format: :func:`get_task`): a
+    JSON list, a JSON object with an ``"examples"`` list, or JSONL (one object per line).
 
     Errors name the file and, for JSONL, the line.
     """
-    path = Path(path)
+    return list(_read_task_file(Path(path))[0])
+
+
+def _read_task_file(path: Path) -> tuple[tuple[Example, ...], dict[str, Any]]:
+    """A task file's examples and its other fields (empty for a list or JSONL)."""
     text = _read_text(path, "task file")
     if not text.strip():
         raise TaskDataError(
             f"{path}: the file is empty; it should hold {{'input', 'output'}} items"
         )
+    fields: dict[str, Any] = {}
     if path.suffix == ".jsonl":
         examples = []
         for number, line in enumerate(text.splitlines(), start=1):
@@ -414,7 +329,16 @@ def load_examples(path: str | os.PathLike[str]) -> list[Example]:
             data = json.loads(text)
         except json.JSONDecodeError as error:
             raise TaskDataError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from error
-        if isinstance(data, dict) and "examples" in data:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(_FILE_FIELDS))
+            if unknown or "examples" not in data:
+                problem = f"unknown field(s) {unknown}" if unknown else ""
+                problem = problem if "examples" in data else "no 'examples' list"
+                raise TaskDataError(
+                    f"{path}: {problem}; a task file object holds 'examples' and optionally "
+                    f"{', '.join(repr(k) for k in _FILE_FIELDS[:-1])}"
+                )
+            fields = {key: value for key, value in data.items() if key != "examples"}
             data = data["examples"]
         if not isinstance(data, list):
             raise TaskDataError(f"{path}: expected a list of {{'input', 'output'}} objects")
@@ -422,7 +346,7 @@ def load_examples(path: str | os.PathLike[str]) -> list[Example]:
     if not examples:
         raise TaskDataError(f"{path}: the file holds no examples")
     _check_duplicates(examples, path)
-    return examples
+    return tuple(examples), fields
 
 
 Alignment = list[tuple[int, int]]

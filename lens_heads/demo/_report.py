@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lens_heads.core import Task, markdown_table, write_atomic
+from lens_heads.core import Task, markdown_table, run_record, write_atomic
 from lens_heads.engine import EvaluationResult, MaskTrainingResult
 from lens_heads.heads_up import LogitLensResult, SimilarityResult, SweepResult
 
@@ -96,7 +96,8 @@ def demo_numbers(
 ) -> dict[str, Any]:
     """The demo's headline numbers with where they came from: the command and settings, the
     code version and machine that trained the mask (its stage marker), the precision, the
-    settings table, how the outputs ended, the sweep's switch step and the similarity means.
+    settings table, how the outputs ended, the sweep's switch step, the similarity means and the
+    seeds, date and data of the run (:func:`~lens_heads.core._provenance.run_record`).
     ``numbers.json`` holds them; stored copies under ``results/demo/`` feed the README."""
     evaluation = report.evaluation
     records = evaluation.records
@@ -126,6 +127,7 @@ def demo_numbers(
             str(name): float(value) for name, value in _similarity_means(report).iloc[:, 0].items()
         },
         "seconds": dict(report.seconds),
+        **run_record(settings),
     }
 
 

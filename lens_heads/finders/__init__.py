@@ -5,7 +5,9 @@ computes, measured as MIB measures circuits, on prompts with counterfactuals.
 * faithfulness -- a ranking's faithfulness curve, CPR and CMD with bootstrap intervals
 * methods -- every head finder of the toolkit as a scoring method, timed
 * benchmark -- :func:`head_finder_benchmark`: every method on every task, with a leaderboard
-* mib -- the node-level submission format of MIB's circuit track
+* mib -- the node-level submission format of MIB's circuit track: scores or circuits per size
+* protocol -- :func:`run_protocol`: a claim decided under a frozen protocol file, on the test
+  part no design choice has read, over seeds, with like-for-like baselines
 """
 
 from lens_heads.finders._benchmark import (
@@ -18,6 +20,8 @@ from lens_heads.finders._counterfactuals import (
     CounterfactualPair,
     CounterfactualSet,
     counterfactual_pairs,
+    pair_key,
+    protocol_split,
 )
 from lens_heads.finders._faithfulness import (
     SIZES,
@@ -26,7 +30,8 @@ from lens_heads.finders._faithfulness import (
     faithfulness,
 )
 from lens_heads.finders._methods import METHODS, MethodConfig
-from lens_heads.finders._mib import write_mib_scores
+from lens_heads.finders._mib import write_mib_circuits, write_mib_curve, write_mib_scores
+from lens_heads.finders._protocol import FinderProtocol, ProtocolResult, run_protocol
 
 __all__ = [
     "DEFAULT_METHODS",
@@ -38,9 +43,16 @@ __all__ = [
     "FaithfulnessConfig",
     "FaithfulnessCurve",
     "FinderBenchmark",
+    "FinderProtocol",
     "MethodConfig",
+    "ProtocolResult",
     "counterfactual_pairs",
     "faithfulness",
     "head_finder_benchmark",
+    "pair_key",
+    "protocol_split",
+    "run_protocol",
+    "write_mib_circuits",
+    "write_mib_curve",
     "write_mib_scores",
 ]

@@ -46,7 +46,13 @@ from lens_heads.core.internal import (
     model_name,
     own_checks,
 )
-from lens_heads.finders._counterfactuals import CounterfactualSet, counterfactual_pairs, ioi_task
+from lens_heads.finders._counterfactuals import (
+    SPLITS,
+    CounterfactualSet,
+    counterfactual_pairs,
+    ioi_task,
+    protocol_split,
+)
 from lens_heads.finders._faithfulness import (
     CircuitSetting,
     FaithfulnessConfig,
@@ -65,8 +71,9 @@ from lens_heads.finders._methods import (
 __all__ = ["DEFAULT_METHODS", "BenchmarkConfig", "FinderBenchmark", "head_finder_benchmark"]
 
 #: the leaderboard's columns
-_SHOWN = ["method", "CPR", "CPR low", "CPR high", "CMD", "CMD low", "CMD high", "seconds"]
-_SHOWN += ["forwards", "backwards", "vs gradient", "p (Holm)"]
+_SHOWN = ["method", "CPR", "CPR low", "CPR high", "CMD", "CMD low", "CMD high", "CMD log"]
+_SHOWN += ["CMD log low", "CMD log high", "seconds", "forwards", "backwards", "vs gradient"]
+_SHOWN += ["p (Holm)"]
 
 #: the methods a benchmark runs by default (translation scores only on a translation task)
 DEFAULT_METHODS = (
@@ -102,6 +109,16 @@ class BenchmarkConfig(
     calibrated methods cut their circuits back on; 0: they cut on the training pairs."""
     method_settings: MethodConfig = field(default_factory=MethodConfig)
     """The head finders' own settings."""
+    split: str = "development"
+    """``"development"``: the held-out pairs are the task's last ``n_eval`` examples, which
+    every stored variant of the benchmark was compared on; ``"test"``: the protocol's test part,
+    which none of them read (:func:`~lens_heads.finders.protocol_split`)."""
+    train_seed: int | None = None
+    """The draw of the training and calibration pairs (None: ``seed``, which also draws the
+    held-out pairs): the protocol keeps one test set and varies this."""
+    protocol: str = ""
+    """The hash of the protocol file the run was made under (:class:`FinderProtocol`), or
+    empty."""
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared parts' checks
@@ -112,6 +129,10 @@ class BenchmarkConfig(
             raise InputError("n_calibration_pairs must be 0 (the training pairs) or at least 2")
         if not isinstance(self.method_settings, MethodConfig):
             raise InputError("method_settings must be a MethodConfig")
+        if self.split not in SPLITS:
+            raise InputError(f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
+        if self.train_seed is not None:
+            check_int("train_seed", self.train_seed)
 
     @property
     def faithfulness(self) -> FaithfulnessConfig:
@@ -121,7 +142,13 @@ class BenchmarkConfig(
         )  # fmt: skip
 
     def settings(self) -> dict[str, Any]:
-        return asdict(self)
+        values = asdict(self)
+        for name, default in (("split", "development"), ("train_seed", None), ("protocol", "")):
+            if values[name] == default:  # folders made before these settings existed resume
+                del values[name]
+        if self.method_settings.mask_seed == 0:  # and before the training seed did
+            del values["method_settings"]["mask_seed"]
+        return values
 
 
 @dataclass
@@ -149,33 +176,27 @@ class FinderBenchmark:
         parts = []
         for task in dict.fromkeys(self.frame["task"]):
             board = self.leaderboard(task)
-            shown = board[_SHOWN]
+            shown = board[[column for column in _SHOWN if column in board]]  # older: no log
             parts.append(f"### {task}\n\n" + markdown_table(shown, floatfmt=".3g", index=False))
         return "\n\n".join(parts)
 
     def plot(self) -> Any:
-        """The faithfulness curves, one panel per task."""
-        import plotly.graph_objects as go
+        """The faithfulness curves (signed, CPR's) with their bootstrap bands, one panel per
+        task, one color per method (a click on its legend entry hides or shows it)."""
         from plotly.subplots import make_subplots
 
+        from lens_heads.finders._faithfulness import _band
+
         tasks = list(dict.fromkeys(self.frame["task"]))
+        methods = list(dict.fromkeys(curve.method for curve in self.curves.values()))
         figure = make_subplots(rows=1, cols=len(tasks), subplot_titles=tasks, shared_yaxes=True)
         for column, task in enumerate(tasks, start=1):
             for curve in self.curves.values():
                 if curve.task != task:
                     continue
-                figure.add_trace(
-                    go.Scatter(
-                        x=curve.sizes,
-                        y=curve.f_signed,
-                        mode="lines+markers",
-                        name=curve.method,
-                        legendgroup=curve.method,
-                        showlegend=column == 1,
-                    ),
-                    row=1,
-                    col=column,
-                )
+                bands = curve.bands()
+                rows = bands[bands["curve"] == "signed"]
+                _band(figure, rows, curve.method, methods.index(curve.method), row=1, col=column)
             figure.update_xaxes(type="log", title={"text": "share of heads"}, row=1, col=column)
         figure.update_yaxes(title={"text": "faithfulness"}, row=1, col=1)
         return figure.update_layout(title={"text": f"Faithfulness of head finders ({self.model})"})
@@ -234,12 +255,12 @@ class FinderBenchmark:
         return cls(meta["model"], frame, curves, meta["settings"])
 
 
-def _task_of(name: str | Task, n_eval: int) -> tuple[str | Task, Task]:
+def _task_of(name: str | Task, n_eval: int, split: str) -> tuple[str | Task, Task]:
     """The name the pairs take and the training examples the methods read."""
     if isinstance(name, str) and name == "ioi":
-        return "ioi", ioi_task("train", n_eval)
+        return "ioi", ioi_task("all" if split == "test" else "train", n_eval)
     task = name if isinstance(name, Task) else get_task(name)
-    train, _ = task.split(n_eval=n_eval)
+    train, _ = protocol_split(task) if split == "test" else task.split(n_eval=n_eval)
     if train is None:
         raise InputError(f"task {task.name!r} keeps no training example after n_eval={n_eval}")
     return task, train
@@ -301,7 +322,7 @@ def head_finder_benchmark(
     unknown = [name for name in methods if name not in METHODS]
     if unknown:
         raise InputError(f"unknown head finders {unknown}; the finders: {', '.join(METHODS)}")
-    resolved = [_task_of(task, config.n_eval) for task in tasks]
+    resolved = [_task_of(task, config.n_eval, config.split) for task in tasks]
     folder = Path(out) if out is not None else None
     settings = config.settings()
     if folder is not None:  # the settings and the model: every task and method share them
@@ -381,17 +402,19 @@ class _Runner:
         config = self.config
         n = {"eval": config.n_pairs, "train": config.n_train_pairs}
         n["calibration"] = config.n_calibration_pairs
+        seed = config.seed if part == "eval" or config.train_seed is None else config.train_seed
         drawn = self.stage(
             f"pairs-{part}",
             lambda: counterfactual_pairs(
                 self.model,
                 task,
                 part="eval" if part == "eval" else "train",
-                seed=config.seed,
+                seed=seed,
                 instructed=config.instructed,
                 n=n[part],
                 n_eval=config.n_eval,
                 skip=config.n_train_pairs if part == "calibration" else 0,
+                split=config.split,
             ),
             lambda value, where: write_atomic(where / "pairs.json", value.to_json()),
             lambda where: CounterfactualSet.from_json((where / "pairs.json").read_text()),
@@ -477,6 +500,12 @@ def _row(curve: FaithfulnessCurve, scores: MethodScores) -> dict[str, Any]:
         "CMD": curve.cmd,
         "CMD low": curve.intervals["CMD"][0],
         "CMD high": curve.intervals["CMD"][1],
+        "CPR log": curve.cpr_log,
+        "CPR log low": curve.intervals["CPR log"][0],
+        "CPR log high": curve.intervals["CPR log"][1],
+        "CMD log": curve.cmd_log,
+        "CMD log low": curve.intervals["CMD log"][0],
+        "CMD log high": curve.intervals["CMD log"][1],
         "seconds": scores.seconds,
         "forwards": scores.forwards,
         "backwards": scores.backwards,

@@ -10,6 +10,13 @@ differs, the input of every faithfulness measurement (:mod:`lens_heads.finders.f
   ...): each example's counterfactual is another example of the task whose prompt has as many
   tokens and whose answer starts with another token, drawn with a seed.
 
+Two splits of each task: ``"development"``, the held-out part every stored variant of the
+benchmark was compared on (the last ``n_eval`` examples; IOI's ``ioi.jsonl``), and ``"test"``,
+the part of the head-finder protocol that no design choice has read (:func:`protocol_split`): IOI
+prompts from ``ioi_test.jsonl`` (templates, names, places and objects of their own), and the
+examples of a toolkit task that share no unordered ``{input, output}`` pair with any example a
+development run read (``data/finder_development.json``), an antonym and its reverse on one side.
+
 Both are scored by the logit difference of the answer's first token and the counterfactual
 answer's, at the prompt's last position.
 
@@ -24,7 +31,8 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from typing import Any
 
@@ -41,6 +49,7 @@ from lens_heads.core.internal import ModelLike, check_int, content_hash, encode_
 
 __all__ = [
     "PARTS",
+    "SPLITS",
     "CounterfactualPair",
     "CounterfactualSet",
     "counterfactual_pairs",
@@ -109,8 +118,7 @@ class CounterfactualSet:
 
 def ioi_records() -> list[dict[str, Any]]:
     """The stored IOI prompts (``lens_heads/data/ioi.jsonl``)."""
-    text = resources.files("lens_heads").joinpath("data/ioi.jsonl").read_text(encoding="utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return _records("ioi.jsonl")
 
 
 def _single(tokenizer: Any, text: str) -> int | None:
@@ -119,6 +127,86 @@ def _single(tokenizer: Any, text: str) -> int | None:
 
 
 PARTS = ("eval", "train")
+#: ``"development"``: the held-out part the benchmark's variants were compared on;
+#: ``"test"``: the protocol's part that none of them read (:func:`protocol_split`)
+SPLITS = ("development", "test")
+
+
+def _records(name: str) -> list[dict[str, Any]]:
+    text = resources.files("lens_heads").joinpath(f"data/{name}").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def ioi_test_records() -> list[dict[str, Any]]:
+    """The IOI prompts of the protocol's test part (``lens_heads/data/ioi_test.jsonl``)."""
+    return _records("ioi_test.jsonl")
+
+
+def pair_key(example: Example) -> frozenset[str]:
+    """An example's unordered pair: ``sell -> buy`` and ``buy -> sell`` share one, so a split by
+    it keeps a pair and its reverse on one side.
+
+    >>> pair_key(Example("sell", "buy")) == pair_key(Example("Buy ", "sell"))
+    True
+    """
+    return frozenset({example.input.strip().lower(), example.output.strip().lower()})
+
+
+def development_examples() -> dict[str, list[Example]]:
+    """Per task, the examples a stored development run read in a pair
+    (``lens_heads/data/finder_development.json``, written by ``scripts/finder_development.py``)."""
+    text = resources.files("lens_heads").joinpath("data/finder_development.json").read_text()
+    tasks = json.loads(text)["tasks"]
+    return {name: [Example(i, o) for i, o in rows] for name, rows in tasks.items()}
+
+
+def protocol_extra_examples(name: str) -> list[Example]:
+    """Examples written for the protocol's test part alone (``data/finder_test/<name>.json``;
+    none for most tasks): a task whose unread examples are too few for a test (antonym: nine)
+    gets new pairs there, none of whose words any built-in example of the task uses."""
+    path = resources.files("lens_heads").joinpath(f"data/finder_test/{name}.json")
+    if not path.is_file():
+        return []
+    return [Example(row["input"], row["output"]) for row in json.loads(path.read_text())]
+
+
+def protocol_split(task: Task, development: Sequence[Example] | None = None) -> tuple[Task, Task]:
+    """``(train, test)`` of the protocol: ``test`` holds the examples that share no unordered
+    pair (:func:`pair_key`) with any ``development`` example (default: those recorded for the
+    task's name), then the task's test-only examples (:func:`protocol_extra_examples`);
+    ``train`` the others, development examples among them. A task with no record and no
+    ``development`` is refused: its development examples are not known.
+
+    >>> task = Task("t", (Example("sell", "buy"), Example("buy", "sell"), Example("a", "b"),
+    ...                   Example("c", "d")))
+    >>> train, test = protocol_split(task, [Example("sell", "buy")])
+    >>> [e.input for e in train], [e.input for e in test]
+    (['sell', 'buy'], ['a', 'c'])
+    """
+    extra: list[Example] = []
+    if development is None:
+        recorded = development_examples()
+        if task.name not in recorded:
+            raise InputError(
+                f"task {task.name!r} has no record of the examples development runs read, so "
+                f"no test part can be told apart; the recorded tasks: {', '.join(recorded)}"
+            )
+        development, extra = recorded[task.name], protocol_extra_examples(task.name)
+    seen = {pair_key(example) for example in development}
+    if any(pair_key(example) in seen for example in extra):  # written not to: a guard
+        raise InputError(f"a test-only example of {task.name!r} is a development pair")
+    unread = [e for e in task.examples if pair_key(e) not in seen]
+    train = [e for e in task.examples if pair_key(e) in seen]
+    test = unread + [e for e in extra if e not in set(unread)]
+    if len(test) < 2 or not train:
+        raise InputError(
+            f"task {task.name!r}: {len(test)} test and {len(train)} training examples after "
+            "leaving out the development pairs; a test part needs at least 2 and training 1"
+        )
+    return (
+        replace(task, name=task.name + ":train", examples=tuple(train)),
+        replace(task, name=task.name + ":test", examples=tuple(test)),
+    )
 
 
 def ioi_task(part: str = "all", n_eval: int = 200) -> Task:
@@ -215,6 +303,7 @@ def counterfactual_pairs(
     seed: int = 0,
     instructed: bool = True,
     skip: int = 0,
+    split: str = "development",
 ) -> CounterfactualSet:
     """Up to ``n`` prompt pairs of ``task`` (``"ioi"``, a toolkit task's name or file, or a
     :class:`~lens_heads.core.Task`) for ``model``'s tokenizer, drawn with ``seed`` from one
@@ -224,8 +313,14 @@ def counterfactual_pairs(
     instruction when ``instructed`` (IOI prompts are plain text). ``skip`` leaves out the first
     ``skip`` pairs of the draw: the set is disjoint from the ``n=skip`` draw of the same seed
     (what a calibration set beside the training pairs is). Fewer than two pairs is an error
-    naming why."""
+    naming why.
+
+    ``split="test"``: the parts of the protocol's split instead (:func:`protocol_split`; ``n_eval``
+    plays no part): ``"eval"`` draws from the test part, ``"train"`` from the rest; IOI's test
+    prompts are ``ioi_test.jsonl``, its training prompts the whole of ``ioi.jsonl``."""
     check_int("n", n, minimum=2)
+    if split not in SPLITS:
+        raise InputError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     check_int("n_eval", n_eval, minimum=2)
     check_int("seed", seed)
     check_int("skip", skip)
@@ -236,11 +331,13 @@ def counterfactual_pairs(
         if len(records) <= n_eval:
             raise InputError(f"n_eval={n_eval} leaves no IOI prompt to train on; lower it")
         chosen = records[-n_eval:] if part == "eval" else records[:-n_eval]
+        if split == "test":
+            chosen = ioi_test_records() if part == "eval" else records
         name, pairs = "ioi", _ioi(model, chosen, n + skip, seed)[skip:]
         why = "its names are not single tokens in this tokenizer"
     else:
         task = task if isinstance(task, Task) else get_task(task)
-        train, held_out = task.split(n_eval=n_eval)
+        train, held_out = protocol_split(task) if split == "test" else task.split(n_eval=n_eval)
         chosen_task = held_out if part == "eval" else train
         if chosen_task is None or len(chosen_task) < 2:
             raise InputError(
@@ -254,6 +351,8 @@ def counterfactual_pairs(
             why = f"the part has too few pairs after the first {skip}; draw fewer of them"
         raise InputError(f"task {name!r} gives {len(pairs)} counterfactual pairs ({part}): {why}")
     settings = {"n": n, "n_eval": n_eval, "part": part, "seed": seed}
+    if split != "development":
+        settings["split"] = split
     if skip:
         settings["skip"] = skip
     settings["instructed"] = instructed and name != "ioi"

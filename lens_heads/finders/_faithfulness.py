@@ -15,7 +15,11 @@ MIB's sizes ``s`` (0.1 % to 100 % of the ``n`` heads); **CPR** is the area under
 ``s`` from 0.001 to 1, divided by that width (MIB leaves it at 0.999: a perfect circuit has
 CPR 1 and CMD 0 here, 0.999 and 0 there). As in MIB, CPR ranks heads by their signed score and
 CMD by its absolute value. Bootstrap intervals resample the pairs.
-The removal curve (remove the top ``k``, keep the rest) is measured beside it.
+Beside MIB's linear weighting, **CPR log** and **CMD log** weight the same trapezoids by the
+natural log of the sizes, divided by the log width (``ln 1 - ln 0.001``): every decade of sizes
+counts alike, so the smallest circuits -- a sliver of the linear axis -- weigh as much as the
+largest (:func:`area`). The removal curve (remove the top ``k``, keep the rest) is measured
+beside it, and each size's circuits are stored, so that a circuit can be re-scored or exported.
 
 >>> import torch, lens_heads as lh
 >>> from lens_heads.finders._counterfactuals import counterfactual_pairs
@@ -56,6 +60,7 @@ from lens_heads.finders._counterfactuals import CounterfactualSet
 
 __all__ = [
     "ABLATIONS",
+    "SCALES",
     "SIZES",
     "CircuitSetting",
     "FaithfulnessConfig",
@@ -120,14 +125,39 @@ def head_counts(sizes: Sequence[float], n_heads: int) -> list[int]:
     return [int(size * n_heads + 1e-9) for size in sizes]
 
 
-def area(sizes: Sequence[float], values: Sequence[float]) -> float:
-    """The trapezoid area under ``values`` over the linear ``sizes``, divided by the width of
-    the sizes (MIB's 0.999 for its sizes), so that a curve at 1 everywhere has area 1.
+#: the weightings of the sizes :func:`area` knows
+SCALES = ("linear", "log")
+
+
+def area(sizes: Sequence[float], values: Sequence[float], scale: str = "linear") -> float:
+    """The trapezoid area under ``values`` over the ``sizes``, divided by the width of the
+    sizes, so that a curve at 1 everywhere has area 1: over the linear sizes (MIB's weighting;
+    its width 0.999 for its sizes), or with ``scale="log"`` over their natural log (width
+    ``ln 1 - ln 0.001``), where each decade of sizes weighs alike.
+
+    MIB's own evaluation (``evaluate_area_under_curve`` in ``evaluate_graph.py`` of
+    hannamw/MIB-circuit-track, until February 2025) has a ``log_scale`` flag that takes the log
+    of a trapezoid's two sizes but then multiplies by the difference of the sizes themselves, so
+    there the flag changes no number. The log weighting here is the one the flag's name
+    describes (the code that replaced that file, ``MIB_circuit_track/evaluation.py``, uses the
+    difference of the logs when the flag is on, undivided by their width, and leaves it off by
+    default).
 
     >>> round(area(SIZES, [1.0] * len(SIZES)), 12), area((0.5, 0.75, 1.0), (0.0, 0.5, 1.0))
     (1.0, 0.5)
+    >>> ones = [1.0] * len(SIZES)
+    >>> round(area(SIZES, ones, "log"), 12), area((0.01, 0.1, 1.0), (0.0, 1.0, 1.0), "log")
+    (1.0, 0.75)
     """
+    if scale not in SCALES:
+        raise InputError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
     x, y = np.asarray(sizes, float), np.asarray(values, float)
+    if scale == "log":
+        if (x <= 0).any():
+            raise InputError(
+                f"a log-scaled area needs sizes above 0, got {x[x <= 0][0]:g} in {list(sizes)}"
+            )
+        x = np.log(x)
     return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2) / (x[-1] - x[0]))
 
 
@@ -223,8 +253,10 @@ class FaithfulnessCurve(FolderResult):
     """One ranking's faithfulness on one task: ``f_signed`` (circuits of the top heads by signed
     score, CPR's ranking) and ``f_absolute`` (by absolute score, CMD's) at ``sizes`` (``counts``
     heads each), the ``removal`` curve (faithfulness with the top ``k`` signed heads removed and
-    the rest kept), ``m_full`` and ``m_empty``, the CPR and CMD with their bootstrap intervals,
-    and ``scores`` (the ranking, ``[n_layers, n_heads]``)."""
+    the rest kept), ``m_full`` and ``m_empty``, the CPR and CMD (and ``cpr_log``, ``cmd_log``:
+    over log-scaled sizes, :func:`area`) with their bootstrap intervals (``intervals``: ``"CPR"``,
+    ``"CMD"``, ``"CPR log"``, ``"CMD log"``, the same resamples for all four), ``scores`` (the
+    ranking, ``[n_layers, n_heads]``) and the circuits measured at each size."""
 
     method: str
     task: str
@@ -249,12 +281,50 @@ class FaithfulnessCurve(FolderResult):
     fitted: list[float] = field(default_factory=list)
     """Where a method chose each circuit by its faithfulness on the training pairs (a
     calibrated one): that ``f``, beside this held-out one; else empty."""
+    cpr_log: float = math.nan
+    cmd_log: float = math.nan
+    circuits: Tensor | None = None
+    """The 0/1 circuits ``f_signed`` measured, ``[n_sizes, n_layers, n_heads]``: a ranking's top
+    heads by signed score, or a method's own circuits (None: a curve saved before they were
+    stored)."""
+    circuits_absolute: Tensor | None = None
+    """The circuits ``f_absolute`` measured (by absolute score; a method's own circuits again)."""
 
     _format: ClassVar[str] = "lens_heads.faithfulness_curve/1"
 
-    def resampled(self, index: Tensor) -> tuple[float, float]:
-        """``(CPR, CMD)`` on the pairs ``index`` (a bootstrap resample)."""
+    @classmethod
+    def _from_saved(cls, meta: dict[str, Any], tensors: dict[str, Any]) -> FaithfulnessCurve:
+        # saved before the log weighting: its areas follow exactly from the per-pair metrics;
+        # its intervals do not (the seed of its resamples was not recorded): missing (NaN)
+        if "cpr_log" not in meta:
+            areas = _areas(tensors["pair_metrics"], meta["sizes"])
+            meta |= {"cpr_log": areas[2], "cmd_log": areas[3]}
+            meta["intervals"] |= {"CPR log": [math.nan] * 2, "CMD log": [math.nan] * 2}
+        return cls(**meta, **tensors)
+
+    def resampled(self, index: Tensor) -> tuple[float, float, float, float]:
+        """``(CPR, CMD, CPR log, CMD log)`` on the pairs ``index`` (a bootstrap resample)."""
         return _areas(self.pair_metrics[:, index], self.sizes)
+
+    def bands(self) -> pd.DataFrame:
+        """``f`` at each size (``curve``: ``"signed"``, ``"absolute"``, ``"removal"``) with its
+        bootstrap band (``low``, ``high``: 2.5 and 97.5 % over resamples of the pairs, the ones
+        the intervals drew where the curve records their seed)."""
+        values = self.pair_metrics
+        draws = _draws(values.shape[1], self.settings.get("bootstrap", 1000),
+                       self.settings.get("seed", 0))  # fmt: skip
+        means = values[:, torch.from_numpy(np.stack(draws))].mean(-1)  # [rows, resamples]
+        boot = ((means[2:] - means[1]) / (means[0] - means[1])).numpy()
+        n = len(self.sizes)
+        return pd.DataFrame(
+            {
+                "curve": np.repeat(["signed", "absolute", "removal"], n),
+                "size": self.sizes * 3,
+                "f": [*self.f_signed, *self.f_absolute, *self.removal],
+                "low": np.nanpercentile(boot, 2.5, axis=1),
+                "high": np.nanpercentile(boot, 97.5, axis=1),
+            }
+        )
 
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame(
@@ -271,19 +341,24 @@ class FaithfulnessCurve(FolderResult):
     def to_markdown(self) -> str:
         from lens_heads.core import markdown_table
 
-        low, high = self.intervals["CPR"]
-        head = (
-            f"{self.method} on {self.task}: CPR {self.cpr:.3f} [{low:.3f}, {high:.3f}], CMD "
-            f"{self.cmd:.3f} [{self.intervals['CMD'][0]:.3f}, {self.intervals['CMD'][1]:.3f}]"
-        )
+        values = {"CPR": self.cpr, "CMD": self.cmd, "CPR log": self.cpr_log}
+        values["CMD log"] = self.cmd_log
+        parts = [
+            f"{name} {value:.3f} [{self.intervals[name][0]:.3f}, {self.intervals[name][1]:.3f}]"
+            for name, value in values.items()
+        ]
+        head = f"{self.method} on {self.task}: " + ", ".join(parts)
         return head + "\n\n" + markdown_table(self.to_frame(), floatfmt=".3g", index=False)
 
     def plot(self) -> Any:
+        """``f`` per size with its bootstrap band (:meth:`bands`), on a log axis of sizes."""
         import plotly.graph_objects as go
 
         figure = go.Figure()
-        for name, values in (("circuit (signed)", self.f_signed), ("removal", self.removal)):
-            figure.add_scatter(x=self.sizes, y=values, mode="lines+markers", name=name)
+        names = {"signed": "circuit (signed)", "absolute": "circuit (absolute)"}
+        bands = self.bands()
+        for index, (curve, rows) in enumerate(bands.groupby("curve", sort=False)):
+            _band(figure, rows, names.get(curve, curve), index)
         figure.add_hline(y=1.0, line_dash="dot")
         return figure.update_layout(
             title={"text": f"Faithfulness of {self.method} on {self.task}"},
@@ -297,14 +372,40 @@ def _f(values: Tensor, full: Tensor, empty: Tensor) -> Tensor:
     return (values.mean(-1) - empty.mean(-1)) / (full.mean(-1) - empty.mean(-1))
 
 
-def _areas(values: Tensor, sizes: Sequence[float]) -> tuple[float, float]:
-    """``(CPR, CMD)`` of the per-pair metrics ``values`` (rows as :class:`FaithfulnessCurve`
-    stores them)."""
+def _band(figure: Any, rows: pd.DataFrame, name: str, index: int, **where: Any) -> None:
+    """One curve of :meth:`FaithfulnessCurve.bands` rows: its line and its band, one color,
+    one legend entry (``where``: the subplot)."""
+    import plotly.express as px
+
+    color = px.colors.qualitative.Plotly[index % len(px.colors.qualitative.Plotly)]
+    red, green, blue = (int(color[i : i + 2], 16) for i in (1, 3, 5))
+    shared = {"x": rows["size"], "legendgroup": name, "hoverinfo": "skip", "showlegend": False}
+    figure.add_scatter(y=rows["high"], mode="lines", line={"width": 0}, **shared, **where)
+    figure.add_scatter(
+        y=rows["low"], mode="lines", line={"width": 0}, fill="tonexty",
+        fillcolor=f"rgba({red}, {green}, {blue}, 0.2)", **shared, **where,
+    )  # fmt: skip
+    figure.add_scatter(
+        x=rows["size"], y=rows["f"], mode="lines+markers", name=name, legendgroup=name,
+        line={"color": color}, showlegend=where.get("col", 1) == 1, **where,
+    )  # fmt: skip
+
+
+def _draws(n_pairs: int, bootstrap: int, seed: int) -> list[np.ndarray]:
+    """The bootstrap resamples of the pairs (indices), in the order they are drawn."""
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, n_pairs, n_pairs) for _ in range(bootstrap)]
+
+
+def _areas(values: Tensor, sizes: Sequence[float]) -> tuple[float, float, float, float]:
+    """``(CPR, CMD, CPR log, CMD log)`` of the per-pair metrics ``values`` (rows as
+    :class:`FaithfulnessCurve` stores them)."""
     n = len(sizes)
     full, empty = values[0], values[1]
-    signed = _f(values[2 : 2 + n], full, empty)
-    absolute = _f(values[2 + n : 2 + 2 * n], full, empty)
-    return area(sizes, signed.tolist()), area(sizes, (1.0 - absolute).abs().tolist())
+    signed = _f(values[2 : 2 + n], full, empty).tolist()
+    distance = (1.0 - _f(values[2 + n : 2 + 2 * n], full, empty)).abs().tolist()
+    cpr, cmd = area(sizes, signed), area(sizes, distance)
+    return cpr, cmd, area(sizes, signed, "log"), area(sizes, distance, "log")
 
 
 def faithfulness(
@@ -352,18 +453,12 @@ def faithfulness(
     parts["removal"] = values[2 + 2 * n :]
     curves = {name: _f(rows, full, empty) for name, rows in parts.items()}
     sizes = list(config.sizes)
-    cpr, cmd = _areas(values, sizes)
-    rng = np.random.default_rng(config.seed)
-    n_pairs = full.shape[0]
-    boot = np.array(
-        [
-            _areas(values[:, rng.integers(0, n_pairs, n_pairs)], sizes)
-            for _ in range(config.bootstrap)
-        ]
-    )
+    cpr, cmd, cpr_log, cmd_log = _areas(values, sizes)
+    draws = _draws(full.shape[0], config.bootstrap, config.seed)
+    boot = np.array([_areas(values[:, index], sizes) for index in draws])
     intervals = {
         name: [float(np.nanpercentile(boot[:, i], 2.5)), float(np.nanpercentile(boot[:, i], 97.5))]
-        for i, name in enumerate(("CPR", "CMD"))
+        for i, name in enumerate(("CPR", "CMD", "CPR log", "CMD log"))
     }
     return FaithfulnessCurve(
         method=method,
@@ -380,9 +475,14 @@ def faithfulness(
         intervals=intervals,
         scores=scores,
         pair_metrics=values,
-        settings={"ablation": config.ablation, "pairs": len(pairs), "bootstrap": config.bootstrap},
+        settings={"ablation": config.ablation, "pairs": len(pairs), "bootstrap": config.bootstrap}
+        | {"seed": config.seed},  # the resamples' seed: the bands draw the same ones
         kept=[int(circuit.sum()) for circuit in absolute],
         fitted=[float(value) for value in fitted or []],
+        cpr_log=cpr_log,
+        cmd_log=cmd_log,
+        circuits=signed.float().cpu(),
+        circuits_absolute=absolute.float().cpu().clone(),  # its own copy, own circuits too
     )
 
 

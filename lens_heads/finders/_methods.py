@@ -46,6 +46,11 @@ task and its training pairs to one score per head (higher: more important), time
 ``selected-exact-mask``   the exact masks, each size's circuit the top ``k`` of its mask at the
                           step (every fifth, the warm start among them) whose ``f`` on the
                           calibration pairs is nearest 1 (:func:`nearest_circuits`)
+``selected-<ranking>``     ``selected-integrated`` and ``selected-effects-counterfactual``: the
+                          like-for-like baselines of ``selected-exact-mask`` (the same
+                          calibration pairs, a choice per size): for each size, the prefix of
+                          at most ``k`` heads of the ranking's signed or absolute order whose
+                          ``f`` on the calibration pairs is nearest 1
 ``random-<seed>``         random scores (a floor)
 ========================  ==================================================================
 
@@ -75,7 +80,12 @@ from lens_heads.core.internal import (
     own_checks,
     right_padded,
 )
-from lens_heads.finders._circuits import _fitted, calibrated_circuits, nearest_circuits
+from lens_heads.finders._circuits import (
+    _fitted,
+    calibrated_circuits,
+    nearest_circuits,
+    prefix_sizes,
+)
 from lens_heads.finders._counterfactuals import CounterfactualSet
 from lens_heads.finders._faithfulness import SIZES
 
@@ -102,11 +112,15 @@ class MethodConfig(
     """Training prompts (with their answers) of the LAHIS importance."""
     detector_sequences: int = 16
     """Generated sequences of the pattern detectors."""
+    mask_seed: int = 0
+    """The training seed of every mask a method trains (its initial draws and its noise): the
+    protocol runs each trained method at several."""
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the shared parts' checks
         for name in ("mask_steps", "chg_steps", "chg_masks", "lahis_documents"):
             check_int(name, getattr(self, name), minimum=1)
+        check_int("mask_seed", self.mask_seed)
         check_int("detector_sequences", self.detector_sequences, minimum=1, maximum=10_000)
 
 
@@ -222,6 +236,7 @@ def _integrated(inputs: _Inputs) -> tuple[Tensor, int, int]:
 def _training(inputs: _Inputs, **values: Any) -> Any:
     from lens_heads.engine import TrainingConfig
 
+    values.setdefault("seed", inputs.config.mask_seed)
     return TrainingConfig.short(
         steps=inputs.config.mask_steps, lr=0.2, n_eval=0, precision=inputs.config.precision,
         chat=inputs.chat, **values,
@@ -242,7 +257,9 @@ def _heads_up_share(inputs: _Inputs) -> tuple[Tensor, int, int]:
 
     kept, weights = [], []
     for seed in range(inputs.config.n_masks):
-        result = train_mask(inputs.model, inputs.task, _training(inputs, seed=seed), progress=False)
+        first = inputs.config.mask_seed * inputs.config.n_masks  # seed 0: masks 0 .. n_masks - 1
+        training = _training(inputs, seed=first + seed)
+        result = train_mask(inputs.model, inputs.task, training, progress=False)
         kept.append(result.mask.values.float())
         weights.append(result.W.detach().float())
     passes = inputs.config.n_masks * inputs.config.mask_steps * 8
@@ -418,19 +435,25 @@ def _budget_masks(
     return run
 
 
-def _calibrated(base: str) -> Method:
+def _calibrated(base: str, either: bool = False) -> Method:
     """A ranking's circuits cut back like a calibrated mask's (:func:`calibrated_circuits`):
     for each size, the prefix of at most ``k`` of its heads by absolute score (CMD's order)
-    nearest ``f = 1`` on the calibration pairs; the ranking's cost counted in."""
+    nearest ``f = 1`` on the calibration pairs; the ranking's cost counted in. ``either``: the
+    prefixes of the signed order are candidates too (the like-for-like baseline of a selected
+    mask: the same pairs and the same kind of choice per size)."""
 
     def run(inputs: _Inputs) -> tuple[Tensor, int, int, Tensor, dict[str, Any]]:
-        from lens_heads.finders._faithfulness import head_counts
+        from lens_heads.finders._faithfulness import head_counts, top_heads
 
         scores, forwards, backwards, *_ = METHODS[base](inputs)
         n_layers, n_heads = head_shape(inputs.model)
         counts = head_counts(inputs.sizes, n_layers * n_heads)
         inner = [k for k in sorted(set(counts)) if 0 < k < n_layers * n_heads]
-        picked, fitted, spent = calibrated_circuits(inputs, [scores.abs()] * len(inner), inner)
+        orders = [scores.abs(), scores] if either else [scores.abs()]
+        candidates = [
+            [top_heads(order, size) for order in orders for size in prefix_sizes(k)] for k in inner
+        ]  # largest absolute prefix first: ties keep it
+        picked, fitted, spent = nearest_circuits(inputs, candidates)
         circuits = {k: torch.full((n_layers, n_heads), float(k > 0)) for k in counts}
         circuits.update(zip(inner, picked, strict=True))
         stacked = torch.stack([circuits[k] for k in counts])
@@ -474,6 +497,8 @@ METHODS: dict[str, Method] = {
         "mean-difference", warm=True, exact=True, by_size=True, noise_end=0.0, select_every=5
     ),
     "calibrated-integrated": _calibrated("integrated"),
+    "selected-integrated": _calibrated("integrated", either=True),
+    "selected-effects-counterfactual": _calibrated("effects-counterfactual", either=True),
     "induction": _detector("induction"),
     "previous-token": _detector("previous token"),
     "ov-copying": _ov_copying,

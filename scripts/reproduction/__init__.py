@@ -65,19 +65,17 @@ def holm(p_values: Mapping[str, float]) -> dict[str, float]:
     return dict(zip(names, adjusted.tolist(), strict=True))
 
 
-SMOLLM2 = "SmolLM2-135M-Instruct (270 heads)"
-GEMMA = "Gemma 3 270M base (72 heads)"
-
-
 @dataclass(frozen=True)
 class Row:
     """One claim. ``ours`` and ``verdict`` read stored results through ``load``; a row whose
-    experiment we do not have gives plain text instead."""
+    experiment we do not have gives plain text instead. ``claim`` and ``paper`` are the paper's
+    (its numbers, from where the row says); ``like`` reads results too where it names a setting
+    of ours that a stored result holds."""
 
     claim: str
     paper: str
     ours: Callable[[Load], str] | str
-    like: str
+    like: Callable[[Load], str] | str
     verdict: Callable[[Load], str] | str
 
 
@@ -87,6 +85,12 @@ def fmt(value: float, digits: int = 3) -> str:
 
 def pval(value: float) -> str:
     return f"{value:.2g}"
+
+
+def paper(where: str, text: str) -> str:
+    """``text``, a number quoted from a paper, marked with where it stands there (the paper
+    snippet of :mod:`prose_numbers`: the check of typed numbers leaves it alone)."""
+    return f"<!-- paper {where} -->{text}<!-- /paper -->"
 
 
 def cite(load: Load, path: str) -> str:

@@ -13,12 +13,12 @@ from reproduction import NotMeasured
 
 #: the matrix's columns: check -> header
 MATRIX_CHECKS = {
-    "ones": "1 mask of ones",
-    "head": "2 query head",
-    "generate": "3 generate",
-    "pattern": "4 hook_pattern",
-    "gradient": "5 mask gradient",
-    "training": "6 train, resume, sweep",
+    "ones": "1. mask of ones",
+    "head": "2. query head",
+    "generate": "3. generate",
+    "pattern": "4. hook_pattern",
+    "gradient": "5. mask gradient",
+    "training": "6. train, resume, sweep",
 }
 GPU_MATRIX = "compatibility/cuda"
 GPU_BENCHMARK = "benchmarks/gpu"

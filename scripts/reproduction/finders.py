@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reproduction import Load, NotMeasured
+from reproduction import Load, NotMeasured, paper
 
 #: the stored benchmarks the page shows: model -> result path
 FINDER_RUNS = {
@@ -89,10 +89,14 @@ def _interval(row: dict[str, Any], key: str) -> str:
     return f"{row[key]:.3f} [{low:.3f}, {high:.3f}]"
 
 
+#: the smallest p a table prints (below it: "<" this)
+P_FLOOR = 0.001
+
+
 def _p(value: Any) -> str:
     if value is None:
         return ""
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
+    return f"<{P_FLOOR}" if value < P_FLOOR else f"{value:.3f}"
 
 
 #: the faithfulness-trained masks (lens_heads.finders.METHODS), each judged on its own
@@ -266,8 +270,9 @@ def leaderboard(load: Load, runs: dict[str, str] | None = None, judge: bool = Tr
                 lines += [
                     "",
                     f"Random rankings ({len(randoms)} seed{'' if len(randoms) == 1 else 's'}): CMD {min(randoms):.3f} to "
-                    f"{max(randoms):.3f} (MIB's leaderboard puts random near 0.7 at the edge "
-                    "level; a sanity line, not a like-for-like number).",
+                    f"{max(randoms):.3f} (MIB's leaderboard puts random "
+                    f"{paper('MIB leaderboard, edge level', 'near 0.7')} at the edge level; a "
+                    "sanity line, not a like-for-like number).",
                 ]
             if not judge:
                 continue
@@ -497,13 +502,13 @@ def more_pairs_table(load: Load) -> str:
             )
     if bounds:
         table += (
-            "\n\nThe runs with 40 training pairs that miss the rule, each size's circuit taken "
+            "\n\nThe runs with `--n-train-pairs 40` that miss the rule, each size's circuit taken "
             "from exact-mask or integrated gradients, whichever held-out f is nearer 1 (a bound "
             "for choosing between them, since it reads the held-out pairs): CMD "
             + "; ".join(bounds)
             + "."
         )
-    head = "CMD with 40 training pairs (the exact-budget run) -> with more (this run):"
+    head = "CMD with `--n-train-pairs 40` (the exact-budget run) -> with more (this run):"
     names = [(name, name) for name in (*EXACT_MASKS, "integrated")]
     return _against(load, table, MORE_PAIRS_FINDER_RUNS, EXACT_FINDER_RUNS, names, head)
 
@@ -658,6 +663,142 @@ def readme_summary(load: Load) -> str:
         f"against integrated gradients' (MIB's NAP-IG) "
         f"{span([m['integrated']['CMD'] for m in rows])}: {lower} (the rule: at least "
         f"{100 * TARGET:.0f} %), at {span(cost, '{:.0f}')} times integrated gradients' seconds. "
-        f"One random ranking scores {span(random, '{:.2f}')} (MIB's leaderboard puts random near "
-        "0.7 at the edge level: a sanity line). " + target_line(mask, met, len(rows), missing)
+        f"One random ranking scores {span(random, '{:.2f}')} (MIB's leaderboard puts random "
+        f"{paper('MIB leaderboard, edge level', 'near 0.7')} at the edge level: a sanity line). "
+        + target_line(mask, met, len(rows), missing)
+    )
+
+
+# -- the protocol (issue 70) ----------------------------------------------------------------------
+#: the protocol's runs, as stored: label -> path under results/
+PROTOCOL_RUNS = {
+    f"{model_label}, {task}": f"head_finders/protocol-1/{model}-{task}"
+    for model, model_label in (
+        ("smollm2-135m-instruct", "SmolLM2-135M-Instruct"),
+        ("gemma-3-270m", "Gemma 3 270M"),
+    )
+    for task in ("ioi", "capitalize", "country-capital", "antonym")
+}
+PROTOCOL_FILE = "protocols/head_finders-1.toml"
+
+
+def _protocol_rows(load: Load) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """The stored protocol runs (label, numbers) and the labels of those not yet made."""
+    found, missing = [], []
+    for label, path in PROTOCOL_RUNS.items():
+        try:
+            found.append((label, load(path)))
+        except NotMeasured:
+            missing.append(label)
+    return found, missing
+
+
+def _holm_p(row: dict[str, Any]) -> str:
+    """A Holm p as the bootstrap allows it: at its floor, "< floor"."""
+    p, floor = row["p (Holm)"], row["p floor"]
+    return f"< {floor:.4f}" if p <= floor + 1e-12 else f"{p:.3f}"
+
+
+def protocol_table(load: Load) -> str:
+    """Each stored protocol run: per mask and weighting, its CMD beside the strongest baseline's,
+    the gain, the interval of the difference over seeds and test pairs, the Holm p and whether
+    the rule is met."""
+    runs, missing = _protocol_rows(load)
+    lines = []
+    if runs:
+        lines += [
+            "| model, task | test pairs | mask | weighting | CMD | strongest baseline | its CMD "
+            "| gain | difference, interval | p (Holm) | rule met |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for label, numbers in runs:
+            table = {row["method"]: row for row in numbers["table"]}
+            for row in numbers["comparisons"]:
+                key = "CMD" if row["weighting"] == "linear" else "CMD log"
+                mine = table[row["mask"]]
+                decides = " (decides)" if row["decides"] else ""
+                lines.append(
+                    f"| {label} | {numbers['counts']['test']} | `{row['mask']}` | "
+                    f"{row['weighting']}{decides} | {mine[key]:.3f} [{mine[key + ' low']:.3f}, "
+                    f"{mine[key + ' high']:.3f}] | `{row['baseline']}` | "
+                    f"{row['baseline CMD']:.3f} | {100 * row['gain']:+.0f} % | "
+                    f"[{row['difference low']:+.3f}, {row['difference high']:+.3f}] | {_holm_p(row)} | "
+                    f"{'yes' if row['met'] else 'no'} |"
+                )
+    if missing:
+        lines += [
+            "",
+            f"Not yet run ({len(missing)} of {len(PROTOCOL_RUNS)}): {'; '.join(missing)} "
+            "(`python scripts/rerun_results.py --only head_finders/protocol-1`).",
+        ]
+    return "\n".join(lines).strip() + "\n"
+
+
+def protocol_summary(load: Load) -> str:
+    """The README's and the page's headline: counted from the protocol's stored runs alone,
+    whatever they show."""
+    runs, missing = _protocol_rows(load)
+    if not runs:
+        return (
+            f"The head-finder protocol (`{PROTOCOL_FILE}`, version 1, frozen before its first "
+            f"run) has no stored run yet: {len(missing)} of {len(PROTOCOL_RUNS)} are to be made "
+            "(`python scripts/rerun_results.py --only head_finders/protocol-1`). Until they are, "
+            "the toolkit makes no claim that one head finder beats another; the stored "
+            "leaderboards are development runs, on pairs that chose between the variants they "
+            "show.\n"
+        )
+    first = runs[0][1]["protocol"]
+    parts = []
+    for mask in dict.fromkeys(r["mask"] for _, n in runs for r in n["comparisons"]):
+        role = runs[0][1]["roles"][mask]
+        counts = {}
+        for weighting in ("linear", "log"):
+            counts[weighting] = sum(
+                r["met"]
+                for _, n in runs
+                for r in n["comparisons"]
+                if r["mask"] == mask and r["weighting"] == weighting
+            )
+        parts.append(
+            f"`{mask}` ({role}) beats the strongest like-for-like baseline on "
+            f"{counts['linear']} of {len(runs)} runs under MIB's linear weighting, which "
+            f"decides, and on {counts['log']} of {len(runs)} under log-scaled sizes"
+        )
+    remaining = f"; {len(missing)} runs are still to be made" if missing else ""
+    return (
+        f"Under the head-finder protocol v{first['version']} (`{PROTOCOL_FILE}`, hash "
+        f"`{first['sha256']}`, frozen before its first run; CMD on test pairs no design choice "
+        f"read, {len(runs[0][1]['seeds'])} seeds, the rule: CMD at least "
+        f"{100 * first['rule']['gain']:.0f} % below the strongest baseline's with Holm p < "
+        f"{first['rule']['level']}), " + "; ".join(parts) + f" ({len(runs)} of "
+        f"{len(PROTOCOL_RUNS)} runs stored{remaining}).\n"
+    )
+
+
+def protocol_settings(load: Load) -> str:
+    """The protocol file's settings as the page states them: read from the file, never typed
+    (with ``tomllib``: the docs' check loads neither torch nor the package)."""
+    import hashlib
+    import tomllib
+    from pathlib import Path
+
+    raw = (Path(__file__).resolve().parents[2] / PROTOCOL_FILE).read_bytes()
+    data = tomllib.loads(raw.decode())
+    methods, pairs, settings, rule = (data[k] for k in ("methods", "pairs", "settings", "rule"))
+    roles = [
+        f"selected: `{methods['selected']}`",
+        f"pre-registered: `{methods['preregistered']}`",
+        "baselines: " + ", ".join(f"`{name}`" for name in methods["baselines"]),
+        "floors: " + ", ".join(f"`{name}`" for name in methods["floors"]),
+    ]
+    return (
+        f"Version {data['version']} (hash `{hashlib.sha256(raw).hexdigest()[:16]}`): seeds "
+        f"{data['seeds']}; pairs: up to {pairs['test']} test (drawn with seed "
+        f"{data['test_seed']}), {pairs['train']} training, up to {pairs['calibration']} "
+        f"calibration; " + "; ".join(roles) + f"; {settings['mask_steps']} mask steps, "
+        f"{settings['ig_steps']} integrated-gradient midpoints, precision "
+        f"{settings['precision']}, {settings['bootstrap']} bootstrap resamples; the rule: CMD at "
+        f"least {100 * rule['gain']:.0f} % below the strongest baseline's, Holm p below "
+        f"{rule['level']}, the {rule['weighting']} weighting deciding, "
+        f"{' and '.join(rule['reported'])} reported.\n"
     )

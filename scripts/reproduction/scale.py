@@ -69,7 +69,7 @@ def cpu_table(results: Path) -> str:
         [
             f"Measured on {_machine(record)}: {_runs(record)} (predictions by source "
             f"{record['predictions']['code']['source']}). {summary['within 15 %']} of "
-            f"{summary['cases']} cases are within ±15 %; the largest error by job: {worst}."
+            f"{summary['cases']} cases are within `±15 %`; the largest error by job: {worst}."
             + _time_sentence(summary),
             "",
             *lines,
@@ -91,9 +91,9 @@ def _time_sentence(summary: dict[str, Any]) -> str:
     verdict = "hold" if summary["time within 15 %"] == summary["timed cases"] else "do not hold"
     return (
         f" The plan's CPU times, whose constants are fitted to these same timed cases, are within "
-        f"±15 % of the measured CPU time for {summary['time within 15 %']} of "
+        f"`±15 %` of the measured CPU time for {summary['time within 15 %']} of "
         f"{summary['timed cases']} (errors from {low:+.0f} % to {high:+.0f} %): its time "
-        f"predictions {verdict} to ±15 % on this CPU, even in sample."
+        f"predictions {verdict} to `±15 %` on this CPU, even in sample."
     )
 
 
@@ -162,7 +162,7 @@ def gpu_plan(results: Path) -> str:
     if not predictions:
         return f"Not stored yet: `{CPU_COMMAND} --replan` computes them."
     lines = [
-        "| run (prediction, one H100 80 GB, bf16 weights, bf16 autocast) | peak (tensors) "
+        "| run (prediction, one H100 `80 GB`, bf16 weights, bf16 autocast) | peak (tensors) "
         "| fits | time |",
         "|---|---|---|---|",
     ]

@@ -34,12 +34,15 @@ WORDS = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(6) for j in range(6)]
 
 
 def write_task(path: Path, edited: bool = False) -> Path:
-    """A capitalize task file (named like the built-in one: its instruction comes along); with
-    ``edited``, one answer differs."""
+    """A capitalize task file stating its instruction and match rule; with ``edited``, one
+    answer differs."""
     rows = [{"input": w, "output": w.capitalize()} for w in WORDS]
     if edited:
         rows[0]["output"] = "Edited"
-    path.write_text(json.dumps(rows))
+    instruction = "Capitalize the first letter of the given word."
+    path.write_text(
+        json.dumps({"instruction": instruction, "match": "startswith", "examples": rows})
+    )
     return path
 
 

@@ -129,7 +129,7 @@ def test_bad_jsonl_names_file_and_line(tmp_path, content, message):
     ("content", "message"),
     [
         ("[]", "holds no examples"),
-        ('{"input": "a"}', "expected a list"),
+        ('{"input": "a"}', "no 'examples' list"),
         ('[{"input": "a", "output": "A"}, {"input": "b"}]', r"item 1: missing field\(s\) output"),
         ('[\n{"input": "a", "output": "A"},\n{"input": "b" "output": "B"}\n]', r":3: not valid"),
         ("", "the file is empty"),
@@ -150,29 +150,121 @@ def test_missing_file(tmp_path):
 
 
 # -- get_task -------------------------------------------------------------------------------------
-def test_task_from_file_takes_instruction_from_argument_or_builtin(tmp_path, fake_registry):
+def _object_file(path, **fields):
+    examples = [{"input": "sell", "output": "buy"}, {"input": "hot", "output": "cold"}]
+    path.write_text(json.dumps({**fields, "examples": examples}))
+    return path
+
+
+def test_a_task_file_named_like_a_builtin_keeps_its_own_instruction_and_rule(
+    tmp_path, fake_registry
+):
+    """The issue's case: ``antonym.json`` saying its own instruction loaded the built-in's."""
+    path = _object_file(tmp_path / "antonym.json", instruction="Reverse the word.")
+    task = get_task(path)
+    assert (task.name, task.instruction, task.match, task.kind) == (
+        "antonym",
+        "Reverse the word.",
+        "contains",
+        "word",
+    )
+    ruled = _object_file(tmp_path / "capitalize.json", instruction="Do it.", match="contains")
+    assert (get_task(ruled).instruction, get_task(ruled).match) == ("Do it.", "contains")
+    # the same file under another name reads the same
+    other = _object_file(tmp_path / "reverse_guess.json", instruction="Reverse the word.")
+    assert get_task(other).instruction == "Reverse the word."
+    # an argument overrides the file
+    assert get_task(str(path), instruction="Other.").instruction == "Other."
+    assert get_task(path, match="startswith").match == "startswith"
+
+
+def test_a_file_without_an_instruction_takes_no_builtin_one_and_says_so(tmp_path, fake_registry):
     path = tmp_path / "capitalize.jsonl"
     path.write_text('{"input": "cat", "output": "Cat"}\n{"input": "dog", "output": "Dog"}\n')
-    task = get_task(path)
+    with pytest.warns(InputWarning, match="named like the built-in task 'capitalize'"):
+        task = get_task(path)
     assert (task.name, task.instruction, task.match, len(task)) == (
         "capitalize",
-        "Capitalize the word.",
-        "startswith",
+        None,
+        "contains",
         2,
     )
-    assert get_task(str(path), instruction="Do it.").instruction == "Do it."
-    custom = tmp_path / "my_words.json"
-    custom.write_text('[{"input": "a", "output": "b"}]')
-    assert get_task(custom).instruction is None
-    assert get_task(custom).match == "contains"
+    assert "instruction  none  [default]" in task.describe()
+    # a name the paper's notebook would give "startswith" does not change the rule either
+    paper_like = tmp_path / "next_city.json"
+    paper_like.write_text('[{"input": "Paris", "output": "Lyon"}]')
+    assert get_task(paper_like).match == "contains"
+    # a Path is always a file, never a built-in name
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        get_task(tmp_path.parent / "capitalize")
 
 
-def test_task_file_named_like_a_language_pair_is_a_translation(tmp_path):
-    path = tmp_path / "en-de.jsonl"
-    path.write_text('{"input": "Good morning.", "output": "Guten Morgen."}\n')
+def test_a_task_file_states_its_fields_and_describe_says_where_each_came_from(tmp_path):
+    path = _object_file(
+        tmp_path / "mine.json", name="opposites", match="startswith", description="Mine."
+    )
+    task = get_task(path)
+    assert (task.name, task.instruction, task.match, task.description) == (
+        "opposites", None, "startswith", "Mine."
+    )  # fmt: skip
+    described = task.describe()
+    assert "match        'startswith'  [file]" in described
+    assert "kind         'word'  [default]" in described
+    assert str(path) in described and "'sell' -> 'buy'" in described
+    assert len(repr(task)) < 200 and "2 examples" in repr(task)
+    assert "instruction  'Capitalize the first letter" in get_task("capitalize").describe()
+
+
+def test_a_translation_task_file_names_its_languages(tmp_path):
+    path = tmp_path / "pairs.json"
+    examples = [{"input": "Good morning.", "output": "Guten Morgen."}]
+    path.write_text(json.dumps({"source_lang": "en", "target_lang": "de", "examples": examples}))
     task = get_task(path)
     assert (task.kind, task.source_lang, task.target_lang) == ("translation", "en", "de")
     assert task.instruction == "Translate the following English text into German."
+    # a JSONL file named like a language pair is a word task with no instruction, and says so
+    named = tmp_path / "en-de.jsonl"
+    named.write_text(json.dumps(examples[0]) + "\n")
+    with pytest.warns(InputWarning, match="named like the built-in task 'en-de'"):
+        assert get_task(named).kind == "word"
+    lonely = tmp_path / "half.json"
+    lonely.write_text(json.dumps({"source_lang": "en", "examples": examples}))
+    with pytest.raises(TaskDataError, match="both 'source_lang' and 'target_lang'"):
+        get_task(lonely)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ({"instructions": "x", "examples": [{"input": "a", "output": "b"}]}, "unknown field"),
+        ({"instruction": "x"}, "no 'examples' list"),
+        ({"match": "exact", "examples": [{"input": "a", "output": "b"}]}, "match must be"),
+        ({"instruction": 3, "examples": [{"input": "a", "output": "b"}]}, "must be a string"),
+        ({"examples": [{"input": "a", "output": "b", "match": "exact"}]}, "match must be"),
+    ],
+)
+def test_bad_task_file_fields_name_the_problem(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(TaskDataError, match=message):
+        get_task(path)
+
+
+def test_an_example_may_carry_its_own_match_rule(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    rows = [{"input": "a", "output": "A", "match": "startswith"}, {"input": "b", "output": "B"}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert [e.match for e in get_task(path).examples] == ["startswith", None]
+
+
+def test_cli_tasks_show_prints_what_a_file_gives(tmp_path, capsys):
+    from lens_heads.cli import main
+
+    path = _object_file(tmp_path / "antonym.json", instruction="Reverse the word.")
+    assert main(["tasks", "--show", str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert "instruction  'Reverse the word.'  [file]" in printed
+    assert "match        'contains'  [default]" in printed
 
 
 def test_unknown_task_lists_close_matches(fake_registry):

@@ -33,9 +33,13 @@ def loads(monkeypatch, tiny):
 
 @pytest.fixture()
 def capitalize_file(tmp_path):
-    # named like the built-in task: its instruction and match rule come along
+    # a task file states its instruction and match rule (its name lends it none)
     path = tmp_path / "capitalize.json"
-    path.write_text(json.dumps([{"input": w, "output": w.capitalize()} for w in WORDS]))
+    examples = [{"input": w, "output": w.capitalize()} for w in WORDS]
+    instruction = "Capitalize the first letter of the given word."
+    path.write_text(
+        json.dumps({"instruction": instruction, "match": "startswith", "examples": examples})
+    )
     return str(path)
 
 

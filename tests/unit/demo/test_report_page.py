@@ -30,8 +30,12 @@ def report(tmp_path_factory):
     import json
 
     folder = tmp_path_factory.mktemp("report")
-    data = folder / "capitalize.json"  # named like the built-in task: its instruction comes along
-    data.write_text(json.dumps([{"input": w, "output": w.capitalize()} for w in WORDS]))
+    data = folder / "capitalize.json"  # a task file stating its instruction and match rule
+    examples = [{"input": w, "output": w.capitalize()} for w in WORDS]
+    instruction = "Capitalize the first letter of the given word."
+    data.write_text(
+        json.dumps({"instruction": instruction, "match": "startswith", "examples": examples})
+    )
     model = lh.tiny_model(n_layers=8, n_heads=4, n_kv_heads=2, seed=0)
     run_demo(folder / "demo", model=model, task=str(data), steps=3, n_eval=4, sweep_every=1,
              max_new_tokens=2, progress=False)  # fmt: skip

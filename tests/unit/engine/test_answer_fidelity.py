@@ -171,17 +171,21 @@ def test_match_rule_by_name_pattern(name, rule):
     assert match_rule_for(name) == rule
 
 
-def test_task_files_get_the_rule_of_their_name_and_match_overrides(tmp_path):
+def test_task_files_take_the_rule_they_state_and_match_overrides(tmp_path):
+    """A file's rule is its own (or ``contains``), never its name's; ``match_rule_for`` gives
+    the paper's rule by name for whoever asks."""
     path = tmp_path / "capitalize_last_letter.json"
     path.write_text(json.dumps([{"input": w, "output": w[:-1] + w[-1].upper()} for w in WORDS]))
-    assert get_task(path).match == "startswith"
-    assert get_task(path, match="contains").match == "contains"
-    other = tmp_path / "first_word_of_list.json"
-    other.write_text(json.dumps([{"input": f"{w}, b", "output": w} for w in WORDS]))
-    assert get_task(other).match == "contains"
+    assert get_task(path).match == "contains"
+    assert get_task(path, match=match_rule_for(path.stem)).match == "startswith"
+    stated = tmp_path / "stated.json"
+    examples = [{"input": w, "output": w.upper()} for w in WORDS]
+    stated.write_text(json.dumps({"match": "startswith", "examples": examples}))
+    assert get_task(stated).match == "startswith"
+    assert get_task(stated, match="contains").match == "contains"
     assert get_task("capitalize", match="contains").match == "contains"
     with pytest.raises(ValueError, match="match must be"):
-        get_task(other, match="exact")
+        get_task(stated, match="exact")
 
 
 def test_cli_train_mask_keeps_the_instruction_row_and_takes_match(

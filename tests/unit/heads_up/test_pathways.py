@@ -265,8 +265,10 @@ def test_table6_analysis_trains_evaluates_and_resumes(tiny, tmp_path, monkeypatc
     words = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(4) for j in range(4)]
     files = []
     for name, rule in (("capitalize", str.capitalize), ("lowercase_last_letter", lambda w: w[-1])):
-        path = tmp_path / f"{name}.json"  # named like built-ins: their instructions
-        path.write_text(json.dumps([{"input": w, "output": rule(w)} for w in words]))
+        path = tmp_path / f"{name}.json"  # each file states its instruction (its name lends none)
+        examples = [{"input": w, "output": rule(w)} for w in words]
+        instruction = lh.get_task(name).instruction
+        path.write_text(json.dumps({"instruction": instruction, "examples": examples}))
         files.append(str(path))
     out = tmp_path / "out"
     argv = ["--tasks", ",".join(files), "--steps", "2", "--batch-size", "4", "--holdout", "4"]

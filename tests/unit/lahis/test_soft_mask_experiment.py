@@ -326,8 +326,9 @@ def test_cli_soft_mask_experiment(tmp_path, tiny_dir, monkeypatch, capsys):
         "load_model",
         lambda spec, **kw: lh.tiny_model(n_layers=2, n_heads=4, n_kv_heads=2, seed=0),
     )
-    data = tmp_path / "en-fr.jsonl"
-    data.write_text("".join(json.dumps({"input": a, "output": b}) + "\n" for a, b in PAIRS))
+    data = tmp_path / "my-pairs.json"
+    examples = [{"input": a, "output": b} for a, b in PAIRS]
+    data.write_text(json.dumps({"source_lang": "en", "target_lang": "fr", "examples": examples}))
     _importance().save(tmp_path / "importance")
     base = ["soft-mask-experiment", "--model", str(tiny_dir), "--task", str(data)]
     base += ["--n-train", "8"]

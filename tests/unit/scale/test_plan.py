@@ -141,6 +141,24 @@ def test_a_command_whose_plan_does_not_fit_stops_before_any_weight_loads(
     assert "needs" in error and "1.00 MiB" not in error and "is available there. Fix:" in error
 
 
+def test_an_evaluation_plan_sizes_the_batch_it_will_run(tmp_path):
+    """Issue 72: ``eval --n-eval 4 --batch-size 1000000000`` batches at most its 4 examples, so
+    the plan sizes 4 rows, not the nominal batch (which would need hundreds of thousands of
+    GiB and stop the run); the nominal batch alone is still refused."""
+    import argparse
+
+    from lens_heads.cli._common import check_plan
+    from lens_heads.core._families import tiny_checkpoint
+    from lens_heads.scale import PlanDoesNotFitError
+
+    folder = str(tiny_checkpoint("llama", tmp_path / "model"))
+    args = argparse.Namespace(command="eval", model=folder, batch_size=10**9, n_eval=4)
+    found = check_plan(args)
+    assert found.config["batch_size"] == 4
+    with pytest.raises(PlanDoesNotFitError):
+        check_plan(argparse.Namespace(command="eval", model=folder, batch_size=10**9))
+
+
 def test_the_stored_gpu_predictions_are_the_codes():
     """docs/scale.md shows the plan's GPU predictions from the stored scale benchmark; they must
     be what the plan predicts now (after a change to the plan: ``python -m

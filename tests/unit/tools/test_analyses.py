@@ -10,10 +10,14 @@ from analyses import mask_table
 def test_mask_table_trains_evaluates_and_reuses_finished_tasks(tmp_path, capsys):
     # the grid loads its models itself: a tiny model is a grid model spec (patching
     # lh.load_model would leave the real SmolLM2 loading here, in the unit tier)
-    # a file named like a built-in task takes that task's instruction and match rule
+    # a task file states its own instruction and match rule (its name lends it none)
     words = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(5) for j in range(5)]
     data = tmp_path / "capitalize.json"
-    data.write_text(json.dumps([{"input": w, "output": w.capitalize()} for w in words]))
+    examples = [{"input": w, "output": w.capitalize()} for w in words]
+    instruction = "Capitalize the first letter of the given word."
+    data.write_text(
+        json.dumps({"instruction": instruction, "match": "startswith", "examples": examples})
+    )
     out = tmp_path / "table"
     argv = ["--model", "tiny-2x4", "--tasks", str(data), "--steps", "3", "--batch-size", "4"]
     argv += ["--holdout", "8", "--n-eval", "4", "--seeds", "0", "--out", str(out)]

@@ -102,6 +102,13 @@ def test_reusing_a_trained_mask_skips_training(tiny_everywhere, tmp_path):
     numbers = json.loads((second / "numbers.json").read_text())
     trained = json.loads((first / "numbers.json").read_text())
     assert numbers["heads kept"] == trained["heads_kept"]
+    # the run records the mask folder it read by its content, and its seed (issue 70)
+    from lens_heads.core import data_hashes
+
+    provenance = numbers["provenance"]
+    mask = str(first / "training")
+    assert provenance["data"][mask] == data_hashes([mask])[mask]
+    assert provenance["seeds"] == {"seed": 0} and provenance["date"].endswith("+00:00")
 
 
 def test_figure9_reuses_a_given_negative_init_mask(tiny_everywhere, tmp_path):

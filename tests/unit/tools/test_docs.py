@@ -72,6 +72,7 @@ VERDICTS = (
     "not covered",
     "not yet measured",
     "not testable",
+    "shown, not tested",
     "the conclusion **reproduced**",
     "the large drop reproduced",
     "the drop is smaller",
@@ -326,6 +327,7 @@ def test_only_a_results_whole_name_picks_that_entry_alone(docs):
         "head_finders/gemma-3-270m-antonym-exact",
         "head_finders/gemma-3-270m-antonym-more-pairs",
         "head_finders/gemma-3-270m-antonym-selected",
+        "head_finders/protocol-1/gemma-3-270m-antonym",
     ]
 
 
@@ -379,3 +381,163 @@ def test_a_permutation_p_at_its_floor_is_a_bound_and_ties_are_not_one_head(docs)
     assert docs._top_heads({**old, "heads at the top score": ["L14H1", "L3H2"]}) == "L14H1, L3H2"
     tied = {**old, "heads at the top score": [f"L{i}H0" for i in range(9)]}
     assert docs._top_heads(tied) == "9 heads tie at it"
+
+
+# -- issue 70, item 9: the loopholes of the prose check, each with a planted statement ----------
+def _typed(docs, text: str) -> list[str]:
+    return [number for _, number, _ in docs.prose_numbers.typed_numbers(text)]
+
+
+def test_number_words_are_read(docs):
+    """ "Eleven families" (the README once said so of a matrix of twelve rows) and "eleven of
+    twelve" are counts in words; "one trainer" and "two passes" describe the design."""
+    planted = "Eleven families of the papers' models are checked; eleven of twelve pass."
+    assert _typed(docs, planted) == ["Eleven families", "eleven of twelve"]
+    assert _typed(docs, "One trainer, two passes, three lines of research, one of the runs.") == []
+
+
+def test_plain_counts_and_out_of_are_read(docs):
+    """A count of what runs count ("40 held-out words", "100-400 steps"), "3 out of 5", a range
+    of model sizes ("7–14B"), also across a line break; references are not counts."""
+    planted = (
+        "Figure 4 over the 40 held-out words; our schedules are 100-400 steps; it keeps 3 out of "
+        "5; the papers ran 7–14B models; TRater on the 200\ntexts."
+    )
+    assert _typed(docs, planted) == [
+        "40 held-out words",
+        "100-400 steps",
+        "3 out of 5",
+        "7–14B",
+        "200 texts",
+    ]
+    references = "Table 3 and Figure 4 rows, layer 14 heads, Gemma 2 models, 30 layers × 9 heads."
+    assert _typed(docs, references) == []
+
+
+def test_short_back_ticked_numbers_are_read(docs):
+    """A number alone in back-ticks with the digits of a measurement (`31 %`, `0.88`) is read as
+    typed; a round one (`0.1`, `1 %`, `3x`) stays a setting, as does code that names itself."""
+    planted = "the paper's share of the heads (`31 %`), a Jaccard of `0.88`"
+    assert _typed(docs, planted) == ["31 %", "0.88"]
+    settings = "threshold `0.1` at the `1 %` level, `3x` chance, `quantile=0.96`, `--lr 0.25`"
+    assert _typed(docs, settings) == []
+
+
+def test_a_row_reference_in_a_table_is_read(docs, copy):
+    """A table cell that points at a row of docs/reproduction.md by number (rows move) or at a
+    row that is not there is reported like one in a sentence."""
+    page = copy / "docs" / "training.md"
+    planted = "\n| setting | note |\n|---|---|\n| init | [the page](reproduction.md), row 10 |\n"
+    page.write_text(page.read_text() + planted)
+    line = len(page.read_text().splitlines())
+    found = [report.split(": |")[0] for report in docs.typed_in_prose(copy)]
+    assert found == [f"docs/training.md:{line}: 'row 10' names no row of docs/reproduction.md"]
+
+
+def test_results_readme_is_read(docs, copy):
+    """results/README.md is one of the documents the check reads."""
+    readme = copy / "results" / "README.md"
+    readme.write_text(readme.read_text() + "\nThe stored runs took 8 minutes on 2 CPU cores.\n")
+    line = len(readme.read_text().splitlines())
+    context = "The stored runs took 8 minutes on 2 CPU cores."
+    assert docs.typed_in_prose(copy) == [
+        f"results/README.md:{line}: '8 minutes' typed in prose: {context}",
+        f"results/README.md:{line}: '2 CPU cores' typed in prose: {context}",
+    ]
+
+
+def test_a_number_typed_in_a_reproduction_string_is_read(docs, copy):
+    """The strings of scripts/reproduction/ become the cells of docs/reproduction.md: a number
+    typed in one ("the paper's 0.8 mean") is reported at its line; a computed one, a key, the
+    row's claim and paper cells and a marked paper quote are not."""
+    shutil.copytree(ROOT / "scripts" / "reproduction", copy / "scripts" / "reproduction")
+    module = copy / "scripts" / "reproduction" / "planted.py"
+    module.write_text(
+        '"""A docstring with 0.5 in it."""\n'
+        "from reproduction import Row, paper\n\n\n"
+        "def verdict(load, mean):\n"
+        '    n = load("x")["fraction 0.02"]\n'
+        '    return f"partly: {mean:.2f}, below the paper\'s 0.8 mean on 12 of 12 families"\n\n\n'
+        'ROWS = [("A.4", Row("claim above 0.1", "46 % / 36 %", verdict, "no: 40 words", "x"))]\n'
+        "QUOTED = f\"(the paper: {paper('Heads up! Table 6', '6 of 6')})\"\n"
+    )
+    found = [line for line in docs.typed_in_prose(copy) if "planted.py" in line]
+    context = "partly: {}, below the paper's 0.8 mean on 12 of 12 families"
+    assert found == [
+        f"scripts/reproduction/planted.py:7: '0.8' typed in a string: {context}",
+        f"scripts/reproduction/planted.py:7: '12 of 12' typed in a string: {context}",
+        "scripts/reproduction/planted.py:10: '40 words' typed in a string: A.4 · no: 40 words · x",
+    ]
+
+
+# -- issue 70, item 11: each notebook asserts its claim or says it shows without judging -------
+#: the notebooks that illustrate a claim they cannot settle (one word, one mask, one run)
+WITHOUT_JUDGING = (
+    "figure3_mask_trajectories",
+    "figure4_layer_similarity",
+    "figure5_similarity_along_the_sweep",
+    "figure7_mask_weights",
+    "figure8_9_removal_orders",
+)
+
+
+def test_every_notebook_asserts_its_claim_or_says_it_shows_without_judging(docs):
+    stance = docs.prose_numbers.notebook_stance
+    assert docs.prose_numbers.notebooks_without_a_stance(ROOT) == []
+    found = {path.stem: stance(path) for path in sorted((ROOT / "notebooks").glob("*.ipynb"))}
+    assert {name for name, s in found.items() if s == "shows"} == set(WITHOUT_JUDGING)
+    assert {name for name, s in found.items() if s == "asserts"} == set(found) - set(
+        WITHOUT_JUDGING
+    )
+
+
+def _cells(notebook: Path) -> dict:
+    return json.loads(notebook.read_text(encoding="utf-8"))
+
+
+def test_a_notebook_that_only_checks_its_own_consistency_is_caught(docs, copy):
+    """A notebook with neither the claim's assert nor the "shows without judging" cell and
+    line is reported by the check (and named by the page's generated sentence); half a marker
+    is not enough: a claim comment without an assert, a markdown cell without the printed line."""
+    pn = docs.prose_numbers
+    notebook = copy / "notebooks" / "figure7_mask_weights.ipynb"
+    cells = _cells(notebook)
+    kept = [c for c in cells["cells"] if pn.WITHOUT_JUDGING not in "".join(c["source"]).lower()]
+    assert len(kept) == len(cells["cells"]) - 2  # the markdown cell and the printed line
+    notebook.write_text(json.dumps({**cells, "cells": kept}))
+    assert pn.notebook_stance(notebook) is None
+    assert pn.notebooks_without_a_stance(copy) == [
+        "notebooks/figure7_mask_weights.ipynb: neither asserts its claim (an `assert` in a cell "
+        "with a `# the claim: ...` comment) nor says it shows without judging (a markdown cell "
+        "and a printed line)"
+    ]
+    assert docs.update(copy, check=True) == ["docs/reproduction.md: notebook_claims"]
+    assert "1 do neither yet: `figure7_mask_weights`." in docs.notebook_claims(copy / "results")
+
+    def stance_of(*sources: tuple[str, str]) -> str | None:
+        cell = {"metadata": {}, "outputs": []}
+        planted = [{**cell, "cell_type": kind, "source": [text]} for kind, text in sources]
+        notebook.write_text(json.dumps({**cells, "cells": kept + planted}))
+        return pn.notebook_stance(notebook)
+
+    assert stance_of(("code", "# the claim: it works\nx = 1")) is None  # no assert
+    assert stance_of(("code", "assert 1 + 1 == 2  # consistency")) is None  # no claim
+    assert stance_of(("code", "# the claim: it works\nassert 1 + 1 == 2")) == "asserts"
+    assert stance_of(("markdown", "It shows without judging.")) is None  # no printed line
+    assert stance_of(("code", 'print("shows without judging")')) is None  # no markdown cell
+    said = ("markdown", "**Shows without judging.**")
+    assert stance_of(said, ("code", 'print("shows without judging: one mask")')) == "shows"
+
+
+def test_the_readme_sentence_on_alignment_heads_leads_with_the_verdict_at_the_papers_share(docs):
+    """Issue 70, item 10: the README's sentence gives the ablation's verdict at the paper's share
+    of heads (the word the page computes) before the larger ablation."""
+    sentence = docs.readme_alignment(ROOT / "results")
+    numbers = docs.load("alignment_heads/gemma-3-270m", ROOT / "results")
+    verdict = docs.alignment.ablation_ours_verdict(lambda path: docs.load(path, ROOT / "results"))
+    word = verdict.split(" (", 1)[0]
+    at_share = docs.alignment.paper_k(numbers)
+    largest = max(row["heads ablated"] for row in numbers["ablation"])
+    assert at_share < largest
+    assert f"**{word}**: removing the top {at_share} " in sentence
+    assert sentence.index(f"**{word}**") < sentence.index(f"removing the top {largest} ")

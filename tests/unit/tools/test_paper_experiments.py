@@ -182,10 +182,10 @@ def test_the_table3_grid_files_are_what_the_analysis_trains_and_evaluates(tmp_pa
     config = Config(unseen="country-capital")
     with pytest.warns(InputWarning, match="country-capital"):
         written = export_tasks(config, tmp_path)
-    assert sorted(p.name for p in written) == sorted(p.name for p in shipped.glob("*.jsonl"))
+    assert sorted(p.name for p in written) == sorted(p.name for p in shipped.glob("*.json"))
     for path in written:
         assert path.read_bytes() == (shipped / path.name).read_bytes(), path.name
-    task = lh.get_task(shipped / "antonym.jsonl")
+    task = lh.get_task(shipped / "antonym.json")
     assert task.instruction == lh.get_task("antonym").instruction
     train, held_out = task.split(config.n_eval)
     evaluated = _queries(config, "antonym").examples[-config.n_eval :]

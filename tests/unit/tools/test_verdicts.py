@@ -61,20 +61,39 @@ def _table3(
 
 
 @pytest.mark.parametrize(
-    ("p_helps", "p_instruction_above", "word"),
-    [(1e-6, 1.0, "reproduced"), (1e-6, 1e-6, "partly"), (0.5, 1.0, "not reproduced")],
+    ("p_helps", "p_own_above", "word"),
+    [
+        (1e-6, 1e-6, "reproduced (10 of the claim's 10"),
+        (1e-6, 1.0, "partly (5 of the claim's 10"),
+        (0.5, 1e-6, "partly (5 of the claim's 10"),
+        (0.5, 1.0, "not reproduced (0 of the claim's 10"),
+    ],
 )
-def test_table3_verdict_follows_its_numbers(p_helps, p_instruction_above, word):
-    assert table3_verdict(_table3(p_helps, p_instruction_above, 1.0)).startswith(word + ":")
+def test_table3_verdict_follows_its_numbers(p_helps, p_own_above, word):
+    assert table3_verdict(_table3(p_helps, 1.0, p_own_above)).startswith(word)
+
+
+def test_table3_word_follows_the_per_task_tests_not_a_non_rejection():
+    """Issue 70, item 10: the hybrid M above the original on every task, but the per-task M
+    above the instruction on none: "not below the instruction" (a test that does not reject) is
+    stated and never makes the word "reproduced"."""
+    text = table3_verdict(_table3(1e-6, 1.0, 1.0))
+    start = "partly (5 of the claim's 10 per-task tests pass after Holm: the per-task M above"
+    assert text.startswith(start + " the instruction on 0 of 5 seen tasks"), text
+    assert "no test shows the instruction above the hybrid M on 5" in text
+    assert "(not support: a test that does not reject)" in text
+    # no test passes and none rejects the other way: nothing supports the claim
+    assert table3_verdict(_table3(0.5, 1.0, 1.0)).startswith("not reproduced")
 
 
 def test_table3_counts_significance_after_holm_and_states_the_raw_count():
     # 0.002 passes alone at 0.01 but not among 20 tests (20 x 0.002 = 0.04)
     text = table3_verdict(_table3(1e-6, 1.0, 0.002))
-    assert "above the instruction on 0 (5 before the correction" in text
+    assert "above the instruction on 0 of 5 seen tasks" in text
+    assert "above the instruction on 5 before the correction" in text
     assert "Holm over the 20" in text
     text = table3_verdict(_table3(1e-6, 1.0, 1e-5))
-    assert "above the instruction on 5 (5 before the correction" in text
+    assert "above the instruction on 5 of 5 seen tasks" in text
     # issue 47: the paper's count is a direction, set beside it like for like
     assert "higher in accuracy on 3 of 5 (the paper's count" in text
     assert "higher in accuracy on 1 of 5" in table3_verdict(_table3(1e-6, 1.0, 1e-5, higher=1))
@@ -102,14 +121,43 @@ def _table7(raise_p: float, m_more_p: float, outside_p: float, m_in: float, m_ou
 @pytest.mark.parametrize(
     ("tests", "means", "start"),
     [
-        ((1e-6, 0.9, 1e-6), (0.30, 0.35), "reproduced (readings (1), (2), (3) hold"),
+        ((1e-6, 0.9, 1e-6), (0.30, 0.35), "reproduced (readings (1), (2, in direction), (3) hold"),
         ((1e-6, 0.9, 0.9), (0.35, 0.30), "partly (reading (1) holds"),
         ((0.5, 1e-6, 0.9), (0.35, 0.30), "not reproduced (no reading holds"),
-        ((0.5, 0.9, 0.9), (0.30, 0.35), "partly (reading (2) holds"),
+        ((0.5, 0.9, 0.9), (0.30, 0.35), "partly (reading (2, in direction) holds;"),
     ],
 )
 def test_table7_verdict_follows_its_numbers(tests, means, start):
     assert table7_verdict(_table7(*tests, *means)).startswith(start)
+
+
+def test_table7_states_where_the_word_stands_that_the_kept_heads_attend_more():
+    """Issue 70, item 10: under M the kept heads attending *more* than the dropped ones on
+    every task goes against reading (3), and the word's own parenthesis says so."""
+    rows = {
+        "w/ instruction, heads in M": 0.30,
+        "w/ instruction, heads in 1-M": 0.35,
+        "w/ M, heads in M": 0.35,
+        "w/ M, heads in 1-M": 0.30,
+    }
+    claims = {
+        "(1) instruction raises attention: p": 0.5,
+        "(2) instructed, M attends more than 1-M: p": 0.9,
+        "(3) under M, 1-M attends more than M: p": 0.99,
+    }
+    numbers = {f"task{i}": {"rows": rows, "claims": claims} for i in range(3)}
+    text = table7_verdict(lambda path: numbers)
+    word = text.split(": (1)", 1)[0]
+    assert word == (
+        "partly (reading (2, in direction) holds; under M the kept heads attend *more* than the "
+        "dropped ones on 3 of 3 tasks, against reading (3); Holm over the 9 one-sided tests)"
+    ), text
+    # and the instructed case: the kept heads attending more on most tasks is said too
+    instructed_more = dict(rows, **{"w/ instruction, heads in M": 0.40})
+    numbers = {f"task{i}": {"rows": instructed_more, "claims": claims} for i in range(3)}
+    text = table7_verdict(lambda path: numbers)
+    start = "not reproduced (no reading holds; instructed, the kept heads attend *more* than the"
+    assert text.startswith(start + " dropped ones on 3 of 3 tasks, against reading (2)"), text
 
 
 def test_table7_does_not_read_a_failed_test_as_support():
@@ -135,8 +183,8 @@ def test_activity_verdict_follows_its_numbers(active, never, word):
     ("layers", "start"),
     [
         ({"a": [3, 5], "b": [2, 4]}, "reproduced"),
-        ({"a": [0, 5], "b": [2, 4]}, "partly: a head in layer 0 on a; none in the last three"),
-        ({"a": [3, 9], "b": [2, 4]}, "partly: none in layer 0; one in the last three layers on a"),
+        ({"a": [0, 5], "b": [2, 4]}, "partly: a head in layer 0 on a; none in the last 3 layers"),
+        ({"a": [3, 9], "b": [2, 4]}, "partly: none in layer 0; one in the last 3 layers on a"),
         ({"a": [0, 9], "b": [0, 9]}, "not reproduced"),
     ],
 )
@@ -176,7 +224,11 @@ def test_figure6_verdict_follows_its_numbers():
     assert "2-shot 0.2" in mixed
 
 
-@pytest.mark.parametrize(("improved", "word"), [(9, "reproduced"), (6, "partly"), (1, "not")])
+@pytest.mark.parametrize(
+    ("improved", "word"),
+    [(9, "shown, not tested (no per-example data stored)"), (6, "partly (in direction, not "
+     "tested: no per-example data stored)"), (1, "not reproduced")],
+)  # fmt: skip
 def test_table6_unused_verdict_follows_its_numbers(improved, word):
     from reproduction.heads_up_results import TABLE6_RUNS, table6_unused_verdict
 
@@ -185,11 +237,17 @@ def test_table6_unused_verdict_follows_its_numbers(improved, word):
         path: {f"f{i}": {"unused: tasks improved": count, "tasks": [5, 4, 0][i]}}
         for i, (path, count) in enumerate(zip(TABLE6_RUNS, counts, strict=True))
     }
-    assert table6_unused_verdict(numbers.__getitem__).startswith(f"**{word}")
+    assert table6_unused_verdict(numbers.__getitem__).startswith(f"**{word}**:")
 
 
-@pytest.mark.parametrize(("worse", "word"), [(9, "reproduced"), (6, "partly"), (2, "not")])
+@pytest.mark.parametrize(
+    ("worse", "word"),
+    [(9, "shown, not tested (no per-example data stored)"), (6, "partly (in direction, not "
+     "tested: no per-example data stored)"), (2, "not reproduced")],
+)  # fmt: skip
 def test_table6_shared_verdict_follows_its_numbers(worse, word):
+    """Issue 70, item 10: the runs store counts of tasks, not the per-example answer CE a test
+    needs, so every task worse than random is shown, not tested, never "reproduced"."""
     from reproduction.heads_up_results import TABLE6_RUNS, table6_shared_verdict
 
     counts = [min(worse, 3), min(max(worse - 3, 0), 3), max(worse - 6, 0)]
@@ -197,7 +255,8 @@ def test_table6_shared_verdict_follows_its_numbers(worse, word):
         path: {"f": {"shared: tasks worse than random": count, "tasks": 3}}
         for path, count in zip(TABLE6_RUNS, counts, strict=True)
     }
-    assert table6_shared_verdict(numbers.__getitem__).startswith(word)
+    verdict = table6_shared_verdict(numbers.__getitem__)
+    assert verdict.startswith(f"{word}: worse than random in direction on {worse} of 9"), verdict
 
 
 def test_table4_with_one_size_is_not_measurable_whatever_it_shows():
@@ -209,6 +268,32 @@ def test_table4_with_one_size_is_not_measurable_whatever_it_shows():
         verdict = table4_verdict(numbers.__getitem__)
         assert verdict.startswith("not measurable here (one model size)")
         assert f"({translated} of 16)" in verdict
+
+
+@pytest.mark.parametrize(
+    ("translated", "word"),
+    [
+        ((0, 16), "reproduced"),
+        ((2, 5), "partly"),  # larger translates more, not significantly
+        ((2, 9, 6), "partly"),  # up, then down: not at every step
+        ((10, 4), "not reproduced"),  # the two sizes disagree with the claim
+        ((6, 6), "not reproduced"),
+    ],
+)
+def test_table4_with_several_sizes_follows_their_counts(monkeypatch, translated, word):
+    """Issue 70, item 10: with two sizes (or more) the word follows the counts, smallest model
+    first, instead of "partly" for any two."""
+    from reproduction import heads_up_results
+
+    runs = tuple(f"table4/size{i}" for i in range(len(translated)))
+    monkeypatch.setattr(heads_up_results, "TABLE4_RUNS", runs)
+    numbers = {
+        run: {"en-fr": {"masked outputs in the target language": done, "sentences": 16}}
+        for run, done in zip(runs, translated, strict=True)
+    }
+    verdict = heads_up_results.table4_verdict(numbers.__getitem__)
+    assert verdict.startswith(word + ": masked outputs in the target language"), verdict
+    assert f"size0 {translated[0]} of 16" in verdict
 
 
 def _ablation(*drops: tuple[float, float]):
@@ -514,9 +599,9 @@ def test_table1_verdict_is_judged_with_demonstrations(shots, word):
 
 @pytest.mark.parametrize(
     ("bleu", "word"),
-    [
-        (((10, 12, 12), (10, 11, 13)), "reproduced"),
-        (((10, 12, 12), (10, 9, 9)), "partly"),
+    [  # issue 70, item 10: no test of a BLEU difference, so never "reproduced"
+        (((10, 12, 12), (10, 11, 13)), "shown, not tested (too few sentences per pair"),
+        (((10, 12, 12), (10, 9, 9)), "partly (in direction, not tested: too few sentences"),
         (((10, 9, 9), (10, 8, 8)), "not reproduced"),  # the scaled mask equal to M is no gain
     ],
 )
@@ -675,22 +760,36 @@ def test_figure6_both_is_the_figure6_verdict():
     assert figure6_both_verdict(load) == figure6_verdict(load)
 
 
+_NO_MORE = "no more often than at random (1 against 0.60 expected, p = 0.5"
+_UNTESTED = "partly (the KV-group half not tested)"
+
+
 @pytest.mark.parametrize(
-    ("p", "second", "first", "word", "kv", "half"),
-    [(0.5, 110, 100, "reproduced", "no more often than at random", "more"),
-     (0.5, 90, 100, "partly", "no more often than at random", "fewer"),
-     (0.001, 110, 100, "partly", "more often than at random", "more"),
-     (0.001, 90, 100, "not reproduced", "more often than at random", "fewer")],
+    ("p", "power", "second", "first", "word", "kv"),
+    [(0.5, 0.9, 110, 100, "reproduced", _NO_MORE + ", power 0.90)"),
+     (0.5, None, 110, 100, _UNTESTED, _NO_MORE + "): not tested"),
+     (0.5, 0.3, 110, 100, _UNTESTED, _NO_MORE + "): not tested"),
+     (0.5, None, 90, 100, "not reproduced (the KV-group half not tested)", _NO_MORE),
+     (0.5, 0.9, 90, 100, "partly", _NO_MORE),
+     (0.001, None, 110, 100, "partly", "more often than at random (p = 0.001), against the claim"),
+     (0.001, 0.9, 90, 100, "not reproduced", "more often than at random")],
 )  # fmt: skip
-def test_figure7_verdict_follows_its_numbers(p, second, first, word, kv, half):
+def test_figure7_verdict_follows_its_numbers(p, power, second, first, word, kv):
+    """Issue 70, item 10: a non-rejection counts as support for "no KV-group pattern" only with
+    a power figure beside it; without one the word says the half is not tested."""
     from reproduction.heads_up_results import figure7_verdict
 
     groups = {"p_value": p, "whole_groups_removed": 1, "expected": 0.6}
+    if power is not None:
+        groups["power"] = power
     numbers = {"KV groups removed whole": groups, "kept in the second half": second}
     numbers["kept in the first half of the layers"] = first
     verdict = figure7_verdict(lambda path: numbers)
-    assert verdict.startswith(f"{word}: whole KV groups removed {kv}"), verdict
-    assert verdict.endswith(f"the later half keeps {half} heads ({second} against {first})")
+    half = "more" if second > first else "fewer"
+    assert verdict.startswith(
+        f"{word}: the later half keeps {half} heads ({second} against {first}, one mask"
+    ), verdict
+    assert f"whole KV groups removed {kv}" in verdict, verdict
 
 
 @pytest.mark.parametrize(("supported", "word"), [(True, "reproduced"), (False, "**not")])
@@ -709,7 +808,7 @@ def test_sparsity_verdict_follows_its_numbers(smollm2, gemma, word):
 
     def load(path: str) -> dict:
         if path == "alignment_heads/gemma-3-270m":
-            return {"activity mean": {"alignment heads": gemma}}
+            return {"activity mean": {"alignment heads": gemma}, "heads": 72}
         return {"sparsity": {"smollm2-135m-instruct": list(smollm2)}}
 
     assert _sparsity_verdict(load).startswith(word)
