@@ -493,19 +493,17 @@ class _Runner:
 
 
 def _row(curve: FaithfulnessCurve, scores: MethodScores) -> dict[str, Any]:
-    return {
+    values = {
         "CPR": curve.cpr,
-        "CPR low": curve.intervals["CPR"][0],
-        "CPR high": curve.intervals["CPR"][1],
         "CMD": curve.cmd,
-        "CMD low": curve.intervals["CMD"][0],
-        "CMD high": curve.intervals["CMD"][1],
         "CPR log": curve.cpr_log,
-        "CPR log low": curve.intervals["CPR log"][0],
-        "CPR log high": curve.intervals["CPR log"][1],
         "CMD log": curve.cmd_log,
-        "CMD log low": curve.intervals["CMD log"][0],
-        "CMD log high": curve.intervals["CMD log"][1],
+    }
+    row: dict[str, Any] = {}
+    for key, value in values.items():
+        low, high = curve.intervals[key]
+        row |= {key: value, f"{key} low": low, f"{key} high": high}
+    return row | {
         "seconds": scores.seconds,
         "forwards": scores.forwards,
         "backwards": scores.backwards,
