@@ -54,7 +54,7 @@ from lens_heads.core import InputError, markdown_table
 from lens_heads.core.internal import FolderResult, MissingFileError, ModelLike, holm, model_name
 from lens_heads.finders._benchmark import BenchmarkConfig, FinderBenchmark, head_finder_benchmark
 from lens_heads.finders._counterfactuals import counterfactual_pairs
-from lens_heads.finders._faithfulness import SIZES, FaithfulnessCurve, area
+from lens_heads.finders._faithfulness import SIZES, FaithfulnessCurve, _f
 from lens_heads.finders._methods import METHODS, MethodConfig
 
 __all__ = ["FinderProtocol", "ProtocolResult", "run_protocol"]
@@ -306,25 +306,17 @@ class ProtocolResult(FolderResult):
 
 
 def _curve_areas(
-    curve: FaithfulnessCurve, weights: np.ndarray, sizes: Sequence[float]
+    curve: FaithfulnessCurve, draws: np.ndarray, sizes: Sequence[float]
 ) -> dict[str, np.ndarray]:
-    """Per pair weighting (rows of ``weights``: a bootstrap draw's share of each pair), the
-    curve's f of the absolute order per size, CMD and CPR under both weightings."""
-    values = curve.pair_metrics.double().numpy() @ weights.T  # [rows, draws]
-    n = len(sizes)
-    full, empty = values[0], values[1]
-    signed = (values[2 : 2 + n] - empty) / (full - empty)
-    absolute = (values[2 + n : 2 + 2 * n] - empty) / (full - empty)
-    found: dict[str, np.ndarray] = {"f": absolute}
-    for scale in WEIGHTINGS:
-        suffix = "" if scale == "linear" else " log"
-        found["CMD" + suffix] = np.array(
-            [area(sizes, np.abs(1 - column).tolist(), scale=scale) for column in absolute.T]
-        )
-        found["CPR" + suffix] = np.array(
-            [area(sizes, column.tolist(), scale=scale) for column in signed.T]
-        )
-    return found
+    """Per draw of the pairs (rows of ``draws``: pair indices), the curve's CPR and CMD under
+    both weightings (:meth:`FaithfulnessCurve.resampled`) and its ``f`` per size of the
+    absolute order (``[n_sizes, draws]``)."""
+    index = [torch.from_numpy(row) for row in draws]
+    areas = np.array([curve.resampled(row) for row in index])  # [draws, 4]
+    values, n = curve.pair_metrics, len(sizes)
+    absolute = [_f(values[2 + n : 2 + 2 * n, row], values[0, row], values[1, row]) for row in index]
+    found = {"f": torch.stack(absolute, dim=1).double().numpy()}
+    return found | {key: areas[:, i] for i, key in enumerate(("CPR", "CMD", "CPR log", "CMD log"))}
 
 
 def _interval(values: np.ndarray) -> tuple[float, float]:
@@ -350,14 +342,13 @@ def pool(
     b = int(protocol.settings.get("bootstrap", 1000))
     rng = np.random.default_rng(protocol.test_seed + 7)
     pair_draws = rng.integers(0, n_pairs, (b, n_pairs))
-    weights = np.stack([np.bincount(row, minlength=n_pairs) / n_pairs for row in pair_draws])
     seed_draws = rng.integers(0, len(seeds), (b, len(seeds)))
-    whole = np.full((1, n_pairs), 1.0 / n_pairs)
+    whole = np.arange(n_pairs)[None]
     point: dict[str, dict[str, Any]] = {}
     boot: dict[str, dict[str, np.ndarray]] = {}
     for method in protocol.methods:
         per_seed = [_curve_areas(curves[s][method], whole, sizes) for s in seeds]
-        drawn = [_curve_areas(curves[s][method], weights, sizes) for s in seeds]
+        drawn = [_curve_areas(curves[s][method], pair_draws, sizes) for s in seeds]
         point[method] = {key: np.mean([p[key] for p in per_seed], axis=0) for key in per_seed[0]}
         draw = np.arange(b)[:, None]  # each bootstrap draw: its seeds, at its own pair draw
         boot[method] = {
