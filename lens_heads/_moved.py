@@ -4,7 +4,8 @@ and the implementation modules of 0.2, which are private now (``lens_heads.engin
 
 ``import lens_heads.training``, ``lh.tasks`` or ``import lens_heads.heads_up.sweep`` still work:
 they give the module at its new path (the same module object, so a ``monkeypatch`` through the
-old path intercepts) and warn once with a :class:`DeprecationWarning` that names the new path.
+old path intercepts) and warn once with a :class:`DeprecationWarning` that names the public
+subpackage to import from (never the private module behind it).
 An old path never shadows the API: ``import lens_heads.evaluate`` leaves ``lh.evaluate`` the
 function (Python would otherwise set the package attribute to the module it imported), and a
 0.2 module named as its subpackage's function (``heads_up.tasks_per_head``) is not aliased.
@@ -15,8 +16,8 @@ function (Python would otherwise set the package attribute to the module it impo
 ...     warnings.simplefilter("always")
 ...     import lens_heads.training as old
 >>> import lens_heads.engine._training as new
->>> old is new, "lens_heads.engine._training" in str(caught[-1].message)
-(True, True)
+>>> old is new, str(caught[-1].message).split(";")[0]
+(True, 'lens_heads.training is private now: import its names from lens_heads.engine')
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import importlib.machinery
 import sys
 import warnings
 from types import ModuleType
+
+from lens_heads.core.internal import MissingModuleError
 
 __all__ = ["MOVED", "MOVED_IN_0_2", "REMOVED_IN", "moved_module"]
 
@@ -114,10 +117,12 @@ def moved_module(old: str) -> ModuleType:
     """The module that ``lens_heads.<old>`` became, with a deprecation warning."""
     new = _new_path(old)
     if new is None:
-        raise ModuleNotFoundError(f"lens_heads.{old} did not move")
+        raise MissingModuleError(f"lens_heads.{old} did not move")
+    public = "lens_heads." + new.partition(".")[0]
     new = "lens_heads." + new
     warnings.warn(
-        f"lens_heads.{old} moved to {new}; the old path goes away in lens_heads {REMOVED_IN}",
+        f"lens_heads.{old} is private now: import its names from {public}; the old path goes "
+        f"away in lens_heads {REMOVED_IN}",
         DeprecationWarning,
         stacklevel=3,
     )

@@ -4,9 +4,11 @@
 without a page written by hand, and keep the pages in ``docs/`` readable on their own in the
 repository:
 
-* **API reference** -- one page per public namespace in :data:`NAMESPACES`, generated at build
-  time from the namespace's ``__all__`` (:func:`api_page`), so a new public name appears on
-  its page with no edit here. The sections of the navigation are added by :func:`on_config`.
+* **API reference** -- the top-level API by topic, one page each (:data:`TOPICS`,
+  :func:`topic_page`, an index on ``api/lens_heads``), and one page per subpackage of
+  :data:`NAMESPACES`, generated at build time from its ``__all__`` (:func:`api_page`), so a new
+  public name of a subpackage appears on its page with no edit here (a new top-level name needs
+  its topic: a test says so). The sections of the navigation are added by :func:`on_config`.
 * **Notebooks** -- every ``notebooks/*.ipynb`` is added to the site as ``notebooks/<name>``,
   rendered (not executed) by mkdocs-jupyter; a new notebook gets its page and its nav entry.
 * **Stored atlas pages** -- the files of :data:`SERVED` (each stored atlas's ``atlas.html`` and
@@ -61,6 +63,43 @@ NAMESPACES = (
     "lens_heads.testing",
     "lens_heads.cli",
 )
+#: the top-level API (``lh``) by what a researcher looks for, one page each (issue 72); a test
+#: holds that every name of ``lens_heads.__all__`` stands on exactly one of them
+TOPICS: dict[str, tuple[str, ...]] = {
+    "Models": (
+        "load_model", "tiny_model", "random_model", "verify_model", "head_shape",
+        "MODEL_ALIASES", "plan", "Plan", "PlanConfig", "LensHeadsError",
+    ),
+    "Tasks and prompts": ("get_task", "list_tasks", "Task", "PromptFormat"),
+    "Masks": (
+        "HeadMask", "HeadScale", "apply_mask", "mask_hooks", "ablated", "jaccard",
+        "expected_random_jaccard", "load_masks", "mask_statistics", "MaskStatistics",
+        "tasks_per_head", "TasksPerHead",
+    ),
+    "Training": (
+        "train_mask", "TrainingConfig", "MaskTrainingResult", "train_family_masks",
+        "run_grid", "GridConfig", "GridResult",
+    ),
+    "Evaluation and generation": (
+        "evaluate", "EvaluationConfig", "EvaluationResult", "generate", "greedy_generate",
+        "Generation", "GenerationConfig", "DecodingConfig", "alpha_curve", "AlphaCurve",
+        "functional_pathways", "PathwaysResult", "run_demo", "DemoConfig", "DemoReport",
+    ),
+    "Sweeps": ("removal_sweep", "SweepConfig", "SweepResult", "plot_sweeps"),
+    "Lenses and similarity": (
+        "logit_lens", "top_tokens", "LensConfig", "TopTokensConfig", "figure4_similarity",
+        "layer_similarity", "ReadoutConfig", "HiddenStatesConfig", "SimilarityStats",
+        "attention_on_target", "AttentionConfig",
+    ),
+    "Atlas": ("head_atlas", "AtlasConfig", "HeadAtlas"),
+    "Roles": ("head_roles", "RolesConfig", "HeadRoles"),
+    "Alignment and languages": (
+        "translation_scores", "ScoreConfig", "TranslationScores", "ablate_heads",
+        "AblationResult", "trater_scores", "TRaterConfig", "TRaterResult", "head_importance",
+        "ImportanceConfig", "HeadImportance", "language_heads", "LanguageHeadsConfig",
+        "LanguageHeads",
+    ),
+}  # fmt: skip
 NOTEBOOKS = "notebooks"
 #: stored results the site serves as they are (the atlases' pages, tables and shared plotly.js)
 SERVED = ("results/atlas/*/atlas.html", "results/atlas/*/heads.csv", "results/atlas/plotly.min.js")
@@ -117,6 +156,42 @@ def api_uri(namespace: str) -> str:
     return f"api/{namespace}.md"
 
 
+def topic_uri(topic: str) -> str:
+    """The page of one topic of the top-level API: ``api/lh/<slug>.md``."""
+    slug = re.sub(r"[^a-z]+", "-", topic.lower()).strip("-")
+    return f"api/lh/{slug}.md"
+
+
+def topic_page(topic: str) -> str:
+    """The markdown of one topic's page: its names of ``lens_heads``, in the topic's order."""
+    names = TOPICS[topic]
+    return "\n".join(
+        [
+            f"# {topic}\n",
+            f"`import lens_heads as lh`: {', '.join(f'`lh.{name}`' for name in names)}.\n",
+            "::: lens_heads",
+            "    options:",
+            f"      members: [{', '.join(names)}]",
+            "      show_submodules: false",
+            "      members_order: __all__\n",
+        ]
+    )
+
+
+def index_page() -> str:
+    """The top-level API's page: the topics, each with its names, linking the topic pages."""
+    lines = [
+        "# `lens_heads`\n",
+        "The top-level API, `import lens_heads as lh`, by topic; each name is documented on its "
+        "topic's page (the subpackages' pages list every public name of each layer).\n",
+    ]
+    for topic, names in TOPICS.items():
+        page = topic_uri(topic).removeprefix("api/")
+        listed = ", ".join(f"[`{name}`]({page}#lens_heads.{name})" for name in names)
+        lines.append(f"- **[{topic}]({page})**: {listed}")
+    return "\n".join(lines) + "\n"
+
+
 def repository(config: MkDocsConfig) -> Path:
     """The checkout the site is built from: the folder of ``mkdocs.yml``."""
     return Path(os.path.abspath(config.config_file_path)).parent
@@ -130,7 +205,9 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
     """Append the generated sections to the navigation ``mkdocs.yml`` writes by hand."""
     nav = list(config.nav or [])
     nav.append({"Notebooks": [f"{NOTEBOOKS}/{path.name}" for path in notebooks(config)]})
-    nav.append({"API reference": [{ns: api_uri(ns)} for ns in NAMESPACES]})
+    topics = [{topic: topic_uri(topic)} for topic in TOPICS]
+    top = {NAMESPACES[0]: [{"By topic": api_uri(NAMESPACES[0])}, *topics]}
+    nav.append({"API reference": [top, *({ns: api_uri(ns)} for ns in NAMESPACES[1:])]})
     config.nav = nav
     return config
 
@@ -139,7 +216,10 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     root = repository(config)
     package = griffe.load(NAMESPACES[0], search_paths=[str(root)], resolve_aliases=False)
-    for namespace in NAMESPACES:
+    files.append(File.generated(config, api_uri(NAMESPACES[0]), content=index_page()))
+    for topic in TOPICS:
+        files.append(File.generated(config, topic_uri(topic), content=topic_page(topic)))
+    for namespace in NAMESPACES[1:]:
         page = api_page(namespace, package)
         files.append(File.generated(config, api_uri(namespace), content=page))
     for path in notebooks(config):

@@ -303,7 +303,12 @@ def notebook_claims(results: Path) -> str:
     illustrates (issue 70, item 11), read from the notebooks themselves
     (:func:`prose_numbers.notebook_stance`), so it stays true when one changes."""
     notebooks = sorted((results.parent).glob(prose_numbers.NOTEBOOKS))
-    stances = {path.stem: prose_numbers.notebook_stance(path) for path in notebooks}
+    tours = [path.stem for path in notebooks if path.stem in prose_numbers.WITHOUT_CLAIM]
+    stances = {
+        path.stem: prose_numbers.notebook_stance(path)
+        for path in notebooks
+        if path.stem not in tours
+    }
 
     def named(stance: str | None) -> list[str]:
         return [f"`{name}`" for name, found in stances.items() if found == stance]
@@ -322,6 +327,8 @@ def notebook_claims(results: Path) -> str:
     )
     if neither:
         text += f" {len(neither)} do neither yet: {', '.join(neither)}."
+    for name in tours:
+        text += f" `{name}` {prose_numbers.WITHOUT_CLAIM[name]}."
     return text
 
 

@@ -19,6 +19,7 @@ from lens_heads.alignment._consistency import (
     alignment_consistency,
     alignment_heads_across_models,
 )
+from lens_heads.alignment._pairs import PairsLike
 from lens_heads.alignment._score_config import ScoreConfig
 from lens_heads.alignment._scores import TranslationScores, translation_scores
 from lens_heads.alignment._trater import TRaterResult, trater_scores
@@ -31,6 +32,7 @@ __all__ = [
     "AlignmentError",
     "Consistency",
     "EflomalAligner",
+    "PairsLike",
     "ScoreConfig",
     "SimAligner",
     "TRaterConfig",

@@ -130,7 +130,7 @@ def _words(text: str) -> set[str]:
     return {word.lower() for word in split_words(text) if any(c.isalnum() for c in word)}
 
 
-@dataclass
+@dataclass(repr=False)
 class AblationResult(FolderResult):
     """Runs (one row per task, setting and seed: BLEU, chrF++, accuracy) and per-example
     records (outputs, sentence chrF++ and, for damaged translations, a failure category)."""
@@ -228,7 +228,7 @@ def ablate_heads(
     *,
     exclude: Any = None,
     control_task: Task | str | None = None,
-    **options: Any,
+    **overrides: Any,
 ) -> AblationResult:
     """Evaluate ``task`` (a translation task, its last ``n_eval`` examples, ``shots``-shot)
     unmasked, with ``heads`` removed (``hook_z`` masked to 0), and with ``len(heads)`` random
@@ -242,8 +242,8 @@ def ablate_heads(
     """
     from sacrebleu.metrics import CHRF
 
-    options = seeds_from_count(options, "ablate_heads", "random_controls", 3)
-    config = configure(EvaluationConfig, config or ABLATION, options, "ablate_heads")
+    overrides = seeds_from_count(overrides, "ablate_heads", "random_controls", 3)
+    config = configure(EvaluationConfig, config or ABLATION, overrides, "ablate_heads")
     seeds = config.random_seeds
     n_layers, n_heads = head_shape(model)
     labels = resolve_heads(heads, model)

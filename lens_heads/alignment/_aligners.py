@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from lens_heads.core import InputError, LensHeadsError
+from lens_heads.core.internal import MissingModuleError
 
 __all__ = [
     "Aligner",
@@ -280,7 +281,7 @@ class EflomalAligner:
         try:
             import eflomal  # noqa: F401
         except ImportError as error:
-            raise ImportError(
+            raise MissingModuleError(
                 "EflomalAligner needs eflomal: pip install 'lens_heads[align]' (or pip install "
                 "eflomal); SimAligner needs nothing"
             ) from error

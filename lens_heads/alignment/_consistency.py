@@ -33,7 +33,7 @@ from lens_heads.core.internal import FolderResult, model_name
 __all__ = ["AcrossModels", "Consistency", "alignment_consistency", "alignment_heads_across_models"]
 
 
-@dataclass
+@dataclass(repr=False)
 class Consistency(FolderResult):
     """Top-``k`` heads of each ordered language pair and their pairwise Jaccard similarity,
     with the Jaccard two random ``k``-head sets would have (``expected``)."""
@@ -147,7 +147,7 @@ def alignment_consistency(
     )
 
 
-@dataclass
+@dataclass(repr=False)
 class AcrossModels(FolderResult):
     """Per model: the proportion of heads above ``threshold`` and the relative depths
     (layer / (n_layers - 1)) of those heads."""

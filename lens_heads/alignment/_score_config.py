@@ -38,7 +38,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ScoreConfig(
     ChatSetting,
     ProgressSetting,

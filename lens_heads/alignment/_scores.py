@@ -89,7 +89,7 @@ __all__ = [
 
 
 # -- the result -------------------------------------------------------------------------------
-@dataclass
+@dataclass(repr=False)
 class TranslationScores(FolderResult):
     """Per-head translation scores of one language pair and setting.
 
@@ -336,7 +336,7 @@ def translation_scores(
     src_lang: str | None = None,
     tgt_lang: str | None = None,
     aligner: Aligner | None = None,
-    **options: Any,
+    **overrides: Any,
 ) -> TranslationScores:
     """Translation score of every head on ``pairs`` (see the module docstring for the four
     choices and the word -> token rule).
@@ -358,7 +358,7 @@ def translation_scores(
     >>> scores.n_queries > 0
     True
     """
-    config = configure(ScoreConfig, config, options, "translation_scores")
+    config = configure(ScoreConfig, config, overrides, "translation_scores")
     prepared = _prepare(model, pairs, alignments, src_lang, tgt_lang, aligner, config)
     hits, queries, chance = score_items(
         model, prepared.items, config.batch_size or 16, config.progress

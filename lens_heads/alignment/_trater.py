@@ -87,7 +87,7 @@ def load_texts(path: str | os.PathLike[str]) -> pd.DataFrame:
     return frame
 
 
-@dataclass
+@dataclass(repr=False)
 class TRaterResult(FolderResult):
     """Per-text TRater scores with the texts, their languages (if known) and token counts."""
 

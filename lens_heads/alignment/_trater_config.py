@@ -2,7 +2,7 @@
 the command line reads them without importing torch.
 
 >>> TRaterConfig().batch_size, TRaterConfig().progress
-(16, False)
+(16, True)
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ __all__ = ["TRaterConfig"]
 
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
-@dataclass(frozen=True)
-class TRaterConfig(ProgressSetting.with_defaults(progress=False), BatchSetting):
+@dataclass(frozen=True, kw_only=True)
+class TRaterConfig(ProgressSetting, BatchSetting):
     """How :func:`trater_scores` runs its texts: how many together (right-padded, so the scores
     do not depend on it) and with a progress bar or not; each field is a shared part's.
 

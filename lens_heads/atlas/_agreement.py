@@ -37,7 +37,7 @@ __all__ = ["MAX_RESAMPLES", "AgreementConfig", "agreement", "check_top_k", "holm
 
 
 @own_checks
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AgreementConfig(
     PermutationsSetting,
     BootstrapSetting.with_defaults(bootstrap=2000),

@@ -30,7 +30,7 @@ __all__ = ["HEAD_COLUMNS", "HeadAtlas"]
 HEAD_COLUMNS = ("label", "layer", "head", "kv group")
 
 
-@dataclass
+@dataclass(repr=False)
 class HeadAtlas(FolderResult):
     """``frame``: one row per query head (:data:`HEAD_COLUMNS`, then one column per measure,
     NaN where a measure does not apply, and text columns such as ``top OV tokens``);

@@ -88,7 +88,7 @@ __all__ = ["AtlasConfig", "head_atlas"]
 
 
 @own_checks
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AtlasConfig(
     AblationsSetting,
     RandomBlockSetting,
@@ -353,7 +353,7 @@ def head_atlas(
     config: AtlasConfig | None = None,
     *,
     out: str | os.PathLike[str] | None = None,
-    progress: bool = False,
+    progress: bool = True,
     overwrite: bool = False,
     **overrides: Any,
 ) -> HeadAtlas:

@@ -86,7 +86,7 @@ class RandomBlockSetting(SharedPart):
 
 
 @own_checks
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DetectorConfig(RandomBlockSetting, SeedSetting, BatchSetting):
     """The generated inputs of the detectors: ``n_sequences`` sequences ``BOS R R`` with ``R`` a
     block of ``length`` random non-special tokens (seeded by ``seed``), run ``batch_size`` at a

@@ -77,7 +77,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EffectsConfig(AblationsSetting, BatchSetting.with_defaults(batch_size=8)):
     """``ablations``: which of :data:`ABLATIONS`; ``batch_size``: prompts per forward (each
     carries one row per head of a layer)."""

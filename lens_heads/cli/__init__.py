@@ -8,20 +8,20 @@ import circle.
     lens-heads demo --out demo-report      # the end-to-end demo on the offline default model
     lens-heads models [--prepare ALIAS]
     lens-heads doctor MODEL                # checks 1-4 of docs/compatibility.md on any model
-    lens-heads generate --model smollm2-135m-instruct --prompt "apple" --chat [--mask m.safetensors]
+    lens-heads generate smollm2-135m-instruct --prompt "apple" --chat [--mask m.safetensors]
     lens-heads tasks
-    lens-heads eval --model smollm2-135m-instruct --task country-capital --mask m.safetensors
+    lens-heads eval smollm2-135m-instruct --task country-capital --mask m.safetensors
                     --out results/country-capital
-    lens-heads train-mask --model smollm2-135m-instruct --task capitalize --steps 200
+    lens-heads train-mask smollm2-135m-instruct --task capitalize --steps 200
                           --out results/capitalize [--resume]
-    lens-heads sweep --model smollm2-135m-instruct --mask results/capitalize --prompt apple
-                     --target Apple --reference-instruction "Capitalize the given word."
+    lens-heads sweep smollm2-135m-instruct --mask results/capitalize --prompt apple
+                     --target Apple --instruction "Capitalize the given word."
                      --out results/sweep-apple
-    lens-heads logit-lens --model smollm2-135m-instruct --prompt apple --mask results/capitalize
+    lens-heads logit-lens smollm2-135m-instruct --prompt apple --mask results/capitalize
                           --instruction "Capitalize the given word." --out results/lens-apple
-    lens-heads similarity --model smollm2-135m-instruct --prompt apple --mask results/capitalize
+    lens-heads similarity smollm2-135m-instruct --prompt apple --mask results/capitalize
                           --instruction "Capitalize the given word." --out results/fig4-apple
-    lens-heads attention --model smollm2-135m-instruct --task fruit_v_animal_3 --mask m.safetensors
+    lens-heads attention smollm2-135m-instruct --task fruit_v_animal_3 --mask m.safetensors
                          --out results/table7
     lens-heads grid docs/grids/laptop.toml --out runs/laptop [--address auto|ray://...|local]
     lens-heads plan llama-3.1-8b-instruct --job train-mask --batch-size 16 --device cuda

@@ -22,7 +22,7 @@ def _add_atlas(sub: Any) -> None:
         "result.json: HeadAtlas.load) and one folder per stage (detectors, readouts, effects), "
         "reused when the command runs again, so a killed run resumes.",
     )
-    common.add_inputs(parser, "model_argument")
+    common.add_model_argument(parser, dtype=False)
     add_settings(parser, AtlasConfig)
     common.add_out_argument(parser)
     common.add_overwrite_argument(parser)

@@ -84,12 +84,45 @@ class Examples:
         return [command, *(item.format(**values) for item in shlex.split(line))]
 
 
+def shown_default(action: argparse.Action) -> str | None:
+    """The default an option's help shows (``[40]``), or None where it has none to show (no
+    default, a switch, a default the help already states)."""
+    default = action.default
+    quiet = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse.BooleanOptionalAction)
+    if (
+        not action.option_strings
+        or default is None
+        or default is argparse.SUPPRESS
+        or isinstance(action, (argparse._HelpAction, *quiet))
+        or action.help in (None, argparse.SUPPRESS)
+    ):
+        return None
+    if isinstance(default, (list, tuple)):
+        return ",".join(str(item) for item in default) if default else "none"
+    if isinstance(default, str) and (not default.strip() or "\n" in default):
+        return default.encode("unicode_escape").decode()  # a blank line, as \n\n
+    return str(default)
+
+
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Each option's help ends with its default (``[40]``) unless it states it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        shown = shown_default(action)
+        if shown is None or f"[{shown}]" in text or "%(default)" in text or "default:" in text:
+            return text
+        return f"{text} [{shown.replace('%', '%%')}]"
+
+
 class Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line (``lens-heads CMD: error: ...``) and that
-    takes every flag as written (no abbreviations: ``--n`` is not ``--n-eval``)."""
+    """An argument parser whose errors are one line (``lens-heads CMD: error: ...``), that
+    takes every flag as written (no abbreviations: ``--n`` is not ``--n-eval``) and whose help
+    shows each option's default."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
         super().__init__(*args, **kwargs)
         #: checks of the parsed values (the settings objects the flags build), run right after
         #: parsing: a bad value is a usage error, like a bad type
@@ -122,9 +155,48 @@ def add_overwrite_argument(parser: argparse.ArgumentParser) -> None:
     add_inputs(parser, "overwrite")
 
 
-def add_model_argument(parser: argparse.ArgumentParser, default: str | None = None) -> None:
-    """``--model`` (required unless a ``default`` is given) and ``--dtype``, the weights'."""
-    add_inputs(parser, "dtype", model={"default": default} if default else {})
+def add_model_argument(
+    parser: argparse.ArgumentParser,
+    default: str | None = None,
+    *,
+    dtype: bool = True,
+    help: str | None = None,
+) -> None:
+    """The model, one argument with two spellings on every command: first
+    (``lens-heads eval MODEL ...``) or ``--model MODEL``; required unless a ``default`` is given,
+    refused when named twice with two values. With ``dtype``, also ``--dtype``, the weights'.
+
+    >>> parser = Parser(prog="x")
+    >>> add_model_argument(parser, dtype=False)
+    >>> parser.parse_args(["tiny"]).model, parser.parse_args(["--model", "tiny"]).model
+    ('tiny', 'tiny')
+    """
+    if dtype:
+        add_inputs(parser, "dtype")
+    add_inputs(parser, "model", "model_option", **({"model": {"help": help}} if help else {}))
+
+    def one_model(namespace: argparse.Namespace) -> None:
+        named = [
+            getattr(namespace, key)
+            for key in ("model", "model_option")
+            if getattr(namespace, key, None) is not None
+        ]
+        if hasattr(namespace, "model_option"):
+            del namespace.model_option
+        if len(set(named)) > 1:
+            raise InputError(
+                f"the model is named twice ({named[0]!r} and {named[1]!r}); name it once, as the "
+                "first argument or with --model"
+            )
+        if not named and default is None:
+            raise InputError(
+                f"a model is required: name it as the first argument ({parser.prog} MODEL ...) "
+                "or with --model MODEL"
+            )
+        namespace.model = named[0] if named else default
+
+    if isinstance(parser, Parser):
+        parser.checks.insert(0, one_model)  # before the checks that read args.model
 
 
 def load_model(args: argparse.Namespace) -> Any:
@@ -344,7 +416,8 @@ def numbers(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
 
 
 def deprecated(parser: Any, old: str, new: str, dest: str, const: Any = None, **kw: Any) -> None:
-    """Keep ``old`` as a deprecated spelling of ``new``: it sets ``dest`` and says so once."""
+    """Keep ``old`` as a deprecated spelling of ``new``: it sets ``dest`` and says so once; it is
+    left out of ``--help`` (the action's ``replaced_by`` names ``new``)."""
 
     class Alias(argparse.Action):
         def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
@@ -352,7 +425,10 @@ def deprecated(parser: Any, old: str, new: str, dest: str, const: Any = None, **
             setattr(namespace, self.dest, const if const is not None else values)
 
     nargs = {"nargs": 0} if const is not None else {}
-    parser.add_argument(old, dest=dest, action=Alias, help=f"deprecated: use {new}", **nargs, **kw)
+    action = parser.add_argument(
+        old, dest=dest, action=Alias, help=argparse.SUPPRESS, **nargs, **kw
+    )
+    action.replaced_by = new  # type: ignore[attr-defined]
     if hasattr(parser, "spellings"):  # both spellings at once are refused (Parser)
         parser.spellings.append((old, new.split()[0]))
 

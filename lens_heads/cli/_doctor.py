@@ -22,7 +22,7 @@ def _add_doctor(sub: Any) -> None:
     parser = sub.add_parser(
         "doctor", help="check lens_heads against plain transformers on a model (checks 1-4)"
     )
-    common.add_inputs(parser, "model_argument")
+    common.add_model_argument(parser, dtype=False)
     parser.add_argument(
         "--transformer-lens-bos",
         action="store_true",

@@ -90,10 +90,11 @@ def _add_train_mask(sub: Any) -> None:
     parser = sub.add_parser(
         "train-mask",
         help="train a head mask on instruction-free task data (Heads up! §3.2)",
-        description="Trains with the short CPU schedule (TrainingConfig.short(): 200 steps, "
-        "batch 8, lr 0.1) unless --paper is given (6,250 steps, batch 16, lr "
-        "1e-2); flags override single fields. Writes mask.safetensors, training.json, "
-        "training.safetensors, history.csv, heads.csv, trajectories/heatmap/loss figures "
+        description="Trains with TrainingConfig's defaults, the short CPU schedule (200 steps, "
+        "batch 8, lr 0.1), as lens_heads.train_mask does, unless --paper is given "
+        "(TrainingConfig.paper(): 6,250 steps, batch 16, lr 1e-2); flags override single "
+        "fields. Writes mask.safetensors, training.json, training.safetensors, history.csv, "
+        "heads.csv, trajectories/heatmap/loss figures "
         "(.html; .png when kaleido can export), checkpoints/ and eval/ (Original / w/ "
         "instruction / w/ random M / w/ M on held-out examples) to --out.",
         conflict_handler="resolve",
@@ -117,6 +118,7 @@ def _add_train_mask(sub: Any) -> None:
         },
         check=False,  # the flags override the schedule; the command checks the result
     )
+    _show_schedule_defaults(parser)
     # --dtype means the weights' dtype elsewhere; here it was the training precision
     common.deprecated(parser, "--dtype", "--precision", "precision")
     common.add_inputs(
@@ -140,7 +142,34 @@ def _add_train_mask(sub: Any) -> None:
         defaults={"n_eval": None, "random_seeds": (0, 1), "batch_size": 16}, check=False,
     )  # fmt: skip
     common.deprecated(parser, "--seeds", "--random-seeds", "random_seeds", type=_seeds)
+    for action in parser._actions:  # two counts of one held-out end: each says which it is
+        if "--holdout" in action.option_strings:
+            action.help = (
+                "Examples held out of training: the task's last ones (TrainingConfig.n_eval); "
+                f"the evaluation afterwards reads them [{TrainingConfig().n_eval}]"
+            )
+        elif "--n-eval" in action.option_strings:
+            action.help = (
+                "Of the examples --holdout keeps out of training, how many the evaluation "
+                "afterwards reads (EvaluationConfig.n_eval; default: all of them)"
+            )
     cli_lahis.add_soft_arguments(parser)  # --soft --heads FILE|top:N --importance DIR
+
+
+def _show_schedule_defaults(parser: Any) -> None:
+    """Each schedule flag's help ends with its default (``TrainingConfig()``'s, as in Python)
+    and, where it differs, the paper's: the flags default to None so that they override only
+    what is given, over either schedule."""
+    short, paper = TrainingConfig().to_dict(), TrainingConfig.paper().to_dict()
+    renamed = {new: old for old, new in _TRAINING_RENAMED.items()}
+    for action in parser._actions:
+        name = renamed.get(action.dest, action.dest)
+        if name not in _TRAINING_FLAGS or action.help is None:
+            continue
+        value, paper_value = short[name], paper[name]
+        shown = "none" if value is None else value
+        also = "" if paper_value == value else f"; --paper: {paper_value}"
+        action.help = f"{action.help.rstrip()} [{shown}{also}]"
 
 
 #: the TrainingConfig fields train-mask sets from flags; one is named as elsewhere on the
@@ -161,7 +190,7 @@ def _cmd_train_mask(args: argparse.Namespace) -> int:
 
     shape = common.check_model(args)
     seeds = args.random_seeds
-    base = TrainingConfig() if args.paper else TrainingConfig.short()
+    base = TrainingConfig.paper() if args.paper else TrainingConfig()
     config = settings_from(
         args,
         TrainingConfig,

@@ -33,7 +33,7 @@ def _add_benchmark(sub: Any) -> None:
         "resumes. --mib DIR also writes each method in MIB's node-level submission format: a "
         "ranking's scores, or a method's own circuits, one per size.",
     )
-    common.add_inputs(parser, "model_argument")
+    common.add_model_argument(parser, dtype=False)
     parser.add_argument(
         "--tasks", type=_names, default=("ioi",), help="ioi, task names or files [ioi]"
     )

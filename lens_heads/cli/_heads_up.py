@@ -45,18 +45,22 @@ def _add_sweep(sub: Any) -> None:
     parser.add_argument(
         "--reference-prompt", type=common.text, help="full-model run to compare with (Figure 5)"
     )
-    parser.add_argument(
-        "--reference-instruction",
-        type=common.text,
-        help="instead of --reference-prompt: the prompt in the instruction template (Table 10)",
+    common.add_inputs(
+        parser,
+        instruction={
+            "help": "instead of --reference-prompt: the full-model run of the prompt under this "
+            "instruction, in the instruction template (Table 10)"
+        },
     )
+    common.deprecated(parser, "--reference-instruction", "--instruction", "instruction")
     add_settings(
         parser,
         SweepConfig,
         skip=("progress",),
-        rename={"track_top_k": "top_k"},
         choices={"ablation": ABLATIONS, "engine": ENGINES},
     )
+    # SweepConfig.track_top_k, spelt --top-k before 0.2.0 (--top-k is LensConfig.top_k elsewhere)
+    common.deprecated(parser, "--top-k", "--track-top-k", "track_top_k", type=int)
     parser.add_argument(
         "--ablation-task",
         help="with --ablation mean or resample: the task (built-in name or file) whose first 64 "
@@ -76,8 +80,6 @@ def _add_sweep(sub: Any) -> None:
 def _sweep_order(args: argparse.Namespace, shape: Any) -> Any:
     """The ``order`` argument of removal_sweep from --mask / --heads / --influential, read and
     checked before the model loads (against its shape when known)."""
-    import warnings
-
     from lens_heads.core.internal import MaskShapeError
     from lens_heads.engine import MaskTrainingResult
 
@@ -98,11 +100,10 @@ def _sweep_order(args: argparse.Namespace, shape: Any) -> Any:
                 )
             return weights
     mask = common.mask_before_model(args.mask, shape)
-    if mask.is_binary:
-        warnings.warn(
-            f"{path} is a binary mask: the heads outside it go first, each group in head-index "
-            "order; pass the train-mask output folder to remove heads in ascending weight W",
-            stacklevel=2,
+    if mask.is_binary:  # the rule of lens_heads.removal_sweep, said before the model loads
+        raise InputError(
+            f"--mask {path} is a binary mask: it gives no removal order (its kept heads all "
+            "tie); pass the train-mask output folder (ascending trained weight W) or --heads"
         )
     return mask
 
@@ -112,20 +113,18 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from lens_heads.core.internal import check_top_k
     from lens_heads.heads_up import removal_sweep
 
-    if args.reference_prompt and args.reference_instruction:
-        raise InputError("give --reference-prompt or --reference-instruction, not both")
+    if args.reference_prompt and args.instruction:
+        raise InputError("give --reference-prompt or --instruction, not both")
     shape = common.check_model(args)
-    if shape is not None and args.top_k:
-        check_top_k(shape, args.top_k, "--top-k")
+    if shape is not None and args.track_top_k:
+        check_top_k(shape, args.track_top_k, "--track-top-k")
     order = _sweep_order(args, shape)
     reference = args.reference_prompt
-    if args.reference_instruction:
-        reference = INSTRUCTION_TEMPLATE.format(
-            instruction=args.reference_instruction, input=args.prompt
-        )
-    if args.target is None and args.top_k == 0:
-        raise InputError("nothing to track: give --target or --top-k above 0")
-    config = settings_from(args, SweepConfig, rename={"track_top_k": "top_k"})
+    if args.instruction:
+        reference = INSTRUCTION_TEMPLATE.format(instruction=args.instruction, input=args.prompt)
+    if args.target is None and args.track_top_k == 0:
+        raise InputError("nothing to track: give --target or --track-top-k above 0")
+    config = settings_from(args, SweepConfig)
     ablation_prompts = None
     if config.ablation != "zero" or args.ablation_task:
         if config.ablation == "zero" or not args.ablation_task:

@@ -12,7 +12,7 @@ differs, what differs (``required``, a narrower ``help``, a repeatable ``action`
 >>> add_inputs(parser, "tsak")
 Traceback (most recent call last):
 ...
-KeyError: "no input 'tsak' (did you mean 'task'?)"
+lens_heads.core._errors.UnknownNameError: "no input 'tsak' (did you mean 'task'?)"
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import argparse
 import difflib
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from lens_heads.core.internal import UnknownNameError
 
 __all__ = ["INPUTS", "MASK_HELP", "MODEL_HELP", "add_inputs", "int_at_least", "text"]
 
@@ -53,8 +55,22 @@ MASK_HELP = "head-mask file, or a train-mask output folder (its mask.safetensors
 
 #: every shared input: its flags (the first names the dest), then add_argument's options
 INPUTS: dict[str, dict[str, Any]] = {
-    "model": {"flags": ("--model",), "required": True, "help": MODEL_HELP},
-    "model_argument": {"flags": ("model",), "help": MODEL_HELP},
+    # the model: first argument or --model, one argument either way (common.add_model_argument
+    # merges the two into args.model and says when it is missing or named twice)
+    "model": {
+        "flags": ("model",),
+        "nargs": "?",
+        "default": argparse.SUPPRESS,
+        "metavar": "MODEL",
+        "help": MODEL_HELP + " (first argument, or --model)",
+    },
+    "model_option": {
+        "flags": ("--model",),
+        "dest": "model_option",
+        "default": argparse.SUPPRESS,
+        "metavar": "MODEL",
+        "help": "the model, as --model MODEL instead of the first argument",
+    },
     "dtype": {
         "flags": ("--dtype",),
         "default": "float32",
@@ -116,7 +132,7 @@ def add_inputs(parser: Any, *names: str, **changes: Mapping[str, Any]) -> None:
         if name not in INPUTS:
             close = difflib.get_close_matches(name, INPUTS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise KeyError(f"no input {name!r}{hint}")
+            raise UnknownNameError(f"no input {name!r}{hint}")
         options = {**INPUTS[name], **changes.get(name, {})}
         flags = options.pop("flags", (f"--{name.replace('_', '-')}",))
         if options.get("default") is not None or options.get("action") == "store_true":

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from lens_heads.core import InputError, LensHeadsError, field_docs
+from lens_heads.core.internal import InputTypeError
 
 __all__ = ["CHAT_CHOICES", "add_settings", "flag_of", "settings_from", "values_from"]
 
@@ -196,7 +197,12 @@ def _add_fields(
                 **metavar,
             )
         elif hint is str and name in (choices or {}):
-            _add(parser, flag, choices=list((choices or {})[name]), help=text, **options)
+            offered = list((choices or {})[name])
+            lead, meanings = getattr(kind, "CHOICE_HELP", {}).get(name, (None, {}))
+            if lead and all(choice in meanings for choice in offered):  # the offered ones only
+                said = [f"{c} ({meanings[c]})" if meanings[c] else c for c in offered]
+                text = f"{lead}: {'; '.join(said)}".replace("%", "%%")
+            _add(parser, flag, choices=offered, help=text, **options)
         elif hint in (int, float, str):
             shown = f" [{default}]" if "default" in options and default is not None else ""
             _add(
@@ -208,7 +214,7 @@ def _add_fields(
                 **metavar,
             )
         else:
-            raise TypeError(
+            raise InputTypeError(
                 f"{kind.__name__}.{name}: a {hints[name]} field has no command-line form; "
                 "skip it and set it from the command's own options"
             )

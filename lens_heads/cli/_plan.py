@@ -27,8 +27,11 @@ def _add_plan(sub: Any) -> None:
         "time per step or head; exits 1 when the run does not fit, naming the fix. The memory "
         "model is written out in docs/scale.md. --out also writes the plan (Plan.load).",
     )
-    parser.add_argument(
-        "model", help="shipped configuration, alias (smollm2-135m-instruct, ...) or checkpoint dir"
+    common.add_model_argument(
+        parser,
+        dtype=False,
+        help="shipped configuration, alias (smollm2-135m-instruct, ...) or checkpoint dir "
+        "(first argument, or --model)",
     )
     add_settings(
         parser,

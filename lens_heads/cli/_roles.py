@@ -28,7 +28,8 @@ def _add_roles(sub: Any) -> None:
         "HeadRoles.load) and one folder per fit (free, down, up) and for the evaluation of the "
         "sets found; a killed run resumes where it stopped.",
     )
-    common.add_inputs(parser, "model_argument", task={"required": True})
+    common.add_model_argument(parser, dtype=False)
+    common.add_inputs(parser, task={"required": True})
     add_settings(
         parser,
         RolesConfig,

@@ -73,7 +73,7 @@ def right_padded(tokens: Sequence[Sequence[int]], pad: int) -> tuple[Tensor, Ten
 
 
 @own_checks
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MeanOutputsConfig(BatchSetting.with_defaults(batch_size=8)):
     """How :func:`mean_head_outputs` runs its reference prompts: how many together (the
     baseline does not depend on it)."""

@@ -37,10 +37,10 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from lens_heads.core._checks import check_context, own_checks
+from lens_heads.core._checks import check_context, own_checks, resolve_mask
 from lens_heads.core._errors import ComputationError, InputError, InputTypeError
 from lens_heads.core._guards import check_pattern_capture, reads_patterns
-from lens_heads.core._hooks import mask_hooks
+from lens_heads.core._hooks import MaskLike, mask_hooks
 from lens_heads.core._masks import HeadMask, MaskShapeError, stack_masks
 from lens_heads.core._models import ModelLike
 from lens_heads.core._prompts import PromptFormat, has_chat_template, pad_token_id
@@ -67,7 +67,7 @@ DEFAULT_HOOKS: tuple[str, ...] = ("hook_resid_post", "hook_attn_out")
 HOOK_LABELS = {"hook_resid_post": "decoder", "hook_attn_out": "attention"}
 
 PromptLike = str | Sequence[int] | Tensor
-MaskArg = HeadMask | Tensor | Sequence[HeadMask] | None
+MaskArg = MaskLike | Sequence[HeadMask] | None
 
 
 # -- prompts -------------------------------------------------------------------------------------
@@ -184,9 +184,13 @@ class Run:
     """
 
     prompt: PromptLike
-    mask: HeadMask | Tensor | None = None
+    mask: MaskLike | None = None
+    """The mask: any form :func:`~lens_heads.core.resolve_mask` takes, read as a HeadMask."""
     instruction: str | None = None
     name: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mask", resolve_mask(self.mask, tensors=True))
 
     @property
     def label(self) -> str:
@@ -214,6 +218,7 @@ class Run:
 
 def check_mask(model: ModelLike, mask: Any) -> None:
     """Fail early (naming the model) when a mask does not fit ``model``."""
+    mask = resolve_mask(mask, tensors=True)
     if mask is None:
         return
     if isinstance(mask, HeadMask):
@@ -230,6 +235,8 @@ Reducer = Callable[[Tensor, Tensor, Tensor, Sequence[int]], Tensor]
 
 
 def _per_example_factor(mask: MaskArg, batch: int) -> Tensor | HeadMask | None:
+    if not isinstance(mask, Sequence) or isinstance(mask, str):  # one mask, in any form
+        mask = resolve_mask(mask, tensors=True)
     if mask is None or isinstance(mask, (HeadMask, Tensor)):
         if isinstance(mask, Tensor) and mask.ndim == 3 and mask.shape[0] != batch:
             raise MaskShapeError(

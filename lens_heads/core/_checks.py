@@ -316,33 +316,38 @@ class MaskSourceError(LensHeadsError, ValueError):
     """A mask argument names neither a mask file nor a train-mask output folder."""
 
 
-def resolve_mask(value: Any, model: Any = None) -> Any:
+#: the forms a mask argument takes, as errors name them
+MASK_FORMS = "a HeadMask, a mask file, a train-mask output folder or a MaskTrainingResult"
+
+
+def resolve_mask(value: Any, model: Any = None, *, tensors: bool = False) -> Any:
     """The :class:`~lens_heads.core.HeadMask` behind a mask argument, checked against
-    ``model``: a HeadMask, a mask file (``.safetensors``), or a ``train-mask`` output folder
-    (its ``mask.safetensors``; its ``training.safetensors`` names the same folder). None stays
-    None. Every command and function that takes a mask resolves it here."""
+    ``model``: a HeadMask, a mask file (``.safetensors``), a ``train-mask`` output folder (its
+    ``mask.safetensors``; its ``training.safetensors`` names the same folder) or a
+    :class:`~lens_heads.MaskTrainingResult` (its binary ``mask``). With ``tensors``, a tensor
+    of multipliers (``[n_layers, n_heads]`` or one per example) passes through for the function
+    to check. None stays None. Every command and function that takes a mask resolves it here.
+
+    >>> resolve_mask(3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lens_heads.core._checks.MaskSourceError: a mask must be a HeadMask, a mask file, ... got int
+    """
+    import torch
+
     from lens_heads.core._masks import HeadMask
 
     if value is None:
         return None
+    if isinstance(value, torch.Tensor) and tensors:
+        return value
+    if not isinstance(value, (HeadMask, str, os.PathLike)) and hasattr(value, "W"):
+        value = getattr(value, "mask", None)  # a MaskTrainingResult: its binary mask
     if isinstance(value, HeadMask):
         if model is not None:
             value.check_model(model)
         return value
     if not isinstance(value, (str, os.PathLike)):
-        raise MaskSourceError(
-            f"a mask must be a HeadMask, a mask file or a train-mask output folder, got "
-            f"{type(value).__name__}"
-        )
-    path = Path(value)
-    if path.name == "training.safetensors":
-        path = path.parent
-    if path.is_dir():
-        inside = path / "mask.safetensors"
-        if not inside.is_file():
-            raise MaskSourceError(
-                f"folder {path} holds no mask.safetensors: pass a mask file or the output "
-                "folder of `lens-heads train-mask` (lh.train_mask(...).save(folder))"
-            )
-        path = inside
-    return HeadMask.load(path, model=model)
+        also = " (or a tensor of multipliers)" if tensors else ""
+        raise MaskSourceError(f"a mask must be {MASK_FORMS}{also}, got {type(value).__name__}")
+    return HeadMask.load(value, model=model)

@@ -24,6 +24,7 @@ __all__ = [
     "InputTypeError",
     "LensHeadsError",
     "MissingFileError",
+    "MissingModuleError",
     "NonFiniteError",
     "UnknownNameError",
 ]
@@ -48,6 +49,11 @@ class InputTypeError(LensHeadsError, TypeError):
 
 class MissingFileError(LensHeadsError, FileNotFoundError):
     """A file or folder the caller named does not exist (or is not what it should be)."""
+
+
+class MissingModuleError(LensHeadsError, ModuleNotFoundError):
+    """A module a feature needs is not installed (the message names the extra to install), or
+    an old module path that never existed."""
 
 
 class UnknownNameError(LensHeadsError, KeyError):

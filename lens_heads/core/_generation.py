@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
-from lens_heads.core._checks import check_context, check_prompts
+from lens_heads.core._checks import check_context, check_prompts, resolve_mask
 from lens_heads.core._decoding import decode_greedy, supports_kv_cache
 from lens_heads.core._errors import InputError
 from lens_heads.core._generation_config import DecodingConfig, GenerationConfig
-from lens_heads.core._hooks import maybe_mask
+from lens_heads.core._hooks import MaskLike, maybe_mask
 from lens_heads.core._masks import HeadMask, MaskShapeError
 from lens_heads.core._models import ModelLike
 from lens_heads.core._prompts import END_OF_TURN_TOKENS, encode_text, has_chat_template
@@ -51,9 +51,12 @@ def stop_token_ids(tokenizer: Any, model: ModelLike | None = None) -> list[int]:
 
 
 def _batch_masks(
-    mask: HeadMask | torch.Tensor | Sequence[HeadMask] | None, n_prompts: int
+    mask: MaskLike | Sequence[HeadMask] | None, n_prompts: int
 ) -> tuple[Any, torch.Tensor | None]:
-    """Split a mask argument into (shared mask or None, per-example multipliers or None)."""
+    """Split a mask argument into (shared mask or None, per-example multipliers or None); a
+    mask file, folder or training result is read as its mask."""
+    if not isinstance(mask, Sequence) or isinstance(mask, str):
+        mask = resolve_mask(mask, tensors=True)
     if mask is None or isinstance(mask, HeadMask):
         return mask, None
     if isinstance(mask, torch.Tensor) and mask.ndim == 2:
@@ -74,7 +77,7 @@ def greedy_generate(
     prompts: Sequence[Sequence[int]],
     config: DecodingConfig | None = None,
     *,
-    mask: HeadMask | torch.Tensor | Sequence[HeadMask] | None = None,
+    mask: MaskLike | Sequence[HeadMask] | None = None,
     stop_tokens: Sequence[int] | None = None,
     **overrides: Any,
 ) -> list[list[int]]:
@@ -144,7 +147,7 @@ def generate(
     prompts: str | Sequence[str],
     config: GenerationConfig | None = None,
     *,
-    mask: HeadMask | torch.Tensor | Sequence[HeadMask] | None = None,
+    mask: MaskLike | Sequence[HeadMask] | None = None,
     **overrides: Any,
 ) -> list[Generation]:
     """Greedy continuations of text prompts (wrapped in the chat template with ``chat=True``;

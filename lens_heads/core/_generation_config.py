@@ -17,7 +17,7 @@ __all__ = ["DecodingConfig", "GenerationConfig"]
 
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DecodingConfig(
     NewTokensSetting.with_defaults(max_new_tokens=10),
     ProgressSetting.with_defaults(progress=False),
@@ -34,7 +34,7 @@ class DecodingConfig(
 
 
 @own_checks
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GenerationConfig(ChatSetting.with_defaults(chat=False), DecodingConfig):
     """:class:`DecodingConfig` for text prompts, with whether they are wrapped in the chat
     template (default: not; None: when the tokenizer has one)."""

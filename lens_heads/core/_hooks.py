@@ -25,8 +25,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from lens_heads.core._checks import resolve_mask
 from lens_heads.core._errors import InputError, InputTypeError
-from lens_heads.core._masks import HeadMask, MaskShapeError
+from lens_heads.core._masks import HeadMask, MaskShapeError, MaskSource
 from lens_heads.core._models import ModelLike, head_shape
 
 __all__ = [
@@ -39,9 +40,10 @@ __all__ = [
     "maybe_mask",
 ]
 
-#: A HeadMask, a tensor ``[n_layers, n_heads]`` shared by the batch, or ``[batch, n_layers,
+#: A mask in any form of :data:`MaskSource` (a HeadMask, a mask file, a training folder or
+#: result), a tensor ``[n_layers, n_heads]`` shared by the batch, or ``[batch, n_layers,
 #: n_heads]`` per example. Raw tensors may require grad (training); they are used as given.
-MaskLike = HeadMask | Float[Tensor, "n_layers n_heads"] | Float[Tensor, "batch n_layers n_heads"]
+MaskLike = MaskSource | Float[Tensor, "n_layers n_heads"] | Float[Tensor, "batch n_layers n_heads"]
 
 Hook = tuple[str, Callable[..., Any]]
 
@@ -54,6 +56,7 @@ def hook_z_name(layer: int) -> str:
 
 
 def _multiplier(mask: MaskLike) -> torch.Tensor:
+    mask = resolve_mask(mask, tensors=True)  # a mask file, folder or training result too
     if isinstance(mask, HeadMask):
         return mask.multiplier()
     if not isinstance(mask, torch.Tensor):

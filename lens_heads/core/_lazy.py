@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lens_heads.core._errors import ComputationError
+
 __all__ = ["exported_names", "lazy_exports"]
 
 
@@ -39,7 +41,7 @@ def exported_names(path: str | Path) -> dict[str, str]:
         for statement in node.body:
             if isinstance(statement, ast.ImportFrom):
                 if statement.level or statement.module is None:
-                    raise ImportError(f"{path}: a lazy export needs an absolute import")
+                    raise ComputationError(f"{path}: a lazy export needs an absolute import")
                 for alias in statement.names:
                     table[alias.asname or alias.name] = statement.module
     return table

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from jaxtyping import Float
@@ -31,9 +31,12 @@ __all__ = [
     "HeadMask",
     "MaskFileError",
     "MaskShapeError",
+    "MaskSource",
+    "TrainedMask",
     "expected_random_jaccard",
     "format_head",
     "jaccard",
+    "mask_file",
     "parse_head",
 ]
 
@@ -78,13 +81,13 @@ def _pair(head: Any) -> tuple[int, int]:
     """A ``(layer, head)`` pair of ints, or a ValueError naming the item."""
     try:
         layer, index = head
-        if isinstance(layer, bool) or isinstance(index, bool):
-            raise TypeError
-        return operator.index(layer), operator.index(index)
+        if not isinstance(layer, bool) and not isinstance(index, bool):
+            return operator.index(layer), operator.index(index)
     except (TypeError, ValueError):
-        raise InputError(
-            f"head {head!r} is neither a label like 'L3H7' nor a (layer, head) pair of ints"
-        ) from None
+        pass
+    raise InputError(
+        f"head {head!r} is neither a label like 'L3H7' nor a (layer, head) pair of ints"
+    ) from None
 
 
 def _shape_of(model_or_layers: Any, n_heads: int | None) -> tuple[int, int]:
@@ -306,12 +309,12 @@ class HeadMask:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], model: Any | None = None) -> HeadMask:
-        """Read a mask written by :meth:`save`; with ``model``, check that it fits."""
+        """Read a mask written by :meth:`save` -- the file, or a ``train-mask`` output folder
+        (its ``mask.safetensors``; its ``training.safetensors`` names the same folder); with
+        ``model``, check that it fits."""
         from safetensors import safe_open
 
-        path = Path(path)
-        if not path.is_file():
-            raise MaskFileError(f"mask file {path} does not exist")
+        path = mask_file(path)
         check_readable(path, MaskFileError, "mask file ")
         try:
             with safe_open(str(path), framework="pt") as file:
@@ -334,6 +337,43 @@ class HeadMask:
         if model is not None:
             mask.check_model(model)
         return mask
+
+
+@runtime_checkable
+class TrainedMask(Protocol):
+    """A training result that holds a mask (:class:`~lens_heads.MaskTrainingResult`): its
+    trained weights ``W`` and its binary ``mask``."""
+
+    @property
+    def W(self) -> Tensor: ...
+
+    @property
+    def mask(self) -> HeadMask: ...
+
+
+#: a mask as every function and command takes it: a HeadMask, a mask file, a ``train-mask``
+#: output folder (or its ``training.safetensors``) or a training result
+#: (:func:`lens_heads.core.resolve_mask` reads each)
+MaskSource = HeadMask | str | os.PathLike[str] | TrainedMask
+
+
+def mask_file(path: str | os.PathLike[str]) -> Path:
+    """The mask file behind ``path``: the file itself, or the ``mask.safetensors`` of a
+    ``train-mask`` output folder (``training.safetensors`` names the same folder)."""
+    path = Path(path)
+    if path.name == "training.safetensors":
+        path = path.parent
+    if path.is_dir():
+        inside = path / "mask.safetensors"
+        if not inside.is_file():
+            raise MaskFileError(
+                f"folder {path} holds no mask.safetensors: pass a mask file or the output "
+                "folder of `lens-heads train-mask` (lh.train_mask(...).save(folder))"
+            )
+        return inside
+    if not path.is_file():
+        raise MaskFileError(f"mask file {path} does not exist")
+    return path
 
 
 def jaccard(a: HeadMask, b: HeadMask) -> float:

@@ -13,7 +13,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Hashable, Sequence
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import sacrebleu
 import torch
@@ -23,6 +23,7 @@ from torch import Tensor
 from lens_heads.core._checks import own_checks
 from lens_heads.core._errors import InputError, NonFiniteError
 from lens_heads.core._prompts import END_OF_TURN_TOKENS
+from lens_heads.core._task_types import MatchRule
 
 __all__ = [
     "MatchRule",
@@ -44,7 +45,6 @@ __all__ = [
     "token_ranks",
 ]
 
-MatchRule = Literal["startswith", "contains"]
 _RULES: tuple[str, ...] = ("startswith", "contains")
 # CJK unified ideographs, extension A and compatibility ideographs.
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")

@@ -5,8 +5,8 @@ and reuses it (about 0.2 s an image). kaleido's own sync server waits without a 
 result and, at exit, for its thread; a render that never finishes (plotly/Kaleido#441: rare, not
 yet fixed) then hangs the caller and the process's exit. Here the Chromium is driven from a
 daemon thread's event loop and each export waits at most ``timeout`` seconds: a stuck export
-raises :class:`TimeoutError` and the process still exits (the daemon thread goes with it, and
-Chromium ends when its pipe closes).
+raises :class:`ExportTimeoutError` (a :class:`TimeoutError`) and the process still exits (the
+daemon thread goes with it, and Chromium ends when its pipe closes).
 """
 
 from __future__ import annotations
@@ -18,7 +18,14 @@ import os
 import threading
 from typing import Any
 
-__all__ = ["PNG_TIMEOUT_S", "figure_png"]
+from lens_heads.core._errors import LensHeadsError
+
+
+class ExportTimeoutError(LensHeadsError, TimeoutError):
+    """A PNG export that did not finish in its time (kaleido stalls now and then)."""
+
+
+__all__ = ["PNG_TIMEOUT_S", "ExportTimeoutError", "figure_png"]
 
 #: the longest one export may take, a first one's Chromium start included
 PNG_TIMEOUT_S = 120.0
@@ -39,7 +46,7 @@ class _Exporter:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
             future.cancel()
-            raise TimeoutError(
+            raise ExportTimeoutError(
                 f"a PNG export did not finish in {timeout:g} s (kaleido stalls now and then: "
                 "plotly/Kaleido#441)"
             ) from None

@@ -497,6 +497,20 @@ class AblationSetting(SharedPart):
 
     ALLOWED_ABLATIONS: ClassVar[tuple[str, ...]] = FIXED
     ABLATION_WHERE: ClassVar[str] = "this analysis"
+    #: each choice's meaning, for a command's help: it describes the choices it offers only
+    CHOICE_HELP: ClassVar[dict[str, tuple[str, dict[str, str]]]] = {
+        "ablation": (
+            "What a removed head outputs",
+            {
+                "zero": "",
+                "mean": "its mean output over reference prompts, the task's first 64 "
+                "training examples",
+                "resample": "its output on a reference prompt of the same length",
+                "counterfactual": "its output on the example's counterfactual prompt, as MIB "
+                "patches",
+            },
+        )
+    }
 
     def __post_init__(self) -> None:
         check_ablation(self.ablation, allowed=self.ALLOWED_ABLATIONS, where=self.ABLATION_WHERE)

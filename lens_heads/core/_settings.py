@@ -256,9 +256,20 @@ def composed(kind: type[T]) -> type[T]:
         init(self, *args, **values)
 
     __init__.__doc__ = init.__doc__
+    # the signature the fields give (keyword-only): help(), Shift-Tab and IDEs show them; the
+    # nested groups' fields are taken flat too, as the class docstring says
+    __init__.__signature__ = _keyword_only(inspect.signature(init))  # type: ignore[attr-defined]
     __init__.__no_type_check__ = getattr(init, "__no_type_check__", False)  # type: ignore[attr-defined]
     kind.__init__ = __init__  # type: ignore[method-assign]
     return kind
+
+
+def _keyword_only(signature: inspect.Signature) -> inspect.Signature:
+    """``signature`` with every parameter after the first (``self``) keyword-only."""
+    first, *rest = signature.parameters.values()
+    return signature.replace(
+        parameters=[first, *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in rest)]
+    )
 
 
 def _field_names(kind: type) -> list[str]:

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal
 
 from lens_heads.core._errors import FingerprintError, InputError, MissingFileError
 from lens_heads.core._png_export import figure_png
+from lens_heads.core._result_repr import ResultRepr
 
 __all__ = [
     "PLOTLY_JS",
@@ -217,7 +218,7 @@ def load_result_folder(
     return payload, tensors
 
 
-class FolderResult:
+class FolderResult(ResultRepr):
     """Mixin for result dataclasses saved as one folder (:func:`save_result_folder`):
     ``table.csv`` (``to_frame()``), ``table.md`` (``to_markdown()``), ``figure.html``
     (``plot()``), ``result.json`` (the fields) and ``tensors.safetensors`` (tensor fields).

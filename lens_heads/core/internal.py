@@ -76,6 +76,7 @@ if TYPE_CHECKING:  # imported on first use, as the package itself does
         ComputationError,
         InputTypeError,
         MissingFileError,
+        MissingModuleError,
         NonFiniteError,
         UnknownNameError,
     )
@@ -215,6 +216,7 @@ __all__ = [
     "MasksSetting",
     "MeanOutputsConfig",
     "MissingFileError",
+    "MissingModuleError",
     "ModelLike",
     "ModelShape",
     "NewTokensSetting",

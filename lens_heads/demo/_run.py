@@ -78,7 +78,7 @@ def _demo_training() -> TrainingConfig:
 
 @composed
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DemoConfig(ProgressSetting, NewTokensSetting.with_defaults(max_new_tokens=10), TaskSetting):
     """What the demo runs: the model and task (the mask is trained on it; it needs an
     instruction, which the demo compares with), the mask's training (a
@@ -165,7 +165,7 @@ def run_demo(
     config: DemoConfig | None = None,
     *,
     fresh: bool = False,
-    **options: Any,
+    **overrides: Any,
 ) -> DemoReport:
     """Run the demo into ``out`` and return its results (``report.md`` is ``.report``).
 
@@ -188,7 +188,7 @@ def run_demo(
     name). Any other trainer field set away from the demo's schedule is part of the
     folder's settings.
     """
-    config = configure(DemoConfig, config, options, "run_demo")
+    config = configure(DemoConfig, config, overrides, "run_demo")
     training = config.training
     folder = Path(out)
     task = get_task(config.task) if isinstance(config.task, str) else config.task

@@ -23,7 +23,15 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from lens_heads.core import HeadMask, Task, ablated, configure, get_task, resolve_mask
+from lens_heads.core import (
+    HeadMask,
+    MaskSource,
+    Task,
+    ablated,
+    configure,
+    get_task,
+    resolve_mask,
+)
 from lens_heads.core.internal import EncodedExample, ModelLike, model_name, refuse_random_weights
 from lens_heads.engine import _scoring as scoring
 from lens_heads.engine._evaluation_config import INSTRUCTED, MASK_SETTINGS, EvaluationConfig
@@ -65,10 +73,10 @@ def evaluate(
     settings: Sequence[str] | str | None = None,
     config: EvaluationConfig | None = None,
     *,
-    mask: HeadMask | str | os.PathLike[str] | None = None,
-    other_mask: HeadMask | str | os.PathLike[str] | None = None,
+    mask: MaskSource | None = None,
+    other_mask: MaskSource | None = None,
     instruction: str | None = None,
-    **options: Any,
+    **overrides: Any,
 ) -> EvaluationResult:
     """Evaluate ``task`` on its last ``n_eval`` examples under each setting.
 
@@ -95,7 +103,7 @@ def evaluate(
     >>> model = lh.load_model("smollm2-135m-instruct")  # doctest: +SKIP
     >>> lh.evaluate(model, "country-capital", n_eval=40).to_frame()  # doctest: +SKIP
     """
-    config = configure(EvaluationConfig, config, options, "evaluate")
+    config = configure(EvaluationConfig, config, overrides, "evaluate")
     task = task if isinstance(task, Task) else get_task(task, instruction=instruction)
     if instruction is not None and task.instruction != instruction:
         task = replace(task, instruction=instruction)
@@ -223,11 +231,14 @@ def _generate(
     return outputs
 
 
-def mask_info(source: Any, mask: HeadMask | None) -> dict[str, Any] | None:
+def mask_info(source: Any, mask: Any) -> dict[str, Any] | None:
+    """What a result records of its mask: its heads, alpha, file (when ``source`` is one),
+    model and task; ``mask`` is any form of :func:`~lens_heads.core.resolve_mask`."""
+    mask = resolve_mask(mask)
     if mask is None:
         return None
     info: dict[str, Any] = {"heads": mask.n_selected, "alpha": mask.alpha}
-    if not isinstance(source, HeadMask):
+    if isinstance(source, (str, os.PathLike)):
         info["file"] = os.fspath(source)
     for key in ("model", "task"):
         if key in mask.metadata:

@@ -42,7 +42,7 @@ INSTRUCTED = ("instruction", "mask+instruction")
 
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EvaluationConfig(
     ChatSetting,
     ProgressSetting,

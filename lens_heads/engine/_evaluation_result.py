@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from lens_heads.core import InputError, save_figures, write_atomic
+from lens_heads.core import InputError, ResultRepr, save_figures, write_atomic
 from lens_heads.core.internal import MissingFileError, UnknownNameError, mean_std_table
 
 __all__ = ["METRICS", "SETTINGS", "TRANSLATION_METRICS", "WORD_METRICS", "EvaluationResult"]
@@ -51,8 +51,8 @@ TRANSLATION_METRICS = (*WORD_METRICS, "rouge_l", "bleu", "chrf")
 
 
 # -- the result ----------------------------------------------------------------------------------
-@dataclass
-class EvaluationResult:
+@dataclass(repr=False)
+class EvaluationResult(ResultRepr):
     """Per-example records and per-run metrics of :func:`evaluate`.
 
     ``records`` has one row per (setting, seed, example): ``input``, ``answer``, ``prompt``, the raw

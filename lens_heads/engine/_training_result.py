@@ -20,6 +20,7 @@ from torch import Tensor
 from lens_heads.core import (
     HeadMask,
     InputError,
+    ResultRepr,
     format_head,
     mask_hooks,
     save_figures,
@@ -45,8 +46,8 @@ def _crossings(trajectory: Tensor) -> Tensor:
     return (above[1:] != above[:-1]).sum(dim=0).to(torch.int64)
 
 
-@dataclass
-class MaskTrainingResult:
+@dataclass(repr=False)
+class MaskTrainingResult(ResultRepr):
     """What :func:`train_mask` learned and how.
 
     ``W`` are the trained logits, ``trajectory[i]`` is ``sigmoid(W)`` after

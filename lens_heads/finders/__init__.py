@@ -27,6 +27,7 @@ from lens_heads.finders._faithfulness import (
     SIZES,
     FaithfulnessConfig,
     FaithfulnessCurve,
+    PairScorer,
     faithfulness,
 )
 from lens_heads.finders._methods import METHODS, MethodConfig
@@ -45,6 +46,7 @@ __all__ = [
     "FinderBenchmark",
     "FinderProtocol",
     "MethodConfig",
+    "PairScorer",
     "ProtocolResult",
     "counterfactual_pairs",
     "faithfulness",

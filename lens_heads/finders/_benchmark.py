@@ -26,6 +26,7 @@ import torch
 from lens_heads.core import (
     Fingerprint,
     InputError,
+    ResultRepr,
     Stages,
     Task,
     claim_folder,
@@ -84,7 +85,7 @@ DEFAULT_METHODS = (
 
 
 @own_checks
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BenchmarkConfig(
     CircuitSetting,
     BootstrapSetting,
@@ -151,8 +152,8 @@ class BenchmarkConfig(
         return values
 
 
-@dataclass
-class FinderBenchmark:
+@dataclass(repr=False)
+class FinderBenchmark(ResultRepr):
     """Per task and method: the CPR and CMD with their bootstrap intervals, the cost (seconds,
     forward and backward passes over a prompt), the comparison with the best gradient method
     (on CMD, a paired bootstrap; ``p (Holm)`` across a task's methods), and every curve."""
@@ -303,7 +304,7 @@ def head_finder_benchmark(
     config: BenchmarkConfig | None = None,
     *,
     out: str | os.PathLike[str] | None = None,
-    progress: bool = False,
+    progress: bool = True,
     overwrite: bool = False,
     **overrides: Any,
 ) -> FinderBenchmark:

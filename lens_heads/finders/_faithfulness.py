@@ -109,7 +109,7 @@ class CircuitSetting(AblationSetting.with_defaults(ablation="counterfactual")):
 
 
 @own_checks
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FaithfulnessConfig(
     CircuitSetting, BootstrapSetting, SeedSetting, BatchSetting.with_defaults(batch_size=64)
 ):
@@ -248,7 +248,7 @@ class PairScorer:
         return values
 
 
-@dataclass
+@dataclass(repr=False)
 class FaithfulnessCurve(FolderResult):
     """One ranking's faithfulness on one task: ``f_signed`` (circuits of the top heads by signed
     score, CPR's ranking) and ``f_absolute`` (by absolute score, CMD's) at ``sizes`` (``counts``

@@ -93,7 +93,7 @@ __all__ = ["CONTROLS", "GRADIENT_METHODS", "METHODS", "MethodConfig", "MethodSco
 
 
 @own_checks
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MethodConfig(
     IntegratedGradientsSetting,
     PrecisionSetting,

@@ -187,7 +187,7 @@ def run_protocol(
     config: FinderProtocol | str | os.PathLike[str],
     *,
     out: str | os.PathLike[str] | None = None,
-    progress: bool = False,
+    progress: bool = True,
     overwrite: bool = False,
 ) -> ProtocolResult:
     """One model and task under the protocol ``config`` (a :class:`FinderProtocol` or its file,
@@ -220,7 +220,7 @@ def run_protocol(
     return result
 
 
-@dataclass
+@dataclass(repr=False)
 class ProtocolResult(FolderResult):
     """One model and task under a protocol: per method (``table``) its CMD and CPR under both
     weightings (the mean over seeds on the test pairs, with 95 % intervals from the bootstrap

@@ -27,7 +27,12 @@ from lens_heads.heads_up._alpha import (
     check_alphas,
     table8,
 )
-from lens_heads.heads_up._attention import AttentionResult, attention_on_target, candidate_words
+from lens_heads.heads_up._attention import (
+    AttentionResult,
+    TargetSpec,
+    attention_on_target,
+    candidate_words,
+)
 from lens_heads.heads_up._attention_config import AttentionConfig
 from lens_heads.heads_up._estimate_errors import (
     ESTIMATES,
@@ -36,9 +41,9 @@ from lens_heads.heads_up._estimate_errors import (
     estimate_errors,
 )
 from lens_heads.heads_up._kv_groups import KVGroupsRemoved, kv_groups_removed
-from lens_heads.heads_up._lens import LogitLensResult, logit_lens, top_tokens
+from lens_heads.heads_up._lens import LogitLensResult, TopTokensResult, logit_lens, top_tokens
 from lens_heads.heads_up._lens_config import LensConfig, TopTokensConfig
-from lens_heads.heads_up._mask_sets import load_masks
+from lens_heads.heads_up._mask_sets import MaskSet, load_masks
 from lens_heads.heads_up._mask_stats import MaskStatistics, mask_statistics
 from lens_heads.heads_up._pathways import (
     PathwaysResult,
@@ -54,6 +59,7 @@ from lens_heads.heads_up._similarity_stats import SimilarityStats, figure4_stats
 from lens_heads.heads_up._sweep import SweepResult, plot_sweeps, removal_sweep
 from lens_heads.heads_up._sweep_config import SweepConfig, sweep_example
 from lens_heads.heads_up._sweep_gradients import SweepEstimates, sweep_estimates
+from lens_heads.heads_up._sweep_inputs import OrderLike
 from lens_heads.heads_up._tasks_per_head import TasksPerHead, tasks_per_head
 from lens_heads.heads_up._trajectories import DependentChanges, dependent_changes
 
@@ -71,7 +77,9 @@ __all__ = [
     "KVGroupsRemoved",
     "LensConfig",
     "LogitLensResult",
+    "MaskSet",
     "MaskStatistics",
+    "OrderLike",
     "PathwaysResult",
     "ReadoutConfig",
     "RolesConfig",
@@ -80,8 +88,10 @@ __all__ = [
     "SweepConfig",
     "SweepEstimates",
     "SweepResult",
+    "TargetSpec",
     "TasksPerHead",
     "TopTokensConfig",
+    "TopTokensResult",
     "agreement_table",
     "agreement_within",
     "alpha_curve",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,6 +36,7 @@ import pandas as pd
 from lens_heads.core import (
     HeadMask,
     InputError,
+    MaskSource,
     Task,
     configure,
     get_task,
@@ -124,7 +126,7 @@ def _check_mask(mask: Any, model: ModelLike) -> HeadMask:
 
 
 # -- the result ----------------------------------------------------------------------------------
-@dataclass
+@dataclass(repr=False)
 class AlphaCurve(FolderResult):
     """The task's metrics at each alpha (Figure 6), from :func:`alpha_curve`.
 
@@ -344,17 +346,36 @@ class AlphaCurve(FolderResult):
 
 
 # -- the curve -----------------------------------------------------------------------------------
-def _resolve_task(task: Task | str | os.PathLike[str], instruction: bool | str) -> Task:
+def _instruction_shape(
+    instruction: str | bool | None, instructed: bool, what: str
+) -> tuple[str | None, bool]:
+    """``(instruction text or None for the task's own, instructed)``; a bool ``instruction``
+    is the form before 0.2.0 (``True``: the task's own, ``False``: none), accepted with a
+    :class:`DeprecationWarning`."""
+    if isinstance(instruction, bool):
+        warnings.warn(
+            f"{what}: instruction={instruction} is now instructed={instruction} (instruction= "
+            "takes the text, None: the task's own); the old form goes away in lens_heads 0.3.0",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return None, instruction
+    if instruction is not None and not isinstance(instruction, str):
+        raise InputError(f"instruction must be a string or None, got {instruction!r}")
+    return instruction, instructed
+
+
+def _resolve_task(
+    task: Task | str | os.PathLike[str], instruction: str | None, instructed: bool
+) -> Task:
     task = task if isinstance(task, Task) else get_task(task)
-    if isinstance(instruction, str):
+    if instruction is not None:
         if not instruction.strip():
-            raise InputError("instruction is an empty string; pass True for the task's own")
+            raise InputError("instruction is an empty string; pass None for the task's own")
         task = replace(task, instruction=instruction)
-    elif not isinstance(instruction, bool):
-        raise InputError(f"instruction must be True, False or a string, got {instruction!r}")
-    if instruction is not False and not task.instruction:
+    if instructed and not task.instruction:
         raise InputError(
-            f"task {task.name!r} has no instruction; pass instruction='...' (or instruction="
+            f"task {task.name!r} has no instruction; pass instruction='...' (or instructed="
             "False for an un-instructed curve)"
         )
     return task
@@ -363,13 +384,14 @@ def _resolve_task(task: Task | str | os.PathLike[str], instruction: bool | str) 
 def alpha_curve(
     model: ModelLike,
     task: Task | str | os.PathLike[str],
-    mask: HeadMask | str | os.PathLike[str],
+    mask: MaskSource,
     config: EvaluationConfig | None = None,
     *,
     alphas: Sequence[float | int] = DEFAULT_ALPHAS,
-    instruction: bool | str = True,
+    instruction: str | bool | None = None,
+    instructed: bool = True,
     uninstructed: bool = True,
-    **options: Any,
+    **overrides: Any,
 ) -> AlphaCurve:
     """Evaluate ``task`` on its last ``n_eval`` examples with ``mask`` scaled by each alpha.
 
@@ -380,9 +402,10 @@ def alpha_curve(
     (:meth:`HeadMask.with_alpha`; the mask's own alpha is ignored): ``alpha = 1`` is the full
     model, ``alpha = 0`` the hard mask. Each run is scored by :func:`lens_heads.evaluate`'s
     rules (greedy, the task's match rule; answer CE teacher forced; BLEU/chrF++ for sentence
-    tasks), with the task's instruction (``instruction=True``), another one (a string) or none
-    (False). With ``uninstructed`` (and an instruction) the masked model without instruction
-    at ``alpha = 0`` is evaluated too: Figure 6's reference point.
+    tasks), with an instruction (``instructed``, the default): the task's own, or the text
+    ``instruction`` gives, as every function takes an instruction; ``instructed=False`` runs
+    the curve without one. With ``uninstructed`` (and an instruction) the masked model without
+    instruction at ``alpha = 0`` is evaluated too: Figure 6's reference point.
 
     All alphas are decoded together: a batch holds ``batch_size`` prompts (default 16) with
     every alpha, one per-example mask per row, and each alpha's shared prompt prefix runs once.
@@ -396,11 +419,13 @@ def alpha_curve(
     >>> curve = lh.alpha_curve(model, "capitalize", mask, n_eval=40)  # doctest: +SKIP
     >>> curve.best_alpha, curve.plot()  # doctest: +SKIP
     """
-    config = replace(configure(EvaluationConfig, config, options, "alpha_curve"), stack_masks=True)
-    task = _resolve_task(task, instruction)
+    config = replace(
+        configure(EvaluationConfig, config, overrides, "alpha_curve"), stack_masks=True
+    )
+    instruction, instructed = _instruction_shape(instruction, instructed, "alpha_curve")
+    task = _resolve_task(task, instruction, instructed)
     mask_ = _check_mask(mask, model)
     values = check_alphas(alphas, binary=mask_.is_binary)
-    instructed = instruction is not False
     plan = [
         EvaluationRun(_label(a, instructed), -1, mask_.with_alpha(a), instructed) for a in values
     ]
@@ -432,14 +457,14 @@ def _alpha_of(run: EvaluationRun) -> float:
 def table8(
     model: ModelLike,
     task: Task | str | os.PathLike[str],
-    mask: HeadMask | str | os.PathLike[str],
+    mask: MaskSource,
     config: EvaluationConfig | None = None,
     *,
     best_alpha: float | int | AlphaCurve | None = None,
     alphas: Sequence[float | int] = DEFAULT_ALPHAS,
     n_select: int | None = None,
-    instruction: bool | str = True,
-    **options: Any,
+    instruction: str | bool | None = None,
+    **overrides: Any,
 ) -> AlphaCurve:
     """Heads up! Table 8 on the last ``n_eval`` (held-out) examples: instructed original
     (alpha 1) vs instructed with M (alpha 0) vs instructed with the best-alpha M, as an
@@ -449,16 +474,20 @@ def table8(
     ``best_alpha``: a number, a curve (its :attr:`AlphaCurve.best_alpha`), or None: then the
     alpha with the lowest instructed answer CE among ``alphas`` is chosen on the
     ``n_select`` examples (default ``n_eval``) just before the held-out ones, so that the
-    reported examples played no part in the choice. ``config`` (its fields also as keywords)
-    is the :class:`~lens_heads.engine.EvaluationConfig` of every evaluation.
+    reported examples played no part in the choice. ``instruction``: the text of every
+    instructed run (None: the task's own). ``config`` (its fields also as keywords) is the
+    :class:`~lens_heads.engine.EvaluationConfig` of every evaluation.
 
     >>> import lens_heads as lh
     >>> model = lh.load_model("smollm2-135m-instruct")  # doctest: +SKIP
     >>> table = table8(model, "capitalize", "runs/capitalize", n_eval=40)  # doctest: +SKIP
     >>> print(table.to_markdown())  # doctest: +SKIP
     """
-    config = configure(EvaluationConfig, config, options, "table8")
-    resolved = _resolve_task(task, instruction)
+    config = configure(EvaluationConfig, config, overrides, "table8")
+    instruction, instructed = _instruction_shape(instruction, True, "table8")
+    if not instructed:
+        raise InputError("Table 8 compares instructed runs: give an instruction, or None")
+    resolved = _resolve_task(task, instruction, True)
     mask_ = _check_mask(mask, model)
     n_eval = config.n_eval
     if isinstance(best_alpha, AlphaCurve):

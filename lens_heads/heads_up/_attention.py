@@ -41,7 +41,16 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from lens_heads.core import HeadMask, InputError, configure, format_head, head_shape, markdown_table
+from lens_heads.core import (
+    HeadMask,
+    InputError,
+    MaskSource,
+    configure,
+    format_head,
+    head_shape,
+    markdown_table,
+    resolve_mask,
+)
 from lens_heads.core.internal import (
     ComputationError,
     FolderResult,
@@ -140,7 +149,7 @@ def _locate_target(
     return encoded.tokens, (positions[0], positions[-1] + 1)
 
 
-@dataclass
+@dataclass(repr=False)
 class AttentionResult(FolderResult):
     """Attention on the target per setting and head: ``scores[setting, layer, head]`` (mean
     over prompts) and ``per_prompt[setting, prompt, layer, head]``.
@@ -277,7 +286,7 @@ def attention_on_target(
     targets: TargetSpec | Sequence[TargetSpec],
     config: AttentionConfig | None = None,
     *,
-    mask: HeadMask | None = None,
+    mask: MaskSource | None = None,
     instruction: str | None = None,
     settings: Sequence[str] | None = None,
     candidates: Sequence[Sequence[str]] | None = None,
@@ -312,6 +321,7 @@ def attention_on_target(
         )
     if candidates is not None:
         _check_candidates(candidates, target_list)
+    mask = resolve_mask(mask, model)  # a mask file, folder or training result too
     check_mask(model, mask)
     runs = _settings(mask, instruction, settings)
     n_layers, n_heads = head_shape(model)

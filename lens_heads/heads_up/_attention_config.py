@@ -2,7 +2,7 @@
 computation so that the command line reads them without importing torch.
 
 >>> AttentionConfig().batch_size, AttentionConfig().progress
-(16, False)
+(16, True)
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ __all__ = ["AttentionConfig"]
 
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
-@dataclass(frozen=True)
-class AttentionConfig(ChatSetting, ProgressSetting.with_defaults(progress=False), BatchSetting):
+@dataclass(frozen=True, kw_only=True)
+class AttentionConfig(ChatSetting, ProgressSetting, BatchSetting):
     """How :func:`attention_on_target` runs its prompts: in the chat template or not, how many
     together, with a progress bar or not; each field is a shared part's.
 

@@ -76,7 +76,7 @@ ESTIMATES = ("first order", "integrated gradients")
 
 
 @own_checks
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EstimateErrorsConfig(
     ChatSetting,
     ProgressSetting,
@@ -108,7 +108,7 @@ class EstimateErrorsConfig(
             raise InputError(f"saturation must lie in (0, 1], got {self.saturation}")
 
 
-@dataclass
+@dataclass(repr=False)
 class EstimateErrors(FolderResult):
     """Per prompt (rows) and head of the order (columns): ``exact`` step changes of the answer
     logit, the ``first_order`` and ``integrated`` attributions, the change of removing the head

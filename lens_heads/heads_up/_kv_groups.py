@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from lens_heads.core import HeadMask, InputError
+from lens_heads.core import InputError, MaskSource, resolve_mask
 
 __all__ = ["KVGroupsRemoved", "kv_groups_removed"]
 
@@ -51,14 +51,20 @@ def _whole_groups(removed: torch.Tensor, group_size: int) -> torch.Tensor:
 
 
 def kv_groups_removed(
-    mask: HeadMask, n_kv_heads: int, *, permutations: int = 2000, seed: int = 0
+    mask: MaskSource,
+    n_kv_heads: int,
+    *,
+    permutations: int = 2000,
+    seed: int = 0,
 ) -> KVGroupsRemoved:
     """Count the KV groups whose query heads ``mask`` removes entirely (query heads ``h`` with
     the same ``h // (n_heads // n_kv_heads)`` share a KV head, as in transformers).
 
     ``expected`` is exact: groups x C(N - g, R - g) / C(N, R) for N heads, R removed, group size
     g. ``p_value`` is the share of ``permutations`` random removals of R heads with at least as
-    many whole groups (add-one smoothed)."""
+    many whole groups (add-one smoothed). ``mask`` is any form of
+    :func:`~lens_heads.core.resolve_mask`."""
+    mask = resolve_mask(mask)
     n_layers, n_heads = mask.values.shape
     if n_kv_heads < 1 or n_heads % n_kv_heads:
         raise InputError(

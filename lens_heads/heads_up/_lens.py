@@ -18,7 +18,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from lens_heads.core import HeadMask, InputError, configure, markdown_table
+from lens_heads.core import InputError, MaskLike, configure, markdown_table
 from lens_heads.core.internal import (
     FolderResult,
     ModelLike,
@@ -41,7 +41,7 @@ __all__ = ["LogitLensResult", "TopTokensResult", "logit_lens", "top_tokens"]
 # -- logit lens (Table 41) -----------------------------------------------------------------------
 def _settings(
     prompt: PromptLike | None,
-    mask: HeadMask | Tensor | None,
+    mask: MaskLike | None,
     instruction: str | None,
     settings: Mapping[str, Any] | None,
 ) -> dict[str, Run]:
@@ -64,7 +64,7 @@ def _settings(
     return runs
 
 
-@dataclass
+@dataclass(repr=False)
 class LogitLensResult(FolderResult):
     """The logit lens of one or more settings at one position (Heads up! Table 41).
 
@@ -165,7 +165,7 @@ def logit_lens(
     prompt: PromptLike | None = None,
     config: LensConfig | None = None,
     *,
-    mask: HeadMask | Tensor | None = None,
+    mask: MaskLike | None = None,
     instruction: str | None = None,
     settings: Mapping[str, Any] | None = None,
     targets: Sequence[str | int] | None = None,
@@ -241,7 +241,7 @@ def logit_lens(
 
 
 # -- top tokens at the last position (Table 4b) --------------------------------------------------
-@dataclass
+@dataclass(repr=False)
 class TopTokensResult(FolderResult):
     """The top tokens at one position in several settings, with their logits and how far each
     token moved relative to the ``reference`` setting (Heads up! Table 4b).
@@ -315,7 +315,7 @@ def top_tokens(
     prompt: PromptLike | None = None,
     config: TopTokensConfig | None = None,
     *,
-    mask: HeadMask | Tensor | None = None,
+    mask: MaskLike | None = None,
     instruction: str | None = None,
     settings: Mapping[str, Any] | None = None,
     reference: str | None = None,

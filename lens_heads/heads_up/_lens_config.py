@@ -35,7 +35,7 @@ class TopTokensSetting(SharedPart):
 
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LensConfig(ChatSetting, PositionSetting, TopTokensSetting.with_defaults(top_k=5)):
     """How :func:`logit_lens` reads the residual stream.
 
@@ -58,7 +58,7 @@ class LensConfig(ChatSetting, PositionSetting, TopTokensSetting.with_defaults(to
 
 
 @own_checks
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TopTokensConfig(ChatSetting, PositionSetting, TopTokensSetting):
     """Where :func:`top_tokens` reads the model's prediction and how many tokens it keeps; each
     field is a shared part's.

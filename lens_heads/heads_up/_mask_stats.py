@@ -72,7 +72,7 @@ def pair_row(a: HeadMask, b: HeadMask) -> dict[str, int | float]:
     }
 
 
-@dataclass
+@dataclass(repr=False)
 class MaskStatistics(FolderResult):
     """Table 5 for chosen pairs of masks, and the Jaccard matrix of all of them.
 

@@ -178,7 +178,7 @@ def functional_pathways(
     config: EvaluationConfig | None = None,
     *,
     cache_dir: str | os.PathLike[str] | None = None,
-    **options: Any,
+    **overrides: Any,
 ) -> PathwaysResult:
     """Table 6 for a family of related ``tasks`` (two or more) and their ``masks`` (``name ->
     HeadMask``, a list in task order, or a folder for :func:`lens_heads.load_masks`), trained
@@ -206,8 +206,8 @@ def functional_pathways(
     """
     from lens_heads.engine import evaluate
 
-    options = seeds_from_count(options, "functional_pathways", "n_random_seeds", 3)
-    config = configure(EvaluationConfig, config or PATHWAYS, options, "functional_pathways")
+    overrides = seeds_from_count(overrides, "functional_pathways", "n_random_seeds", 3)
+    config = configure(EvaluationConfig, config or PATHWAYS, overrides, "functional_pathways")
     family = _family(tasks)
     chosen = _family_masks(masks, family, model)
     if not config.random_seeds:

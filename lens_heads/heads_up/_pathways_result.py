@@ -34,7 +34,7 @@ RANDOM_CONDITIONS = {"random_shared": "shared", "random_unused": "unused"}
 
 
 # -- the result -----------------------------------------------------------------------------------
-@dataclass
+@dataclass(repr=False)
 class PathwaysResult(FolderResult):
     """Table 6: each family task evaluated with its instruction on the full model and with
     (a) the shared heads, (b) the unused heads, or random head sets of their sizes removed.

@@ -29,7 +29,7 @@ __all__ = ["HiddenStatesConfig", "ReadoutConfig"]
 
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HiddenStatesConfig(ChatSetting, ProgressSetting, PositionSetting):
     """Which hidden states are read (the hooks, at one position) and how the runs go (chat
     template, progress bar)."""
@@ -46,7 +46,7 @@ class HiddenStatesConfig(ChatSetting, ProgressSetting, PositionSetting):
 
 
 @own_checks
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReadoutConfig(HiddenStatesConfig, BatchSetting):
     """Where Figure 4 reads hidden states and how its prompts run, many prompts batched
     together; the paired test over many prompts needs ``hook_resid_post`` among the hooks."""

@@ -78,7 +78,7 @@ TRAINING_FIELDS = (
 
 @composed
 @own_checks
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RolesConfig:
     """Settings of :func:`head_roles`: the trainer's settings of the fits (``training``, a
     :class:`TrainingConfig` with sigmoid gates; its ``steps`` are the free fit's) and what the
@@ -227,7 +227,7 @@ def head_roles(
     config: RolesConfig | None = None,
     *,
     out: str | os.PathLike[str] | None = None,
-    progress: bool = False,
+    progress: bool = True,
     overwrite: bool = False,
     **overrides: Any,
 ) -> HeadRoles:

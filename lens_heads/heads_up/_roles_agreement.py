@@ -18,6 +18,8 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from lens_heads.core import InputError
+
 __all__ = ["agreement_table", "agreement_within", "cohen_kappa", "majority", "split_halves"]
 
 
@@ -27,7 +29,7 @@ def cohen_kappa(a: Tensor, b: Tensor, n_classes: int) -> dict[str, float]:
     (nan when chance is 1: one class everywhere in both)."""
     a, b = a.flatten().long(), b.flatten().long()
     if a.shape != b.shape or not len(a):
-        raise ValueError(f"two labelings of the same heads are needed, got {len(a)} and {len(b)}")
+        raise InputError(f"two labelings of the same heads are needed, got {len(a)} and {len(b)}")
     observed = float((a == b).float().mean())
     share_a = torch.bincount(a, minlength=n_classes).float() / len(a)
     share_b = torch.bincount(b, minlength=n_classes).float() / len(b)
@@ -55,7 +57,7 @@ def split_halves(n_masks: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     [((0, 1), (2, 3)), ((0, 2), (1, 3)), ((0, 3), (1, 2))]
     """
     if n_masks < 2 or n_masks % 2:
-        raise ValueError(f"halves of equal size need an even number of masks, got {n_masks}")
+        raise InputError(f"halves of equal size need an even number of masks, got {n_masks}")
     splits = []
     for first in itertools.combinations(range(n_masks), n_masks // 2):
         if 0 not in first:

@@ -52,7 +52,7 @@ def classify(
     return index
 
 
-@dataclass
+@dataclass(repr=False)
 class HeadRoles(FolderResult):
     """Gates of the three fits ``[fit, seed, layer, head]`` (fits in :data:`FITS` order), the
     threshold that opens a gate, the settings and each fit's seconds; ``evaluation`` (when run)

@@ -26,7 +26,7 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from lens_heads.core import HeadMask, InputError, Task, configure, markdown_table
+from lens_heads.core import HeadMask, InputError, MaskLike, Task, configure, markdown_table
 from lens_heads.core.internal import (
     HOOK_LABELS,
     FolderResult,
@@ -57,7 +57,7 @@ __all__ = [
 
 
 # -- layer similarity (Figure 4) -----------------------------------------------------------------
-@dataclass
+@dataclass(repr=False)
 class SimilarityResult(FolderResult):
     """Per-layer cosine similarity of hidden states at one position between pairs of runs
     (Heads up! Figure 4): ``cosine[comparison, hook, layer]``.
@@ -243,7 +243,7 @@ def layer_similarity(
 
 
 def _figure4_one(
-    model: ModelLike, prompt: str, instruction: str, mask: HeadMask | Tensor, config: ReadoutConfig
+    model: ModelLike, prompt: str, instruction: str, mask: MaskLike, config: ReadoutConfig
 ) -> SimilarityResult:
     runs = {
         "original": Run(prompt),
@@ -263,7 +263,7 @@ def figure4_similarity(
     model: ModelLike,
     prompt: str | Sequence[str] | Task,
     instruction: str | None,
-    mask: HeadMask | Tensor,
+    mask: MaskLike,
     config: ReadoutConfig | None = None,
     *,
     n_prompts: int | None = None,

@@ -18,8 +18,8 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.core import (
-    HeadMask,
     InputError,
+    MaskLike,
     Task,
     configure,
     get_task,
@@ -48,7 +48,7 @@ FIGURE4_COMPARISONS: dict[str, tuple[str, str]] = {
 
 
 # -- Figure 4 over many prompts -------------------------------------------------------------------
-@dataclass
+@dataclass(repr=False)
 class SimilarityStats(FolderResult):
     """Figure 4 over many prompts: ``cosine[prompt, comparison, hook, layer]`` for each prompt,
     summarised per layer by the mean and a 95 % t-interval over prompts, and by the paired test
@@ -279,7 +279,7 @@ def figure4_stats(
     model: ModelLike,
     prompts: Sequence[str] | Task | str | os.PathLike[str],
     instruction: str | None,
-    mask: HeadMask | Tensor,
+    mask: MaskLike,
     config: ReadoutConfig | None = None,
     *,
     n_prompts: int | None = None,

@@ -40,6 +40,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lens_heads.core import (
+    INSTRUCTION_TEMPLATE,
     HeadMask,
     InputError,
     PromptFormat,
@@ -216,15 +217,18 @@ def removal_sweep(
     *,
     target: str | int | None = None,
     reference_prompt: str | None = None,
+    instruction: str | None = None,
     ablation_prompts: Sequence[str] | None = None,
-    **options: Any,
+    **overrides: Any,
 ) -> SweepResult:
     """Remove the heads of ``order`` one by one and record what the model predicts at each step.
 
     ``config`` (a :class:`SweepConfig`; its fields also as keywords, ``every=2``) says how.
 
-    * ``order``: a :class:`HeadMask` or trained weights ``W`` ``[n_layers, n_heads]`` (every
-      head, removed in ascending weight: the paper's default; equal weights in head-index order),
+    * ``order``: trained weights -- a :class:`~lens_heads.MaskTrainingResult`, its ``W``
+      ``[n_layers, n_heads]``, a ``train-mask`` output folder or a soft :class:`HeadMask` (every
+      head, removed in ascending weight: the paper's default; equal weights in head-index order;
+      a binary mask gives no order and is refused, naming the fix),
       a list of heads (``["L3H7", "L0H1"]`` or ``(layer, head)`` pairs, removed in that order),
       or ``"influential"`` (Appendix C.3.1; needs ``target``): the heads ordered by the gain in
       the target's rank each one causes when removed alone from the full model, largest first.
@@ -236,6 +240,8 @@ def removal_sweep(
       id; ``track_top_k``: how many of the full model's most likely tokens to track besides it.
     * ``reference_prompt``: the full model runs it once; every step then records the cosine
       similarity of each layer's decoder and attention output at the last position (Figure 5).
+      ``instruction`` builds it instead: ``prompt`` under that instruction in the toolkit's
+      instruction template (Table 10), as every other function takes an instruction.
     * ``max_new_tokens``: greedy continuation length per step (0: none).
     * ``chat``: wrap the prompt(s) in the model's chat template (default: when it has one).
     * ``batch_size``: steps evaluated together (default :func:`default_batch_size`); results do
@@ -254,8 +260,13 @@ def removal_sweep(
     >>> result.n_removed, result.removed_heads
     ([0, 1, 2], ['', 'L1H0', 'L0H3'])
     """
-    config = configure(SweepConfig, config, options, "removal_sweep")
+    config = configure(SweepConfig, config, overrides, "removal_sweep")
     check_prompt(prompt, "the prompt")
+    if instruction is not None:
+        if reference_prompt is not None:
+            raise InputError("give reference_prompt or instruction (which builds it), not both")
+        check_prompt(instruction, "the instruction")
+        reference_prompt = INSTRUCTION_TEMPLATE.format(instruction=instruction, input=prompt)
     if ablation_prompts is not None and config.ablation == "zero":
         raise InputError(
             "ablation_prompts are the reference of a mean or resample ablation: pass "
@@ -349,7 +360,7 @@ def _removal_sweep(
     roles = [
         "target" if i == 0 and target_id is not None else "original" for i in range(len(token_ids))
     ]
-    order_kind = "list" if isinstance(order, Sequence) else "weights"
+    order_kind = "list" if isinstance(order, Sequence) and not isinstance(order, str) else "weights"
     metadata = {
         "chat": chat,
         "every": every,

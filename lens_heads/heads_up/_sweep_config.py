@@ -34,7 +34,7 @@ ENGINES = ("batched", "naive")
 
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepConfig(
     ChatSetting,
     ProgressSetting,

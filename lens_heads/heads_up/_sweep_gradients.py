@@ -73,7 +73,7 @@ def answer_logit(
     return torch.cat(found)
 
 
-@dataclass
+@dataclass(repr=False)
 class SweepEstimates(FolderResult):
     """Per sweep step: the removed head, the exact logit change of that step, and each
     estimate's attribution of the head; ``totals``: ``f(m_K) - f(1)`` exact and estimated;

@@ -10,15 +10,24 @@ they are removed (:func:`removal_order`, from mask weights or head labels), the 
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from lens_heads.core import HeadMask, InputError, encode_example, format_head, head_shape
+from lens_heads.core import (
+    HeadMask,
+    InputError,
+    MaskSource,
+    encode_example,
+    format_head,
+    head_shape,
+)
 from lens_heads.core.internal import InputTypeError, MaskShapeError, ModelLike, parse_head
 
 __all__ = [
@@ -35,7 +44,7 @@ _LOGITS_BUDGET_BYTES = 1 << 28  # a chunk's full-sequence fp32 logits stay under
 _MAX_BATCH = 64
 
 Head = tuple[int, int]
-OrderLike = HeadMask | Tensor | str | Sequence[str | tuple[int, int]]
+OrderLike = MaskSource | Tensor | Sequence[str | tuple[int, int]]
 
 
 def resolve_target(
@@ -142,15 +151,42 @@ def _labels_order(heads: Sequence[str | tuple[int, int]], shape: tuple[int, int]
     return order
 
 
+def _trained_weights(order: Any) -> Any:
+    """The weights behind a training result, a ``train-mask`` folder or a mask file; anything
+    else as given."""
+    if hasattr(order, "W") and not isinstance(order, (Tensor, HeadMask)):  # MaskTrainingResult
+        weights = order.W
+        if weights.ndim == 3 and weights.shape[0] == 1:
+            weights = weights[0]
+        if weights.ndim != 2:
+            raise InputError(
+                f"the training result holds {weights.shape[0]} masks: pick one, "
+                "result.single(i), as the order"
+            )
+        return weights
+    if isinstance(order, os.PathLike) or (isinstance(order, str) and Path(order).exists()):
+        path = Path(order)
+        folder = path.parent if path.name == "training.safetensors" else path
+        if (folder / "training.safetensors").is_file():
+            from lens_heads.engine import MaskTrainingResult
+
+            return _trained_weights(MaskTrainingResult.load(folder))
+        return HeadMask.load(path)  # a mask file: binary ones are refused by the caller
+    return order
+
+
 def removal_order(
     model: ModelLike,
     order: OrderLike,
 ) -> list[tuple[int, int]]:
     """The heads of ``order`` as ``(layer, head)`` pairs in removal order.
 
-    ``order`` is a :class:`HeadMask` or a weights tensor ``[n_layers, n_heads]`` (every head,
-    ascending weight, equal weights in head-index order), or a sequence of labels ``"L3H7"`` /
-    pairs (those heads, in that order). ``"influential"`` is handled by :func:`removal_sweep`.
+    ``order`` is trained weights -- a :class:`~lens_heads.MaskTrainingResult` (its ``W``), a
+    ``train-mask`` output folder (the ``W`` of its ``training.safetensors``), a weights tensor
+    ``[n_layers, n_heads]`` or a soft :class:`HeadMask` (every head, ascending weight, equal
+    weights in head-index order) -- or a sequence of labels ``"L3H7"`` / pairs (those heads, in
+    that order). A binary mask (a file or a HeadMask of 0s and 1s) is refused: its kept heads
+    all tie, so it gives no order. ``"influential"`` is handled by :func:`removal_sweep`.
 
     >>> import lens_heads as lh
     >>> model = lh.tiny_model(n_layers=2, n_heads=2)
@@ -160,15 +196,27 @@ def removal_order(
     [(1, 0), (0, 1)]
     """
     shape = head_shape(model)
+    order = _trained_weights(order)
     if isinstance(order, HeadMask):
         order.check_model(model)
+        if order.is_binary:
+            raise InputError(
+                "a binary mask gives no removal order (its kept heads all tie): pass the trained "
+                "weights instead -- the MaskTrainingResult itself or its .W, or the train-mask "
+                "output folder"
+            )
         return _weights_order(order.values, shape, "the mask")
     if isinstance(order, Tensor):
         return _weights_order(order, shape, "the weights tensor")
     if isinstance(order, str):
         raise InputError(
-            f"unknown order {order!r}: give a HeadMask, a weights tensor, a list of heads like "
-            "['L3H7', 'L0H1'], or 'influential'"
+            f"unknown order {order!r}: give trained weights (a MaskTrainingResult, its .W, a "
+            "train-mask output folder), a list of heads like ['L3H7', 'L0H1'], or 'influential'"
+        )
+    if not isinstance(order, Sequence):
+        raise InputTypeError(
+            f"an order must be trained weights (a MaskTrainingResult, its .W, a train-mask "
+            f"output folder) or a list of heads like ['L3H7', 'L0H1'], got {type(order).__name__}"
         )
     if len(order) == 0:
         raise InputError("the order is empty: name at least one head to remove")

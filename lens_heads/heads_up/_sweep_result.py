@@ -16,7 +16,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from lens_heads.core import InputError, save_figures, write_atomic
+from lens_heads.core import InputError, ResultRepr, save_figures, write_atomic
 from lens_heads.core.internal import MissingFileError, write_atomic_with
 
 __all__ = ["SIMILARITY_KINDS", "SweepResult", "plot_sweeps"]
@@ -30,8 +30,8 @@ SIMILARITY_KINDS = {"resid_similarity": "decoder output", "attn_similarity": "at
 
 
 # -- the result ----------------------------------------------------------------------------------
-@dataclass
-class SweepResult:
+@dataclass(repr=False)
+class SweepResult(ResultRepr):
     """What :func:`removal_sweep` measured, one row of each tensor per evaluated step.
 
     ``n_removed[i]`` heads (the first ones of ``order``) are removed at step ``i``. Tracked

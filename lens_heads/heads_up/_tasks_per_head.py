@@ -30,7 +30,7 @@ __all__ = ["TasksPerHead", "tasks_per_head"]
 
 
 # -- tasks per head (§4) --------------------------------------------------------------------------
-@dataclass
+@dataclass(repr=False)
 class TasksPerHead(FolderResult):
     """How many of a set of masks keep each head (Heads up! §4).
 

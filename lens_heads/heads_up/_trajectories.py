@@ -91,7 +91,7 @@ def _shifted(events: list[list[int]], length: int, generator: torch.Generator) -
     ]
 
 
-@dataclass
+@dataclass(repr=False)
 class DependentChanges(FolderResult):
     """Per head: its kind, its crossings of 0.5 (training steps) and its final probability;
     and the coincidence of the crossings against shifted ones (``p_value``: the share of

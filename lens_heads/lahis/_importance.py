@@ -109,7 +109,7 @@ def scores_from_gradients(
 
 
 # -- the result -------------------------------------------------------------------------------
-@dataclass
+@dataclass(repr=False)
 class HeadImportance(FolderResult):
     """Per-head importance of a model on a set of documents.
 
@@ -352,7 +352,7 @@ def document_losses(
 
 # -- the computation -----------------------------------------------------------------------
 @own_checks
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ImportanceConfig(
     ProgressSetting, PrecisionSetting, BatchSetting.with_defaults(batch_size=None)
 ):

@@ -63,7 +63,7 @@ __all__ = [
 
 
 # -- the perplexity experiment -------------------------------------------------------------------
-@dataclass
+@dataclass(repr=False)
 class PerplexityExperiment(FolderResult):
     """Per (masked language, evaluated language): mean document CE and perplexity without a
     mask, with the masked language's specific heads removed, and with as many random heads
@@ -197,7 +197,7 @@ def _random_removal(
 
 
 @own_checks
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PerplexityConfig(
     PrecisionSetting,
     RandomControlsSetting,
@@ -306,7 +306,7 @@ def perplexity_experiment(
 
 
 # -- attention transfer ----------------------------------------------------------------------------
-@dataclass
+@dataclass(repr=False)
 class TransferResult(FolderResult):
     """Translation into ``target`` without and with attention transfer: per setting the
     off-target rate (share of outputs identified as another language), chrF++ and the scale.
@@ -415,7 +415,7 @@ MAX_TRANSFER_FACTOR = 100.0
 
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TransferConfig(
     ProgressSetting,
     ShotsSetting,

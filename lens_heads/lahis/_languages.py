@@ -129,7 +129,7 @@ def check_rule(quantile: float, min_languages: int, n_languages: int | None) -> 
         )
 
 
-@dataclass
+@dataclass(repr=False)
 class LanguageHeads(FolderResult):
     """Head importance per language and the language-specific / language-general heads.
 
@@ -331,7 +331,7 @@ class DocumentsSetting(SharedPart):
 
 
 @own_checks
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LanguageHeadsConfig(DocumentsSetting):
     """What :func:`language_heads` computes: the selection rule and each language's importance."""
 

@@ -247,7 +247,7 @@ def _epoch_losses(history: pd.DataFrame, per_epoch: int) -> tuple[float, float]:
 
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SoftMaskConfig(
     ProgressSetting,
     SplitSetting,

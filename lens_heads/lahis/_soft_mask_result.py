@@ -37,7 +37,7 @@ CONDITIONS: dict[str, str] = {
 
 
 # -- the result ---------------------------------------------------------------------------------
-@dataclass
+@dataclass(repr=False)
 class SoftMaskExperiment(FolderResult):
     """No mask / a soft mask on the top heads / soft masks on random heads (one per seed),
     evaluated on the same held-out examples.

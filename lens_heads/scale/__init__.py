@@ -17,7 +17,7 @@ from lens_heads.core.internal import lazy_exports
 if TYPE_CHECKING:  # imported on first use (lens_heads.core._lazy): no torch before it is needed
     from lens_heads.scale._cell_analyses import GridEvaluationConfig, GridSweepConfig
     from lens_heads.scale._grid import GridResult, run_grid
-    from lens_heads.scale._grid_config import GridConfig, GridConfigError
+    from lens_heads.scale._grid_config import Cell, GridConfig, GridConfigError
     from lens_heads.scale._plan_config import PlanConfig
     from lens_heads.scale._plan_result import Plan, PlanDoesNotFitError
     from lens_heads.scale._planning import plan
@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # imported on first use (lens_heads.core._lazy): no torch bef
 _EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
+    "Cell",
     "GridConfig",
     "GridConfigError",
     "GridEvaluationConfig",

@@ -37,7 +37,7 @@ def _stored(config: Any, always: Sequence[str], skip: Sequence[str]) -> dict[str
 
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GridEvaluationConfig(EvaluationConfig.with_defaults(n_eval=40, random_seeds=(0, 1))):
     """A cell's evaluation: an :class:`EvaluationConfig` (its split is the cell's schedule's,
     so ``split_seed`` is not set here) and the settings to evaluate."""
@@ -81,7 +81,7 @@ class GridEvaluationConfig(EvaluationConfig.with_defaults(n_eval=40, random_seed
 
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GridSweepConfig(SweepConfig.with_defaults(max_new_tokens=0)):
     """A cell's removal sweeps: a :class:`SweepConfig` (no continuations by default) run on the
     first ``examples`` held-out examples, heads removed in ascending mask weight."""

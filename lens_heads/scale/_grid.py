@@ -47,7 +47,7 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from lens_heads.core import Fingerprint, LensHeadsError, markdown_table, write_atomic
+from lens_heads.core import Fingerprint, LensHeadsError, ResultRepr, markdown_table, write_atomic
 from lens_heads.core.internal import (
     CLAIM,
     Heartbeat,
@@ -365,8 +365,8 @@ class _RayExecutor:
 
 
 # -- the grid -----------------------------------------------------------------------------------
-@dataclass
-class GridResult:
+@dataclass(repr=False)
+class GridResult(ResultRepr):
     """The assembled table (one row per complete cell) and the failed cells.
 
     ``table`` holds ``model, schedule, seed, task``, the evaluation columns (``acc M``, ``CE

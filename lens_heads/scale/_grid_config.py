@@ -26,7 +26,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from lens_heads.core import InputError, LensHeadsError
 from lens_heads.core.internal import LoadingSetting, MissingFileError, read_text_file, warn_renamed
@@ -81,7 +81,7 @@ class Cell:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GridConfig(LoadingSetting):
     """A validated grid: models x schedules x seeds x tasks, each cell a training, then its
     evaluation and optional sweep; each cell's model loads on ``device`` in ``dtype`` (the
@@ -277,7 +277,9 @@ class _Validator:
                     return number
         return None
 
-    def fail(self, message: str, value: Any = None, *, key: str | None = None, occurrence: int = 1):
+    def fail(
+        self, message: str, value: Any = None, *, key: str | None = None, occurrence: int = 1
+    ) -> NoReturn:
         number = self.line(value, occurrence, key) if (value is not None or key) else None
         where = f"{self.source} line {number}" if number else self.source
         raise GridConfigError(f"{where}: {message}")
@@ -391,7 +393,6 @@ class _Validator:
             "), tiny-LxH, a .gguf file, a checkpoint directory or a Hugging Face id 'org/name'",
             spec,
         )
-        raise AssertionError  # unreachable
 
     def tasks(self, values: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
         from lens_heads.core import get_task, list_tasks
@@ -461,7 +462,7 @@ class _Validator:
             for old in set(fields) & set(TrainingConfig.RENAMED):
                 warn_renamed(f"schedule {name!r}: {old}", TrainingConfig.RENAMED[old])
             try:
-                base = TrainingConfig.short() if preset == "short" else TrainingConfig()
+                base = TrainingConfig() if preset == "short" else TrainingConfig.paper()
                 schedule = TrainingConfig.from_dict({**base.to_dict(), **fields})
             except (ValueError, TypeError) as error:
                 bad = next((k for k in fields if k in str(error)), None)

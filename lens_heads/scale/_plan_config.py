@@ -69,7 +69,7 @@ DEFAULTS: dict[str, dict[str, int]] = {
 
 
 @own_checks  # __post_init__ checks every field: users and the tests see the same clear errors
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PlanConfig(
     LoadingSetting.with_defaults(dtype="auto"),
     PrecisionSetting,

@@ -43,7 +43,7 @@ def gib(value: int | float) -> str:
     return f"{value / 2**30:.2f} GiB"
 
 
-@dataclass
+@dataclass(repr=False)
 class Plan(FolderResult):
     """A job's predicted memory and time (:func:`lens_heads.plan`). ``components``: device ->
     component -> bytes; ``available``: device -> bytes it offers (None: unknown); ``time``: FLOP,

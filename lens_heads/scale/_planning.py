@@ -107,7 +107,7 @@ def plan(
     model: Any,
     job: str = "train-mask",
     config: PlanConfig | None = None,
-    **fields: Any,
+    **overrides: Any,
 ) -> Plan:
     """The plan of ``job`` for ``model`` (a loaded model, a :class:`ModelShape`, or anything
     :func:`lens_heads.core._model_shape.model_shape` reads: a shipped configuration's alias, an
@@ -117,7 +117,7 @@ def plan(
     ``config`` (a :class:`PlanConfig`) holds the settings, its fields also as keywords
     (``batch_size=16, device="cuda"``).
     """
-    config = configure(PlanConfig, config, {"job": job, **fields}, "plan")
+    config = configure(PlanConfig, config, {"job": job, **overrides}, "plan")
     shape, random_weights = _shape(model)
     return _plan(shape, config, random_weights)
 

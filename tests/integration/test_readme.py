@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from lens_heads.cli import main
+from lens_heads.cli import build_parser, main
 
 pytestmark = pytest.mark.integration
 
@@ -88,7 +88,8 @@ def _trained_task(folder: str) -> tuple[str, str]:
     for command in COMMANDS:
         argv = shlex.split(command)
         if argv[1] == "train-mask" and argv[argv.index("--out") + 1] == folder:
-            return argv[argv.index("--model") + 1], argv[argv.index("--task") + 1]
+            args = build_parser("train-mask").parse_args(argv[1:])  # the model: first or --model
+            return args.model, args.task
     raise AssertionError(f"no README train-mask command writes {folder}")
 
 

@@ -33,11 +33,15 @@ API = {
         "mask_statistics", "plan", "plot_sweeps", "random_model", "removal_sweep", "run_demo",
         "run_grid", "tasks_per_head", "tiny_model", "top_tokens", "train_family_masks",
         "train_mask", "translation_scores", "trater_scores", "verify_model",
+        "AttentionConfig", "DecodingConfig", "GenerationConfig", "HiddenStatesConfig",
+        "ImportanceConfig", "LanguageHeadsConfig", "ReadoutConfig", "TopTokensConfig",
+        "TRaterConfig",
     ],
     "lens_heads.core": [
-        "CORPUS_LANGUAGES", "INSTRUCTION_TEMPLATE", "MODEL_ALIASES", "DecodingConfig", "Example",
-        "Fingerprint", "Generation", "GenerationConfig", "HeadMask", "HeadScale", "InputError",
-        "LensHeadsError", "LibraryMismatchError", "PromptFormat", "Stages", "Task",
+        "CORPUS_LANGUAGES", "INSTRUCTION_TEMPLATE", "MODEL_ALIASES", "DecodingConfig",
+        "EncodedExample", "Example", "Fingerprint", "Generation", "GenerationConfig", "HeadMask",
+        "HeadScale", "InputError", "LensHeadsError", "LibraryMismatchError", "MaskLike",
+        "ModelLike", "ParallelCorpus", "PromptFormat", "PromptLike", "Stages", "Task",
         "UnsupportedModelError", "ablated", "answer_logits", "apply_mask", "claim_folder",
         "code_version", "collate", "configure", "content_hash", "data_hashes", "encode_example",
         "expected_random_jaccard",
@@ -47,6 +51,8 @@ API = {
         "list_tasks", "load_model", "machine", "markdown_table", "mask_hooks", "pad_token_id",
         "parallel_corpus", "random_model", "resolve_mask", "run_record", "save_figures",
         "tiny_model", "verify_model", "write_atomic", "write_plotly_js",
+        "Contents", "MatchRule", "PlotlyJs", "TaskKind", "MaskSource", "TrainedMask",
+        "ResultRepr",
     ],
     "lens_heads.engine": [
         "METRICS", "SETTINGS", "TRANSLATION_METRICS", "WORD_METRICS", "CheckpointError",
@@ -68,6 +74,7 @@ API = {
         "kv_groups_removed", "layer_similarity", "load_masks", "logit_lens", "mask_statistics",
         "pathway_heads", "plot_sweeps", "removal_sweep", "sweep_estimates", "sweep_example",
         "table8", "tasks_per_head", "top_tokens", "train_family_masks",
+        "MaskSet", "OrderLike", "TargetSpec", "TopTokensResult",
     ],
     "lens_heads.alignment": [
         "CATEGORIES", "AblationResult", "AcrossModels", "AlignmentError", "Consistency",
@@ -75,6 +82,7 @@ API = {
         "TranslationScores",
         "ablate_heads", "alignment_consistency", "alignment_heads_across_models",
         "translation_scores", "trater_scores",
+        "PairsLike",
     ],
     "lens_heads.lahis": [
         "HeadImportance", "ImportanceConfig", "LanguageHeads", "LanguageHeadsConfig",
@@ -86,6 +94,7 @@ API = {
     "lens_heads.scale": [
         "GridConfig", "GridConfigError", "GridEvaluationConfig", "GridResult", "GridSweepConfig",
         "Plan", "PlanConfig", "PlanDoesNotFitError", "plan", "run_grid",
+        "Cell",
     ],
     "lens_heads.finders": [
         "DEFAULT_METHODS", "METHODS", "SIZES", "BenchmarkConfig", "CounterfactualPair",
@@ -93,6 +102,7 @@ API = {
         "FinderProtocol", "MethodConfig", "ProtocolResult", "counterfactual_pairs",
         "faithfulness", "head_finder_benchmark", "pair_key", "protocol_split", "run_protocol",
         "write_mib_circuits", "write_mib_curve", "write_mib_scores",
+        "PairScorer",
     ],
     "lens_heads.atlas": [
         "ABLATIONS", "DETECTORS", "AgreementConfig", "AtlasConfig", "DetectorConfig",
@@ -314,6 +324,46 @@ def test_every_settings_field_is_documented_and_every_settings_class_frozen():
             undocumented[f"{c.__module__}.{c.__name__}"] = missing
     assert not undocumented
     assert [c.__name__ for c in classes if not c.__dataclass_params__.frozen] == []
+
+
+def _shows_its_fields(kind: type) -> str | None:
+    """What is wrong with the signature of the settings class ``kind``, or None: it must list
+    every field of the dataclass with its default, each keyword-only."""
+    import dataclasses
+    import inspect
+
+    parameters = inspect.signature(kind).parameters
+    fields = [f.name for f in dataclasses.fields(kind) if f.init]
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters.values()):
+        return f"hides its fields: {inspect.signature(kind)}"
+    if sorted(parameters) != sorted(fields):
+        return f"lists {sorted(parameters)}, its fields are {sorted(fields)}"
+    positional = [n for n, p in parameters.items() if p.kind != p.KEYWORD_ONLY]
+    return f"{positional} may be given by position" if positional else None
+
+
+def test_every_settings_class_shows_its_fields_keyword_only():
+    """Issue 71: ``inspect.signature`` (``help()``, Shift-Tab in Jupyter, an IDE) of every
+    settings class lists each of its fields with its default, all keyword-only: no
+    ``(*args, **values)``, and ``EvaluationConfig(40)`` is refused instead of read as the first
+    field of a part."""
+    wrong = {c.__name__: why for c in _settings_classes() if (why := _shows_its_fields(c))}
+    assert not wrong
+
+
+def test_the_signature_check_sees_a_hidden_or_positional_field():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Positional:
+        steps: int = 1
+
+    class Hidden(Positional):
+        def __init__(self, *args, **values):
+            super().__init__(*args, **values)
+
+    assert "by position" in _shows_its_fields(Positional)
+    assert "hides its fields" in _shows_its_fields(Hidden)
 
 
 def test_the_cli_module_table_lists_each_modules_commands_in_order():

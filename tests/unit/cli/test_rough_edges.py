@@ -16,11 +16,10 @@ import lens_heads.cli._common as cli
 from lens_heads.cli import build_parser, main
 from lens_heads.core._checks import (
     ContextLengthError,
-    MaskSourceError,
     check_context,
     resolve_mask,
 )
-from lens_heads.core._masks import HeadMask, MaskShapeError
+from lens_heads.core._masks import HeadMask, MaskFileError, MaskShapeError
 from lens_heads.core._tasks import Example, Task, TaskDataError, load_examples
 from lens_heads.engine import TrainingConfig, evaluate, train_mask
 from lens_heads.heads_up._lens import logit_lens
@@ -68,7 +67,7 @@ def test_a_train_mask_folder_is_a_mask_everywhere(tiny, tiny_dir, tmp_path, monk
     assert resolve_mask(folder / "training.safetensors", tiny).labels == mask.labels
     assert resolve_mask(str(folder / "mask.safetensors"), tiny).labels == mask.labels
     assert resolve_mask(None, tiny) is None
-    with pytest.raises(MaskSourceError, match=r"holds no mask\.safetensors"):
+    with pytest.raises(MaskFileError, match=r"holds no mask\.safetensors"):
         resolve_mask(tmp_path, tiny)
     with pytest.raises(MaskShapeError):
         resolve_mask(folder, lh.tiny_model(n_layers=3, n_heads=2))
@@ -260,7 +259,7 @@ def test_every_command_spells_chat_and_counts_the_same_way(capsys):
     assert "--n-eval unset: every example held out" in groups["evaluation afterwards"]
     assert option("train-mask", "--precision").choices[:3] == ["auto", "bf16", "fp32"]
     assert option("generate", "--dtype").help == "weights dtype"
-    assert option("train-mask", "--noise").help.endswith("once per batch")
+    assert option("train-mask", "--noise").help.endswith("once per batch [example]")
     for command in ("generate", "eval", "sweep"):
         assert option(command, "--max-new-tokens").dest == "max_new_tokens"
     # the old spellings still parse, with a note

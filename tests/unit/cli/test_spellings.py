@@ -29,7 +29,7 @@ def _flags() -> dict[str, list[tuple[str, str, bool]]]:
     found: dict[str, list[tuple[str, str, bool]]] = defaultdict(list)
     for name, sub in commands.items():
         for action in sub._actions:
-            deprecated = isinstance(action.help, str) and action.help.startswith("deprecated")
+            deprecated = getattr(action, "replaced_by", None) is not None
             # a section under a prefix of its own (--training-lr: the soft mask's training
             # beside its own batch size) is its own concept, its flags derived from the prefix
             prefix = getattr(action, "prefixed", "")
@@ -214,3 +214,102 @@ def test_every_command_and_analysis_prints_its_help():
         parser = argparse.ArgumentParser()
         add_settings(parser, config)
         assert "--" in parser.format_help(), info.name
+
+
+#: the commands that read no model (a catalogue, a task file, a grid file naming its own models)
+WITHOUT_MODEL = {"models", "tasks", "grid"}
+
+
+def test_every_command_takes_the_model_first_or_as_model_flag():
+    """Issue 71: one way to name the model on every command -- the first argument, with
+    ``--model`` the same argument -- and the same value either way."""
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    for name, sub in commands.items():
+        if name in WITHOUT_MODEL:
+            continue
+        first = [a for a in sub._actions if not a.option_strings and a.dest == "model"]
+        flag = [a for a in sub._actions if "--model" in a.option_strings]
+        assert first and flag, f"{name}: the model is not both its first argument and --model"
+        assert first[0].nargs == "?", f"{name}: the first argument is required, so --model is not"
+    parsed = {
+        how: build_parser().parse_args(["plan", *how.split(), "--job", "eval"]).model
+        for how in ("tiny", "--model tiny")
+    }
+    assert set(parsed.values()) == {"tiny"}, parsed
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["atlas", "one", "--model", "two", "--out", "o"], "the model is named twice"),
+        (["train-mask", "--task", "capitalize", "--out", "o"], "a model is required"),
+    ],
+)
+def test_a_model_named_twice_or_not_at_all_is_one_clear_error(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(argv)
+    assert message in capsys.readouterr().err
+
+
+def test_deprecated_flags_work_but_stay_out_of_help():
+    """Issue 72: an old spelling still sets its option (with a note) and crowds no help."""
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    old = [
+        (name, flag)
+        for name, sub in commands.items()
+        for action in sub._actions
+        if getattr(action, "replaced_by", None)
+        for flag in action.option_strings
+    ]
+    assert old, "no deprecated spelling is left to check"
+    for name, flag in old:
+        assert flag not in commands[name].format_help().split(), f"{name} {flag} in --help"
+
+
+def _help_problems(parser) -> list[str]:
+    """Options whose help hides their default, or describes an ablation the flag refuses."""
+    from lens_heads.cli._common import shown_default
+    from lens_heads.core.internal import ABLATIONS
+
+    commands = parser._subparsers._group_actions[0].choices
+    found = []
+    for name, sub in commands.items():
+        text = "".join(sub.format_help().split())  # help wraps lines, even inside a list
+        for action in sub._actions:
+            shown = shown_default(action)
+            flag = action.option_strings[0] if action.option_strings else action.dest
+            needle = "".join(f"[{shown}]".split())
+            if shown is not None and needle not in text and "default:" not in action.help:
+                found.append(f"{name} {flag}: default {shown} not shown")
+            if action.choices and "ablation" in action.dest and action.help:
+                described = [a for a in (*ABLATIONS, "counterfactual") if f"{a} (" in action.help]
+                found += [
+                    f"{name} {flag}: help describes {a}, not a choice"
+                    for a in described
+                    if a not in action.choices
+                ]
+    return found
+
+
+def test_every_help_shows_its_defaults_and_describes_only_its_choices():
+    """Issue 72: ``--help`` states each option's default (train-mask's did not) and an
+    ``--ablation {zero,mean}`` describes zero and mean, not resample and counterfactual."""
+    assert _help_problems(build_parser()) == []
+
+
+def test_the_help_check_sees_a_hidden_default_and_a_wrong_choice(monkeypatch):
+    import argparse
+
+    from lens_heads.cli import _common
+
+    monkeypatch.setattr(_common.DefaultsFormatter, "_get_help_string", lambda self, a: a.help or "")
+    parser = build_parser()
+    found = _help_problems(parser)
+    assert any("eval --dtype: default float32 not shown" in p for p in found)
+    sub = parser._subparsers._group_actions[0].choices["eval"]
+    ablation = next(a for a in sub._actions if a.dest == "ablation")
+    ablation.help = "what a removed head outputs: zero; resample (a donor's output)"
+    assert any("eval --ablation: help describes resample" in p for p in _help_problems(parser))
+    assert isinstance(ablation, argparse.Action)

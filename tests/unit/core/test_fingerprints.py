@@ -8,6 +8,7 @@ warning, never silently."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import warnings
@@ -310,22 +311,43 @@ def test_a_grid_cell_of_other_weights_at_the_same_path_is_refused(tmp_path, monk
         grid.run_cell(config, config.cells[0], out)
 
 
-def test_an_analysis_of_other_weights_at_the_same_path_is_refused(tmp_path):
-    from analyses import single_head_effects as analysis
+@dataclasses.dataclass
+class _AnalysisConfig:
+    """The settings of a one-stage analysis (an analysis's ``Config``, small)."""
 
+    model: str
+    task: str
+    out: str
+    n_eval: int = 2
+
+
+def _run_analysis(config: _AnalysisConfig) -> None:
+    """One resumable stage of an analysis: the held-out examples' first answer logit."""
+    from analyses._common import LazyModel, stages_of
+
+    model = LazyModel(config.model)
+    stages = stages_of(config, model)
+    held_out = lh.get_task(config.task).split(n_eval=config.n_eval)[1]
+
+    def compute(where):
+        first = model()(held_out.examples[0].input)[0, -1, 0]
+        lh.core.write_atomic(where / "logit.txt", str(float(first)))
+
+    stages("logit", compute, lambda where: (where / "logit.txt").read_text())
+
+
+def test_an_analysis_of_other_weights_at_the_same_path_is_refused(tmp_path):
     model = _save_tiny(tmp_path / "model", seed=0)
     task = write_task(tmp_path / "capitalize.json")
-    config = analysis.Config(
-        model=str(model), task=str(task), n_eval=2, progress=False, out=str(tmp_path / "out")
-    )
-    analysis.run(config)
+    config = _AnalysisConfig(model=str(model), task=str(task), out=str(tmp_path / "out"))
+    _run_analysis(config)
     _save_tiny(model, seed=1)
     with pytest.raises(lh.LensHeadsError, match=r"another model .*other weights"):
-        analysis.run(config)
+        _run_analysis(config)
     _save_tiny(model, seed=0)
     write_task(task, edited=True)
     with pytest.raises(lh.LensHeadsError, match=r"other data \(task: saved"):
-        analysis.run(config)
+        _run_analysis(config)
 
 
 @pytest.mark.parametrize(

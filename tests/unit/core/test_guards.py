@@ -246,8 +246,9 @@ def test_an_old_path_warns_and_names_the_release_that_removes_it():
 
 def test_every_public_module_path_of_0_2_imports_the_private_module_with_a_warning():
     """Each module made private (``lens_heads.engine.training`` -> ``engine._training``) still
-    imports under its old path as the same module object, warning with the new path; a module
-    named as its subpackage's function (``heads_up.tasks_per_head``) leaves the function there."""
+    imports under its old path as the same module object, warning with the public subpackage to
+    import from and never naming a private path (issue 71); a module named as its subpackage's
+    function (``heads_up.tasks_per_head``) leaves the function there."""
     import pathlib
     import sys
 
@@ -261,8 +262,9 @@ def test_every_public_module_path_of_0_2_imports_the_private_module_with_a_warni
                 continue
             old = f"lens_heads.{sub}.{name}"
             sys.modules.pop(old, None)
-            with pytest.warns(DeprecationWarning, match=f"lens_heads.{sub}._{name}"):
+            with pytest.warns(DeprecationWarning, match=f"from lens_heads.{sub};") as caught:
                 module = importlib.import_module(old)
+            assert "._" not in str(caught[0].message), caught[0].message
             assert module is importlib.import_module(f"lens_heads.{sub}._{name}"), old
             checked += 1
     assert checked > 100

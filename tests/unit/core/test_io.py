@@ -160,7 +160,7 @@ def test_png_exports_after_the_first_share_one_chromium_and_a_fork_starts_its_ow
 _STALLED_EXPORT = """
 import asyncio, logging, sys, time
 import kaleido, plotly.graph_objects as go
-from lens_heads.core import png_export, storage
+from lens_heads.core import _png_export as png_export, _storage as storage
 
 async def never(self, *args, **kwargs):  # a render that does not come back (plotly/Kaleido#441)
     await asyncio.sleep(3600)
@@ -190,4 +190,6 @@ def test_a_stalled_png_export_gives_up_in_time_and_the_process_still_exits(tmp_p
     assert run.returncode == 0, run.stderr
     names, seconds = run.stdout.rsplit("]", 1)
     assert names + "]" == "['a.html']" and 3 <= int(seconds) < 30
-    assert "PNG export skipped (TimeoutError: a PNG export did not finish in 3 s" in run.stderr
+    assert (
+        "PNG export skipped (ExportTimeoutError: a PNG export did not finish in 3 s" in run.stderr
+    )

@@ -91,21 +91,44 @@ def test_every_public_namespace_has_its_api_page(hooks, site):
         assert (site / "api" / namespace / "index.html").is_file(), namespace
 
 
-def test_the_docstrings_render_without_rest_markup(site):
+def _pages(hooks) -> dict[str, list[str]]:
+    """Each API page's address under the site (``api/...``), with the public names it documents:
+    the top-level API on its topics' pages, each subpackage on its own page."""
+    pages = {
+        hooks.topic_uri(topic).removesuffix(".md") + "/": list(names)
+        for topic, names in hooks.TOPICS.items()
+    }
+    for namespace in API:
+        if namespace != "lens_heads":
+            pages[f"api/{namespace}/"] = list(importlib.import_module(namespace).__all__)
+    return pages
+
+
+def test_every_top_level_name_stands_on_one_topic_page(hooks):
+    """Issue 72: the API reference of ``lh`` is grouped by topic, one page each, and every name
+    of ``lens_heads.__all__`` is on exactly one of them."""
+    import lens_heads as lh
+
+    listed = [name for names in hooks.TOPICS.values() for name in names]
+    assert sorted(listed) == sorted(lh.__all__), "each lh name on exactly one topic"
+    assert len(hooks.TOPICS) >= 8
+
+
+def test_the_docstrings_render_without_rest_markup(site, hooks):
     """Sphinx roles and doctest blocks (a ``>>>`` line would be a Markdown quote) are turned into
     Markdown before rendering (``RestDocstrings``)."""
-    for namespace in API:
-        html = (site / "api" / namespace / "index.html").read_text()
-        assert ":func:`" not in html and ":class:`" not in html, namespace
-        assert "<blockquote" not in html, namespace
+    for page in _pages(hooks):
+        html = (site / page / "index.html").read_text()
+        assert ":func:`" not in html and ":class:`" not in html, page
+        assert "<blockquote" not in html, page
 
 
-def test_every_public_name_has_its_heading_on_the_api_page(browser, served):
+def test_every_public_name_has_its_heading_on_the_api_page(browser, served, hooks):
     from selenium.webdriver.support.ui import WebDriverWait
 
-    for namespace in API:
-        names = importlib.import_module(namespace).__all__
-        browser.get(f"{served}/api/{namespace}/")
+    for page, names in _pages(hooks).items():
+        namespace = "lens_heads" if page.startswith("api/lh/") else page.split("/")[1]
+        browser.get(f"{served}/{page}")
         WebDriverWait(browser, 20).until(lambda d: d.execute_script("return !!document.body"))
         # each name's anchor: a mkdocstrings heading, or (a name its submodule shadows for
         # Griffe) an anchor right before the heading of the object rendered from the submodule

@@ -427,7 +427,8 @@ def test_the_training_precision_keeps_its_old_name_with_a_warning():
 def test_config_presets_and_round_trip():
     short = TrainingConfig.short()
     assert (short.steps, short.batch_size, short.lr, short.precision) == (200, 8, 0.1, "auto")
-    paper = TrainingConfig()
+    assert TrainingConfig() == short  # the defaults are the short schedule, as on the CLI
+    paper = TrainingConfig.paper()
     assert (paper.steps, paper.batch_size, paper.lr, paper.min_lr) == (6250, 16, 1e-2, 1e-4)
     assert (paper.tau_begin, paper.tau_end, paper.tau_fraction) == (4.0, 0.05, 0.4)
     assert (paper.init_mean, paper.init_std, paper.noise) == (4.0, 0.02, "example")

@@ -276,7 +276,7 @@ def test_translation_curve_reports_bleu_and_chrf(tiny, mask):
 
 
 def test_an_uninstructed_curve_has_no_reference_point(tiny, mask):
-    curve = lh.alpha_curve(tiny, word_task(), mask, alphas=(0, 1), instruction=False, **RUN)
+    curve = lh.alpha_curve(tiny, word_task(), mask, alphas=(0, 1), instructed=False, **RUN)
     assert curve.uninstructed is None and curve.to_frame()["instruction"].tolist() == [False] * 2
     assert curve.to_frame()["setting"].tolist() == ["w/ M", "Original"]
     with pytest.raises(ValueError, match="no instruction"):
@@ -437,3 +437,15 @@ def test_figure6_analysis_trains_evaluates_resumes_and_guards_its_folder(
     assert AlphaCurve.load(shots / "table8").config["shots"] == 2
     with pytest.raises(ValueError, match="exceed the 12 examples held out"):
         figure6_alpha.Config(n_eval=10, n_select=10, holdout=12)
+
+
+def test_the_instruction_is_text_everywhere_and_the_bool_form_still_works(tiny, mask):
+    """Issue 72: ``instruction=`` takes the text (None: the task's own) in alpha_curve and
+    table8 as in every other function; whether a curve is instructed is ``instructed=``. The
+    bool form of before warns and gives the same curve."""
+    text = lh.alpha_curve(tiny, word_task(), mask, alphas=(0, 1), instruction="Upper.", **RUN)
+    with pytest.warns(DeprecationWarning, match="instruction=False is now instructed=False"):
+        old = lh.alpha_curve(tiny, word_task(), mask, alphas=(0, 1), instruction=False, **RUN)
+    new = lh.alpha_curve(tiny, word_task(), mask, alphas=(0, 1), instructed=False, **RUN)
+    assert old.records["generated"].tolist() == new.records["generated"].tolist()
+    assert text.to_frame()["instruction"].tolist()[0] is True

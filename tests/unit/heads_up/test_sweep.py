@@ -106,8 +106,11 @@ def test_every_k_evaluates_a_subset_of_the_same_steps(tiny, naive):
 def test_orders_from_masks_weights_and_labels(tiny):
     assert removal_order(tiny, WEIGHTS)[:3] == [(1, 3), (0, 1), (1, 1)]  # ascending weight
     mask = lh.HeadMask.from_heads(["L0H0", "L1H1"], n_layers=2, n_heads=4)
-    # a binary mask: heads outside M first, then M, each in head-index order
-    assert removal_order(tiny, mask)[-2:] == [(0, 0), (1, 1)]
+    # a binary mask gives no order (its heads tie): refused, naming the trained weights (issue 72)
+    with pytest.raises(lh.LensHeadsError, match="binary mask gives no removal order"):
+        removal_order(tiny, mask)
+    soft = lh.HeadMask(WEIGHTS.sigmoid())  # a soft mask orders as its weights do
+    assert removal_order(tiny, soft) == removal_order(tiny, WEIGHTS)
     assert removal_order(tiny, ["L1H2", (0, 3)]) == [(1, 2), (0, 3)]
     result = lh.removal_sweep(tiny, "apple", ["L1H2", "L0H3"], target="a", max_new_tokens=0,
                               progress=False)  # fmt: skip
@@ -248,7 +251,7 @@ def test_cli_sweep_with_a_training_folder_a_mask_file_and_labels(
     base += ["--max-new-tokens", "3"]
     out = tmp_path / "from-folder"
     argv = [*base, "--mask", str(tmp_path / "run"), "--out", str(out)]
-    argv += ["--reference-instruction", "Repeat the word."]
+    argv += ["--instruction", "Repeat the word."]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "switch step" in printed and "| heads removed |" in printed
@@ -258,19 +261,25 @@ def test_cli_sweep_with_a_training_folder_a_mask_file_and_labels(
     assert result.reference_prompt == "Repeat the word.\n\nInput:\n\napple\n\nOutput:\n\n"
     for name in ["sweep.csv", "outputs.md", "ranks.html", "similarity.html"]:
         assert (out / name).is_file(), name
-    # a binary mask file warns that ties are broken by head index: one line on stderr
+    # a binary mask file gives no order: refused in one line, naming the fix (issue 72)
     out = tmp_path / "from-mask"
     argv = [*base, "--mask", str(tmp_path / "run" / "mask.safetensors"), "--out", str(out)]
-    assert main(argv) == 0
-    warned = [line for line in capsys.readouterr().err.splitlines() if "binary mask" in line]
-    assert len(warned) == 1 and warned[0].startswith("lens-heads sweep: warning: ")
-    assert SweepResult.load(out).order == [
-        f"L{layer}H{head}" for layer, head in removal_order(tiny_cli, training.mask)
-    ]
+    assert main(argv) == 2
+    refused = [line for line in capsys.readouterr().err.splitlines() if "binary mask" in line]
+    assert len(refused) == 1 and "pass the train-mask output folder" in refused[0]
     out = tmp_path / "labels"
     assert main([*base, "--heads", "L1H0,L0H2", "--every", "2", "--out", str(out)]) == 0
     assert SweepResult.load(out).n_removed == [0, 2]
     assert main([*base, "--heads", "L1H0,L1H0", "--out", str(out)]) == 2
     assert "twice" in capsys.readouterr().err
-    argv = [*base, "--heads", "L0H0", "--reference-prompt", "x", "--reference-instruction", "y"]
+    argv = [*base, "--heads", "L0H0", "--reference-prompt", "x", "--instruction", "y"]
     assert main([*argv, "--out", str(out)]) == 2
+
+
+def test_the_instruction_builds_the_reference_run_as_on_the_command_line(tiny):
+    """Issue 72: ``instruction=`` is the one shape of an instruction, in removal_sweep too."""
+    built = lh.removal_sweep(tiny, "apple", ["L1H2"], target="a", max_new_tokens=0,
+                             instruction="Repeat the word.", progress=False)  # fmt: skip
+    assert built.reference_prompt == "Repeat the word.\n\nInput:\n\napple\n\nOutput:\n\n"
+    with pytest.raises(lh.LensHeadsError, match="not both"):
+        lh.removal_sweep(tiny, "apple", ["L1H2"], reference_prompt="x", instruction="y")

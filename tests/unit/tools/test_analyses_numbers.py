@@ -12,7 +12,6 @@ import json
 import math
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import torch
 
@@ -29,7 +28,7 @@ from analyses import (
     table7_attention,
 )
 from lens_heads.core._capture import encode_prompt
-from lens_heads.core._prompts import INSTRUCTION_TEMPLATE, encode_example, encode_text
+from lens_heads.core._prompts import INSTRUCTION_TEMPLATE, encode_text
 from lens_heads.engine import EvaluationResult, MaskTrainingResult
 from lens_heads.heads_up._attention import AttentionResult
 from lens_heads.heads_up._similarity_stats import SimilarityStats
@@ -300,35 +299,3 @@ def test_table3_answer_ce_matches_a_teacher_forced_pass(tiny_everywhere, tmp_pat
     options = ["--tasks", "capitalize,next_item", "--shots", "1", "--n-per-task", "4"]
     assert table3_few_shot.main([*RUN, *options, "--random-seeds", "0", "--out", str(out)]) == 0
     check_table3(tiny_everywhere, out, json.loads((out / "numbers.json").read_text()))
-
-
-def test_single_head_effects_match_one_forward_per_head(tiny_everywhere, tmp_path):
-    """The effect of removing L1H2 equals the answer CE of a plain forward with a hand-written
-    hook zeroing that head's slice of hook_z, example by example."""
-    from analyses import single_head_effects
-
-    out = tmp_path / "out"
-    argv = ["--task", "capitalize", "--n-eval", "3", "--batch-size", "5", "--no-progress"]
-    assert single_head_effects.main([*argv, "--out", str(out)]) == 0
-    table = pd.read_csv(out / "effects" / "effects.csv").set_index("head")
-    model = tiny_everywhere
-    examples = lh.get_task("capitalize").split(n_eval=3)[1].examples
-
-    def hook(z, hook):
-        z = z.clone()
-        z[:, :, 2] = 0.0
-        return z
-
-    losses, full = [], []
-    for example in examples:
-        encoded = encode_example(model.tokenizer, example.input, example.output, chat=True)
-        tokens = torch.tensor([encoded.tokens])
-        start = encoded.answer_start
-        for hooks, into in (([("blocks.1.attn.hook_z", hook)], losses), ([], full)):
-            logits = model.run_with_hooks(tokens, fwd_hooks=hooks)[0].float()
-            targets = tokens[0, start:]
-            into.append(float(torch.nn.functional.cross_entropy(logits[start - 1 : -1], targets)))
-    assert table.loc["L1H2", "answer CE without it"] == pytest.approx(sum(losses) / 3, rel=1e-5)
-    assert table.loc["L1H2", "full model"] == pytest.approx(sum(full) / 3, rel=1e-5)
-    numbers = json.loads((out / "numbers.json").read_text())
-    assert numbers["heads"] == 8 and numbers["examples"] == 3
