@@ -11,19 +11,26 @@ It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another
 * consistency -- top-k Jaccard across language pairs and models
 """
 
-from lens_heads.alignment._ablation import CATEGORIES, AblationResult, ablate_heads
-from lens_heads.alignment._aligners import AlignmentError, EflomalAligner, SimAligner
-from lens_heads.alignment._consistency import (
-    AcrossModels,
-    Consistency,
-    alignment_consistency,
-    alignment_heads_across_models,
-)
-from lens_heads.alignment._pairs import PairsLike
-from lens_heads.alignment._score_config import ScoreConfig
-from lens_heads.alignment._scores import TranslationScores, translation_scores
-from lens_heads.alignment._trater import TRaterResult, trater_scores
-from lens_heads.alignment._trater_config import TRaterConfig
+from typing import TYPE_CHECKING
+
+from lens_heads.core.internal import lazy_exports
+
+if TYPE_CHECKING:  # imported on first use (lens_heads.core._lazy): the package imports fast
+    from lens_heads.alignment._ablation import CATEGORIES, AblationResult, ablate_heads
+    from lens_heads.alignment._aligners import AlignmentError, EflomalAligner, SimAligner
+    from lens_heads.alignment._consistency import (
+        AcrossModels,
+        Consistency,
+        alignment_consistency,
+        alignment_heads_across_models,
+    )
+    from lens_heads.alignment._pairs import PairsLike
+    from lens_heads.alignment._score_config import ScoreConfig
+    from lens_heads.alignment._scores import TranslationScores, translation_scores
+    from lens_heads.alignment._trater import TRaterResult, trater_scores
+    from lens_heads.alignment._trater_config import TRaterConfig
+
+_EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "CATEGORIES",

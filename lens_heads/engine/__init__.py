@@ -18,21 +18,28 @@ modules are its own business.
 ['evaluate', 'train_mask']
 """
 
-from lens_heads.engine._evaluation import evaluate, mask_info, run_plan
-from lens_heads.engine._evaluation_config import EvaluationConfig
-from lens_heads.engine._evaluation_result import (
-    METRICS,
-    SETTINGS,
-    TRANSLATION_METRICS,
-    WORD_METRICS,
-    EvaluationResult,
-)
-from lens_heads.engine._figures import evaluation_figure
-from lens_heads.engine._scoring import EvaluationRun
-from lens_heads.engine._training import CheckpointError, MaskTrainer, check_training, train_mask
-from lens_heads.engine._training_config import TrainingConfig, native_bf16, with_overrides
-from lens_heads.engine._training_folder import train_or_resume
-from lens_heads.engine._training_result import MaskTrainingResult
+from typing import TYPE_CHECKING
+
+from lens_heads.core.internal import lazy_exports
+
+if TYPE_CHECKING:  # imported on first use (lens_heads.core._lazy): the package imports fast
+    from lens_heads.engine._evaluation import evaluate, mask_info, run_plan
+    from lens_heads.engine._evaluation_config import EvaluationConfig
+    from lens_heads.engine._evaluation_result import (
+        METRICS,
+        SETTINGS,
+        TRANSLATION_METRICS,
+        WORD_METRICS,
+        EvaluationResult,
+    )
+    from lens_heads.engine._figures import evaluation_figure
+    from lens_heads.engine._scoring import EvaluationRun
+    from lens_heads.engine._training import CheckpointError, MaskTrainer, check_training, train_mask
+    from lens_heads.engine._training_config import TrainingConfig, native_bf16, with_overrides
+    from lens_heads.engine._training_folder import train_or_resume
+    from lens_heads.engine._training_result import MaskTrainingResult
+
+_EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "METRICS",

@@ -10,29 +10,36 @@ computes, measured as MIB measures circuits, on prompts with counterfactuals.
   part no design choice has read, over seeds, with like-for-like baselines
 """
 
-from lens_heads.finders._benchmark import (
-    DEFAULT_METHODS,
-    BenchmarkConfig,
-    FinderBenchmark,
-    head_finder_benchmark,
-)
-from lens_heads.finders._counterfactuals import (
-    CounterfactualPair,
-    CounterfactualSet,
-    counterfactual_pairs,
-    pair_key,
-    protocol_split,
-)
-from lens_heads.finders._faithfulness import (
-    SIZES,
-    FaithfulnessConfig,
-    FaithfulnessCurve,
-    PairScorer,
-    faithfulness,
-)
-from lens_heads.finders._methods import METHODS, MethodConfig
-from lens_heads.finders._mib import write_mib_circuits, write_mib_curve, write_mib_scores
-from lens_heads.finders._protocol import FinderProtocol, ProtocolResult, run_protocol
+from typing import TYPE_CHECKING
+
+from lens_heads.core.internal import lazy_exports
+
+if TYPE_CHECKING:  # imported on first use (lens_heads.core._lazy): the package imports fast
+    from lens_heads.finders._benchmark import (
+        DEFAULT_METHODS,
+        BenchmarkConfig,
+        FinderBenchmark,
+        head_finder_benchmark,
+    )
+    from lens_heads.finders._counterfactuals import (
+        CounterfactualPair,
+        CounterfactualSet,
+        counterfactual_pairs,
+        pair_key,
+        protocol_split,
+    )
+    from lens_heads.finders._faithfulness import (
+        SIZES,
+        FaithfulnessConfig,
+        FaithfulnessCurve,
+        PairScorer,
+        faithfulness,
+    )
+    from lens_heads.finders._methods import METHODS, MethodConfig
+    from lens_heads.finders._mib import write_mib_circuits, write_mib_curve, write_mib_scores
+    from lens_heads.finders._protocol import FinderProtocol, ProtocolResult, run_protocol
+
+_EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "DEFAULT_METHODS",

@@ -20,48 +20,59 @@ It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another
 * figures -- their plotly figures
 """
 
-from lens_heads.heads_up._alpha import (
-    DEFAULT_ALPHAS,
-    AlphaCurve,
-    alpha_curve,
-    check_alphas,
-    table8,
-)
-from lens_heads.heads_up._attention import (
-    AttentionResult,
-    TargetSpec,
-    attention_on_target,
-    candidate_words,
-)
-from lens_heads.heads_up._attention_config import AttentionConfig
-from lens_heads.heads_up._estimate_errors import (
-    ESTIMATES,
-    EstimateErrors,
-    EstimateErrorsConfig,
-    estimate_errors,
-)
-from lens_heads.heads_up._kv_groups import KVGroupsRemoved, kv_groups_removed
-from lens_heads.heads_up._lens import LogitLensResult, TopTokensResult, logit_lens, top_tokens
-from lens_heads.heads_up._lens_config import LensConfig, TopTokensConfig
-from lens_heads.heads_up._mask_sets import MaskSet, load_masks
-from lens_heads.heads_up._mask_stats import MaskStatistics, mask_statistics
-from lens_heads.heads_up._pathways import (
-    PathwaysResult,
-    functional_pathways,
-    pathway_heads,
-    train_family_masks,
-)
-from lens_heads.heads_up._readout_config import HiddenStatesConfig, ReadoutConfig
-from lens_heads.heads_up._roles import HeadRoles, RolesConfig, head_roles
-from lens_heads.heads_up._roles_agreement import agreement_table, agreement_within, cohen_kappa
-from lens_heads.heads_up._similarity import SimilarityResult, figure4_similarity, layer_similarity
-from lens_heads.heads_up._similarity_stats import SimilarityStats, figure4_stats
-from lens_heads.heads_up._sweep import SweepResult, plot_sweeps, removal_sweep
-from lens_heads.heads_up._sweep_config import SweepConfig, sweep_example
-from lens_heads.heads_up._sweep_gradients import SweepEstimates, sweep_estimates
-from lens_heads.heads_up._sweep_inputs import OrderLike
-from lens_heads.heads_up._tasks_per_head import TasksPerHead, tasks_per_head
-from lens_heads.heads_up._trajectories import DependentChanges, dependent_changes
+from typing import TYPE_CHECKING
+
+from lens_heads.core.internal import lazy_exports
+
+if TYPE_CHECKING:  # imported on first use (lens_heads.core._lazy): the package imports fast
+    from lens_heads.heads_up._alpha import (
+        DEFAULT_ALPHAS,
+        AlphaCurve,
+        alpha_curve,
+        check_alphas,
+        table8,
+    )
+    from lens_heads.heads_up._attention import (
+        AttentionResult,
+        TargetSpec,
+        attention_on_target,
+        candidate_words,
+    )
+    from lens_heads.heads_up._attention_config import AttentionConfig
+    from lens_heads.heads_up._estimate_errors import (
+        ESTIMATES,
+        EstimateErrors,
+        EstimateErrorsConfig,
+        estimate_errors,
+    )
+    from lens_heads.heads_up._kv_groups import KVGroupsRemoved, kv_groups_removed
+    from lens_heads.heads_up._lens import LogitLensResult, TopTokensResult, logit_lens, top_tokens
+    from lens_heads.heads_up._lens_config import LensConfig, TopTokensConfig
+    from lens_heads.heads_up._mask_sets import MaskSet, load_masks
+    from lens_heads.heads_up._mask_stats import MaskStatistics, mask_statistics
+    from lens_heads.heads_up._pathways import (
+        PathwaysResult,
+        functional_pathways,
+        pathway_heads,
+        train_family_masks,
+    )
+    from lens_heads.heads_up._readout_config import HiddenStatesConfig, ReadoutConfig
+    from lens_heads.heads_up._roles import HeadRoles, RolesConfig, head_roles
+    from lens_heads.heads_up._roles_agreement import agreement_table, agreement_within, cohen_kappa
+    from lens_heads.heads_up._similarity import (
+        SimilarityResult,
+        figure4_similarity,
+        layer_similarity,
+    )
+    from lens_heads.heads_up._similarity_stats import SimilarityStats, figure4_stats
+    from lens_heads.heads_up._sweep import SweepResult, plot_sweeps, removal_sweep
+    from lens_heads.heads_up._sweep_config import SweepConfig, sweep_example
+    from lens_heads.heads_up._sweep_gradients import SweepEstimates, sweep_estimates
+    from lens_heads.heads_up._sweep_inputs import OrderLike
+    from lens_heads.heads_up._tasks_per_head import TasksPerHead, tasks_per_head
+    from lens_heads.heads_up._trajectories import DependentChanges, dependent_changes
+
+_EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "DEFAULT_ALPHAS",

@@ -8,28 +8,35 @@ It may import :mod:`lens_heads.core` and :mod:`lens_heads.engine`, never another
 * soft_mask_experiment, soft_mask_result -- a soft mask on a language's top heads vs random heads
 """
 
-from lens_heads.lahis._importance import HeadImportance, ImportanceConfig, head_importance
-from lens_heads.lahis._language_experiments import (
-    PerplexityConfig,
-    PerplexityExperiment,
-    TransferConfig,
-    TransferResult,
-    attention_transfer,
-    perplexity_experiment,
-)
-from lens_heads.lahis._languages import (
-    LanguageHeads,
-    LanguageHeadsConfig,
-    language_heads,
-    load_texts_by_language,
-)
-from lens_heads.lahis._soft_mask_experiment import (
-    SoftMaskConfig,
-    SoftMaskExperiment,
-    ranking_documents,
-    soft_mask_config,
-    soft_mask_experiment,
-)
+from typing import TYPE_CHECKING
+
+from lens_heads.core.internal import lazy_exports
+
+if TYPE_CHECKING:  # imported on first use (lens_heads.core._lazy): the package imports fast
+    from lens_heads.lahis._importance import HeadImportance, ImportanceConfig, head_importance
+    from lens_heads.lahis._language_experiments import (
+        PerplexityConfig,
+        PerplexityExperiment,
+        TransferConfig,
+        TransferResult,
+        attention_transfer,
+        perplexity_experiment,
+    )
+    from lens_heads.lahis._languages import (
+        LanguageHeads,
+        LanguageHeadsConfig,
+        language_heads,
+        load_texts_by_language,
+    )
+    from lens_heads.lahis._soft_mask_experiment import (
+        SoftMaskConfig,
+        SoftMaskExperiment,
+        ranking_documents,
+        soft_mask_config,
+        soft_mask_experiment,
+    )
+
+_EXPORTS, __getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 __all__ = [
     "HeadImportance",

@@ -387,9 +387,35 @@ INTERNAL = [
 ]
 
 
-@pytest.mark.parametrize(
-    "package", ["lens_heads", "lens_heads.core", "lens_heads.scale", "lens_heads.demo", *INTERNAL]
-)
+#: every package of lens_heads with public names: one ``__init__`` style, lazy (issue 71)
+PACKAGES = [
+    "lens_heads",
+    *(f"lens_heads.{sub}" for sub in ("core", "engine", "heads_up", "alignment", "lahis")),
+    *(f"lens_heads.{sub}" for sub in ("atlas", "finders", "scale", "demo")),
+]
+
+
+def test_every_package_init_is_written_one_way():
+    """Issue 71: each package's ``__init__`` lists its names under ``if TYPE_CHECKING:`` and
+    imports them on first use (``lazy_exports``); none imports its modules eagerly."""
+    import ast
+    import importlib
+
+    eager = []
+    for package in PACKAGES:
+        path = importlib.import_module(package).__file__
+        tree = ast.parse(Path(path).read_text())
+        if "lazy_exports" not in Path(path).read_text() or any(
+            isinstance(node, ast.ImportFrom)
+            and node.module.startswith(f"{package}.")
+            and {alias.name for alias in node.names} != {"lazy_exports"}  # the mechanism itself
+            for node in tree.body
+        ):
+            eager.append(package)
+    assert eager == []
+
+
+@pytest.mark.parametrize("package", [*PACKAGES, *INTERNAL])
 def test_lazy_packages_export_what_they_list(package):
     """The lazy packages (``lens_heads.core._lazy``) resolve every name of their ``__all__`` from
     the imports under ``if TYPE_CHECKING:``, each the object of its module."""
