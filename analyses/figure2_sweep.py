@@ -24,7 +24,7 @@ from analyses._common import (
     stages_of,
     write_outputs,
 )
-from lens_heads.core import INSTRUCTION_TEMPLATE, has_chat_template
+from lens_heads.core import has_chat_template
 from lens_heads.heads_up import SweepResult, removal_sweep, sweep_example
 
 
@@ -60,17 +60,12 @@ def sweep_of(
             if not matches:
                 raise ValueError(f"{config.word!r} is not an input of task {task.name!r}")
             example = matches[0]
-        instructed = (
-            INSTRUCTION_TEMPLATE.format(instruction=task.instruction, input=example.input)
-            if task.instruction
-            else None
-        )
         result = removal_sweep(
             model(),
             example.input,
             order,
             target=example.output,
-            reference_prompt=instructed,
+            instruction=task.instruction or None,  # the reference run: the instructed prompt
             max_new_tokens=config.max_new_tokens,
             every=config.every,
             chat=chat,

@@ -109,7 +109,6 @@ def _sweep_order(args: argparse.Namespace, shape: Any) -> Any:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from lens_heads.core import INSTRUCTION_TEMPLATE
     from lens_heads.core.internal import check_top_k
     from lens_heads.heads_up import removal_sweep
 
@@ -119,9 +118,6 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if shape is not None and args.track_top_k:
         check_top_k(shape, args.track_top_k, "--track-top-k")
     order = _sweep_order(args, shape)
-    reference = args.reference_prompt
-    if args.instruction:
-        reference = INSTRUCTION_TEMPLATE.format(instruction=args.instruction, input=args.prompt)
     if args.target is None and args.track_top_k == 0:
         raise InputError("nothing to track: give --target or --track-top-k above 0")
     config = settings_from(args, SweepConfig)
@@ -144,7 +140,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             args.prompt,
             order,  # a mask is checked against the model there
             target=args.target,
-            reference_prompt=reference,
+            reference_prompt=args.reference_prompt,
+            instruction=args.instruction,  # the reference run, built as in Python
             ablation_prompts=ablation_prompts,
             config=config,
         )

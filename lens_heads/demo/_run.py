@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from lens_heads.core import (
-    INSTRUCTION_TEMPLATE,
     Fingerprint,
     InputError,
     Stages,
@@ -303,14 +302,12 @@ class _Demo:
 
     def sweep(self, where: Path, training: MaskTrainingResult) -> SweepResult:
         chosen = sweep_example(self.model(), self.task.split(n_eval=self.n_eval)[1], self.chat())
-        instruction = self.task.instruction
-        instructed = INSTRUCTION_TEMPLATE.format(instruction=instruction, input=chosen.input)
         result = removal_sweep(
             self.model(),
             chosen.input,
             training.W,
             target=chosen.output,
-            reference_prompt=instructed,
+            instruction=self.task.instruction,  # the reference run: the instructed prompt
             max_new_tokens=self.config.max_new_tokens,
             every=self.config.sweep_every,
             chat=self.chat(),
